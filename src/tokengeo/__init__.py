@@ -1,0 +1,32 @@
+"""tokengeo: how transformers shape token representations.
+
+Top-level API (imported lazily so ``import tokengeo`` stays light)::
+
+    tokengeo.create_model("vit-tiny", n_laplacian=2)   # a registered model variant
+    tokengeo.list_models()                              # their names
+    tokengeo.laplacianize(hf_model, n_laplacian=3)      # Laplacian heads in a HF model
+    tokengeo.run_with_cache(model, x, names=[...])      # named activations
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "create_model": "tokengeo.models.registry",
+    "list_models": "tokengeo.models.registry",
+    "register_model": "tokengeo.models.registry",
+    "laplacianize": "tokengeo.models.hf",
+    "capture": "tokengeo.probes.capture",
+    "run_with_cache": "tokengeo.probes.capture",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tokengeo' has no attribute {name!r}")

@@ -1,0 +1,56 @@
+"""The ``tokengeo`` command line: parse, then hand over to the library.
+
+Each sub-command lives in ``tokengeo.commands.<name>`` and provides
+``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when
+their command runs, so ``tokengeo --help`` stays fast. Bad input
+(:class:`~tokengeo.errors.TokengeoError`) prints one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tokengeo.errors import TokengeoError
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list-models": ("tokengeo.commands.list_models", "list the registered model variants"),
+    "bench": ("tokengeo.commands.bench", "run a benchmark script and print its table"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser_for(argv)
+    args = parser.parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except TokengeoError as exc:
+        print(f"tokengeo {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"tokengeo {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser_for(argv: list[str]) -> argparse.ArgumentParser:
+    """Parser with the arguments of the requested command (all commands for --help)."""
+    parser = argparse.ArgumentParser(
+        prog="tokengeo",
+        description="The geometry of token representations: Laplacian heads, "
+        "L-Transformers, attention flows on the sphere, head-output similarity.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    wanted = argv[0] if argv else None
+    for name, (module, help_text) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd.set_defaults(_module=module)
+        if name == wanted:
+            importlib.import_module(module).add_arguments(cmd)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``tokengeo`` CLI (see :mod:`tokengeo.cli`)."""

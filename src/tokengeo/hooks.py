@@ -1,0 +1,51 @@
+"""Named hook points, in the manner of TransformerLens' ``HookPoint``.
+
+A :class:`HookPoint` is an identity module placed where an activation is worth reading
+or editing. Its name is its module path (``blocks.3.attn.hook_z``), so names are stable
+and discoverable with :func:`hook_points`. Expensive activations (attention patterns)
+are only computed when a hook is attached (:meth:`HookPoint.is_active`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+HookFn = Callable[[torch.Tensor, "HookPoint"], torch.Tensor | None]
+
+
+class HookPoint(nn.Module):
+    """Identity module whose forward hooks see (and may replace) one activation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name: str | None = None  # filled by :func:`name_hook_points`
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def is_active(self) -> bool:
+        """True when some hook is attached, i.e. the activation is wanted."""
+        return bool(self._forward_hooks) or bool(self._forward_pre_hooks)
+
+    def add_hook(self, fn: HookFn) -> torch.utils.hooks.RemovableHandle:
+        """Attach ``fn(activation, hook_point) -> replacement or None``; returns a handle."""
+
+        def _hook(module: nn.Module, inputs: tuple, output: torch.Tensor):
+            return fn(output, module)
+
+        return self.register_forward_hook(_hook)
+
+
+def name_hook_points(model: nn.Module) -> None:
+    """Give every :class:`HookPoint` its module path as ``name``."""
+    for name, module in model.named_modules():
+        if isinstance(module, HookPoint):
+            module.name = name
+
+
+def hook_points(model: nn.Module) -> dict[str, HookPoint]:
+    """All hook points of a tokengeo model, keyed by their stable names."""
+    return {n: m for n, m in model.named_modules() if isinstance(m, HookPoint)}

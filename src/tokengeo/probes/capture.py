@@ -1,0 +1,114 @@
+"""Capture named activations of tokengeo and Hugging Face models.
+
+Names follow TransformerLens: ``blocks.{l}.hook_resid_pre``, ``blocks.{l}.attn.hook_z``
+(per-head outputs before the output projection, ``(B, T, H, Dh)``),
+``blocks.{l}.attn.hook_pattern`` (``(B, H, T, T)``, computed only when captured),
+``blocks.{l}.hook_resid_post``, ... Names may be shell patterns (``blocks.*.attn.hook_z``).
+
+A *hook site* is anything with ``attach(fn) -> handle`` where ``fn(tensor)`` sees the
+activation and may return a replacement. tokengeo models expose their
+:class:`~tokengeo.hooks.HookPoint` modules as sites; Hugging Face models get the same
+names from :func:`tokengeo.probes.hf_sites.hf_hook_sites`. Hooks are always removed when
+the context exits, also on error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from tokengeo.errors import ConfigError
+from tokengeo.hooks import HookPoint
+
+ActivationFn = Callable[[torch.Tensor], torch.Tensor | None]
+
+
+class HookSite(Protocol):
+    def attach(self, fn: ActivationFn) -> Any:  # returns a handle with .remove()
+        ...
+
+
+class _HookPointSite:
+    def __init__(self, point: HookPoint) -> None:
+        self.point = point
+
+    def attach(self, fn: ActivationFn):
+        return self.point.add_hook(lambda x, _hp: fn(x))
+
+
+def hook_sites(model: nn.Module) -> dict[str, HookSite]:
+    """Every named hook site of ``model`` (tokengeo or supported Hugging Face model)."""
+    points = {n: m for n, m in model.named_modules() if isinstance(m, HookPoint)}
+    if points:
+        return {n: _HookPointSite(p) for n, p in points.items()}
+    if _is_hf_model(model):
+        from tokengeo.probes.hf_sites import hf_hook_sites
+
+        return hf_hook_sites(model)
+    raise ConfigError(
+        f"{type(model).__name__} has no hook points: use a tokengeo model or a supported "
+        "Hugging Face model (BERT, GPT-2, ViT)"
+    )
+
+
+def _is_hf_model(model: nn.Module) -> bool:
+    return hasattr(model, "config") and hasattr(model.config, "model_type")
+
+
+def resolve_names(available: Iterable[str], names: Iterable[str]) -> list[str]:
+    """Expand shell patterns; an unknown name raises with examples of valid ones."""
+    available = list(available)
+    out: list[str] = []
+    for pattern in names:
+        hits = [a for a in available if fnmatch.fnmatchcase(a, pattern)]
+        if not hits:
+            examples = ", ".join(available[:8])
+            raise ConfigError(
+                f"no hook point matches {pattern!r}; available names include: {examples} "
+                f"({len(available)} in all; see tokengeo.probes.capture.hook_sites(model))"
+            )
+        out.extend(h for h in hits if h not in out)
+    return out
+
+
+@contextmanager
+def capture(
+    model: nn.Module, names: Iterable[str], *, detach: bool = True, device: str | None = None
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Context manager filling a dict ``{name: activation}`` during forward passes.
+
+    Each forward pass overwrites the entry. ``device="cpu"`` moves captured tensors.
+    """
+    sites = hook_sites(model)
+    cache: dict[str, torch.Tensor] = {}
+    handles = []
+    try:
+        for name in resolve_names(sites, names):
+            handles.append(sites[name].attach(_recorder(cache, name, detach, device)))
+        yield cache
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _recorder(cache: dict, name: str, detach: bool, device: str | None) -> ActivationFn:
+    def record(x: torch.Tensor) -> None:
+        y = x.detach() if detach else x
+        cache[name] = y.to(device) if device is not None else y
+        return None
+
+    return record
+
+
+def run_with_cache(
+    model: nn.Module, *args: Any, names: Iterable[str] = ("*",), **kwargs: Any
+) -> tuple[Any, dict[str, torch.Tensor]]:
+    """Run ``model(*args, **kwargs)`` and return ``(output, {name: activation})``."""
+    with capture(model, names) as cache:
+        out = model(*args, **kwargs)
+    return out, dict(cache)
