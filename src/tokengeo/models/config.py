@@ -1,0 +1,106 @@
+"""Dataclass configs of the model families, validated in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokengeo.config import check_choice, check_positive, check_range
+from tokengeo.errors import ConfigError
+from tokengeo.nn.heads import MIXED_INITS, check_n_laplacian, resolve_head_kinds
+
+
+@dataclass
+class TransformerConfig:
+    """What every family shares: the block stack and its head kinds.
+
+    ``n_laplacian``: the last k heads of every layer are Laplacian (Zhang & Papyan);
+    ``laplacian_heads``: explicit ``{layer: [head indices]}`` instead;
+    ``head_kind``: what the selected heads become (``laplacian`` or learnable ``mixed``).
+    """
+
+    d_model: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    mlp_ratio: float = 4.0
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    bias: bool = True
+    norm_eps: float = 1e-5
+    n_laplacian: int = 0
+    laplacian_heads: dict[int, list[int]] | None = None
+    head_kind: str = "laplacian"
+    mixed_init: str = "laplacian"
+
+    def validate(self) -> None:
+        for name in ("d_model", "n_layers", "n_heads", "mlp_ratio"):
+            check_positive(name, getattr(self, name))
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
+            )
+        check_range("dropout", self.dropout, 0.0, 1.0)
+        check_range("attn_dropout", self.attn_dropout, 0.0, 1.0)
+        check_choice("head_kind", self.head_kind, ("laplacian", "mixed"))
+        check_choice("mixed_init", self.mixed_init, MIXED_INITS)
+        check_n_laplacian(self.n_laplacian, self.n_heads)
+        self.head_kinds()  # validates laplacian_heads
+
+    def head_kinds(self) -> list[tuple[str, ...]]:
+        return resolve_head_kinds(
+            self.n_layers, self.n_heads, n_laplacian=self.n_laplacian,
+            heads=self.laplacian_heads, kind=self.head_kind,
+        )
+
+
+@dataclass
+class ViTConfig(TransformerConfig):
+    """Vision transformer (Dosovitskiy et al. 2021) on small grey or colour images."""
+
+    image_size: int = 28
+    patch_size: int = 4
+    in_chans: int = 1
+    num_classes: int = 10
+    pool: str = "cls"
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("image_size", "patch_size", "in_chans", "num_classes"):
+            check_positive(name, getattr(self, name))
+        if self.image_size % self.patch_size:
+            raise ConfigError(
+                f"image_size={self.image_size} is not divisible by patch_size={self.patch_size}"
+            )
+        check_choice("pool", self.pool, ("cls", "mean"))
+
+
+@dataclass
+class GPTConfig(TransformerConfig):
+    """Causal language model (GPT-2 layout, Radford et al. 2019)."""
+
+    vocab_size: int = 256
+    block_size: int = 256
+    tie_weights: bool = True
+
+    def validate(self) -> None:
+        super().validate()
+        check_positive("vocab_size", self.vocab_size)
+        check_positive("block_size", self.block_size)
+
+
+@dataclass
+class EncoderConfig(TransformerConfig):
+    """Bidirectional text encoder with a classification head (BERT-like, pre-LN)."""
+
+    vocab_size: int = 256
+    max_len: int = 128
+    num_classes: int = 2
+    pool: str = "mean"
+    pad_id: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("vocab_size", "max_len", "num_classes"):
+            check_positive(name, getattr(self, name))
+        check_choice("pool", self.pool, ("cls", "mean"))
+
+

@@ -1,0 +1,41 @@
+"""GPT-style causal language model (Radford et al. 2019; layout of nanoGPT)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tokengeo.errors import ConfigError
+from tokengeo.models.config import GPTConfig
+from tokengeo.models.transformer import TokengeoModel
+
+
+class GPT(TokengeoModel):
+    """Token + learned position embeddings, causal pre-LN blocks, (tied) LM head."""
+
+    family = "gpt"
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__(cfg, causal=True)
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.finish_init()
+        if cfg.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight
+
+    def embed(
+        self, idx: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ConfigError(
+                f"sequence length {T} exceeds block_size={self.config.block_size}; "
+                "use shorter sequences or a model with a larger block_size"
+            )
+        pos = torch.arange(T, device=idx.device)
+        return self.drop(self.tok_emb(idx) + self.pos_emb(pos)), attention_mask  # (B, T, d)
+
+    def forward_head(self, features: torch.Tensor, attention_mask=None) -> torch.Tensor:
+        return self.lm_head(features)  # (B, T, vocab)

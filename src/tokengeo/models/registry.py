@@ -1,0 +1,104 @@
+"""Registry of named model variants: ``create_model("vit-tiny", n_laplacian=2)``.
+
+As in timm, a variant is a family plus default config values; any config field can be
+overridden by keyword, and unknown names or keywords raise with the valid ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from tokengeo.config import replace_checked
+from tokengeo.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    family: str
+    config_cls: type
+    builder: Callable[[Any], nn.Module]
+    defaults: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def config(self, **overrides: Any):
+        cfg = replace_checked(self.config_cls(**self.defaults), overrides, what=f"{self.name}")
+        cfg.validate()
+        return cfg
+
+
+_REGISTRY: dict[str, ModelEntry] = {}
+
+
+def register_model(
+    name: str, family: str, config_cls: type, builder: Callable[[Any], nn.Module],
+    description: str = "", **defaults: Any,
+) -> None:
+    """Register a named variant (a family builder with default config values)."""
+    if name in _REGISTRY:
+        raise ConfigError(f"model {name!r} is already registered")
+    _REGISTRY[name] = ModelEntry(name, family, config_cls, builder, defaults, description)
+
+
+def _ensure_builtin() -> None:
+    if not _REGISTRY:
+        from tokengeo.models import zoo  # noqa: F401  (registers the built-in variants)
+
+
+def list_models(family: str | None = None) -> list[str]:
+    """Names of the registered variants (optionally of one family), sorted."""
+    _ensure_builtin()
+    return sorted(n for n, e in _REGISTRY.items() if family is None or e.family == family)
+
+
+def get_entry(name: str) -> ModelEntry:
+    _ensure_builtin()
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown model {name!r}; registered models: {list_models()}")
+    return _REGISTRY[name]
+
+
+def create_model(
+    name: str,
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+    **overrides: Any,
+) -> nn.Module:
+    """Build the registered variant ``name`` with config ``overrides``.
+
+    >>> model = create_model("vit-tiny", n_laplacian=2, num_classes=10)
+    """
+    entry = get_entry(name)
+    cfg = entry.config(**overrides)
+    with torch.device(device or "cpu"):
+        model = entry.builder(cfg)
+    model.model_name = name
+    return model.to(dtype=dtype) if dtype is not None else model
+
+
+def model_from_config(name: str, config: dict[str, Any], **kw: Any) -> nn.Module:
+    """Rebuild a model from a saved (resolved) config dict, e.g. a checkpoint sidecar."""
+    entry = get_entry(name)
+    fields = {f.name for f in dataclasses.fields(entry.config_cls)}
+    cfg = {k: v for k, v in config.items() if k in fields}
+    if cfg.get("laplacian_heads") is not None:  # JSON turns int keys into strings
+        cfg["laplacian_heads"] = {int(k): v for k, v in cfg["laplacian_heads"].items()}
+    return create_model(name, **kw, **cfg)
+
+
+def describe_models(family: str | None = None) -> list[str]:
+    """One line per variant: name, family, key sizes and description."""
+    lines = []
+    for name in list_models(family):
+        e = _REGISTRY[name]
+        cfg = e.config()
+        sizes = f"d={cfg.d_model} L={cfg.n_layers} H={cfg.n_heads}"
+        lines.append(f"{name:<20} {e.family:<8} {sizes:<18} {e.description}")
+    return lines
