@@ -1,0 +1,238 @@
+"""Checkpoints: safetensors for every tensor, a JSON sidecar for everything else.
+
+A checkpoint is a directory ``<run>/checkpoints/step-00000042/`` holding
+
+- ``model.safetensors``: the model's state dict (tied weights stored once, their
+  aliases listed in the sidecar);
+- ``optimizer.safetensors``: the optimizer's per-parameter tensors (``state.<i>.<name>``);
+- ``state.json``: step, resolved configs, optimizer hyper-parameters, scheduler, RNG and
+  data-sampler states, and the SHA-256 of both tensor files.
+
+It is written into a hidden temporary directory that is renamed into place only when
+complete, so a crash never leaves a half-written checkpoint. Loading never unpickles:
+tensors come from safetensors, the rest from JSON; a missing file, a checksum mismatch,
+or a model/config mismatch raises :class:`~tokengeo.errors.CheckpointError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from tokengeo.errors import CheckpointError
+
+FORMAT = "tokengeo-checkpoint/1"
+MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "state.json"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    state: dict[str, Any]  # the JSON sidecar
+    model_tensors: dict[str, torch.Tensor]
+    optim_tensors: dict[str, torch.Tensor]
+
+    @property
+    def step(self) -> int:
+        return int(self.state["step"])
+
+
+# ---- writing -------------------------------------------------------------------------
+
+
+def save_checkpoint(
+    root: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
+    state: dict[str, Any], keep: int = 1,
+) -> Path:
+    """Write ``root/step-<step>`` atomically and keep only the ``keep`` newest checkpoints."""
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".tmp-step-{step:08d}-"))
+    try:
+        weights, aliases = unique_state_dict(model)
+        optim_tensors, optim_meta = split_optimizer_state(optimizer.state_dict())
+        save_file(weights, tmp / MODEL_FILE)
+        save_file(optim_tensors, tmp / OPTIM_FILE)
+        sidecar = {
+            "format": FORMAT, "step": step, **state, "aliases": aliases, "optimizer": optim_meta,
+            "sha256": {name: _sha256(tmp / name) for name in (MODEL_FILE, OPTIM_FILE)},
+        }
+        _write_json(tmp / STATE_FILE, sidecar)
+        _fsync_dir(tmp)
+        final = root / f"step-{step:08d}"
+        _move_into_place(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    prune_checkpoints(root, keep)
+    return final
+
+
+def unique_state_dict(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """(tensors with each storage once, {alias name: stored name}) — e.g. tied LM heads."""
+    tensors: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
+    for name, t in model.state_dict().items():
+        key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
+        if t.numel() and key in seen:
+            aliases[name] = seen[key]
+            continue
+        seen[key] = name
+        tensors[name] = t.detach().cpu().contiguous()
+    return tensors, aliases
+
+
+def split_optimizer_state(sd: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Optimizer state dict -> (tensors ``state.<i>.<key>``, JSON-able rest)."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, per_param in sd["state"].items():
+        for key, value in per_param.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{idx}.{key}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(idx), {})[key] = value
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def prune_checkpoints(root: Path, keep: int) -> None:
+    for path in list_checkpoints(root)[:-keep]:
+        shutil.rmtree(path)
+
+
+def remove_partial(root: Path) -> None:
+    """Delete temporary directories left by a write that was interrupted."""
+    for path in root.glob(".tmp-*") if root.is_dir() else []:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _move_into_place(tmp: Path, final: Path) -> None:
+    if not final.exists():
+        os.replace(tmp, final)
+        return
+    old = final.with_name(f".tmp-old-{final.name}")
+    os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1, allow_nan=False)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    for name in (MODEL_FILE, OPTIM_FILE):
+        with open(path / name, "rb") as f:
+            os.fsync(f.fileno())
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---- reading -------------------------------------------------------------------------
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    """Complete checkpoint directories under ``root``, oldest first."""
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(root: Path) -> Path | None:
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Read and verify a checkpoint directory (files present, JSON valid, checksums match)."""
+    state = _read_sidecar(path)
+    for name in (MODEL_FILE, OPTIM_FILE):
+        if not (path / name).is_file():
+            raise CheckpointError(f"checkpoint {path} is incomplete: {name} is missing")
+        if _sha256(path / name) != state["sha256"].get(name):
+            raise CheckpointError(
+                f"checkpoint {path} is corrupt: {name} does not match its recorded SHA-256; "
+                "delete this checkpoint directory to resume from an earlier one"
+            )
+    try:
+        return Checkpoint(path, state, load_file(path / MODEL_FILE), load_file(path / OPTIM_FILE))
+    except SafetensorError as exc:
+        raise CheckpointError(f"checkpoint {path} has an unreadable tensor file: {exc}") from None
+
+
+def _read_sidecar(path: Path) -> dict[str, Any]:
+    file = path / STATE_FILE
+    try:
+        state = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is missing") from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {file} is not valid JSON: {exc}") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{file} is not a {FORMAT} sidecar")
+    missing = [k for k in ("step", "sha256", "aliases", "optimizer") if k not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {file} lacks the fields {missing}")
+    return state
+
+
+def restore_model(model: nn.Module, ckpt: Checkpoint) -> None:
+    """Load weights after checking names and shapes (one-line error naming the mismatch)."""
+    tensors = dict(ckpt.model_tensors)
+    for alias, name in ckpt.state["aliases"].items():
+        tensors[alias] = tensors[name]
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    shapes = [f"{k} {tuple(tensors[k].shape)} vs {tuple(v.shape)}"
+              for k, v in expected.items() if k in tensors and tensors[k].shape != v.shape]
+    if missing or unexpected or shapes:
+        raise CheckpointError(
+            f"checkpoint {ckpt.path} does not fit the model: missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]}, shape mismatches {shapes[:3]}"
+        )
+    model.load_state_dict(tensors, strict=True)
+
+
+def restore_optimizer(optimizer: torch.optim.Optimizer, ckpt: Checkpoint) -> None:
+    meta = ckpt.state["optimizer"]
+    per_param: dict[int, dict[str, Any]] = {}
+    for key, tensor in ckpt.optim_tensors.items():
+        _, idx, name = key.split(".", 2)
+        per_param.setdefault(int(idx), {})[name] = tensor
+    for idx, values in meta["scalars"].items():
+        per_param.setdefault(int(idx), {}).update(values)
+    groups = meta["param_groups"]
+    if [len(g["params"]) for g in groups] != [len(g["params"]) for g in optimizer.param_groups]:
+        raise CheckpointError(
+            f"checkpoint {ckpt.path} optimizer has parameter groups of sizes "
+            f"{[len(g['params']) for g in groups]}, this run "
+            f"{[len(g['params']) for g in optimizer.param_groups]}"
+        )
+    try:
+        optimizer.load_state_dict({"state": per_param, "param_groups": groups})
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"checkpoint {ckpt.path} optimizer state does not fit: {exc}") from None

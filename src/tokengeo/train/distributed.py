@@ -1,0 +1,105 @@
+"""Data parallelism with PyTorch DDP, configured from the variables ``torchrun`` sets.
+
+``torchrun --nproc_per_node N -m tokengeo train ...`` starts N processes with ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` in their environment;
+:func:`init_distributed` joins them into one process group (NCCL on GPUs, gloo on CPU).
+Without those variables it returns a single-process :class:`DistEnv` and nothing else
+changes. Only rank 0 logs and writes files; every rank holds the same weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from tokengeo.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def resolve_device(preference: str, local_rank: int = 0) -> torch.device:
+    """``auto`` -> the local GPU when there is one, else the CPU."""
+    if preference == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device='cuda' but no CUDA device is available; use --device cpu")
+    if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def init_distributed(device: str = "auto") -> DistEnv:
+    """Join the process group described by torchrun's environment (or run alone)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return DistEnv(device=resolve_device(device))
+    missing = [v for v in ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if missing:
+        raise ConfigError(f"WORLD_SIZE={world_size} but {missing} are unset; launch with torchrun")
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    dev = resolve_device(device, local_rank)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    return DistEnv(rank, world_size, local_rank, dev)
+
+
+def shutdown(env: DistEnv) -> None:
+    if env.enabled and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def wrap_model(model: nn.Module, env: DistEnv) -> nn.Module:
+    """DDP wrapper (it broadcasts rank 0's weights, then averages gradients) or the model."""
+    if not env.enabled:
+        return model
+    ids = [env.device.index] if env.device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
+def all_reduce_sum(tensor: torch.Tensor, env: DistEnv) -> torch.Tensor:
+    """Sum ``tensor`` over ranks in place (identity for one process)."""
+    if env.enabled:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def barrier(env: DistEnv) -> None:
+    if env.enabled:
+        dist.barrier()
+
+
+def all_gather_json(obj: Any, env: DistEnv) -> list[Any]:
+    """Every rank's JSON-able ``obj``, in rank order (sent as UTF-8 bytes, not pickles)."""
+    if not env.enabled:
+        return [obj]
+    data = torch.tensor(list(json.dumps(obj).encode()), dtype=torch.uint8, device=env.device)
+    size = torch.tensor([data.numel()], device=env.device)
+    sizes = [torch.zeros_like(size) for _ in range(env.world_size)]
+    dist.all_gather(sizes, size)
+    longest = int(max(s.item() for s in sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8, device=env.device)
+    padded[: data.numel()] = data
+    gathered = [torch.empty_like(padded) for _ in range(env.world_size)]
+    dist.all_gather(gathered, padded)
+    return [json.loads(bytes(g[: int(s.item())].tolist()).decode())
+            for g, s in zip(gathered, sizes, strict=True)]
