@@ -71,13 +71,17 @@ def save_checkpoint(
         }
         _write_json(tmp / STATE_FILE, sidecar)
         _fsync_dir(tmp)
-        final = root / f"step-{step:08d}"
+        final = step_dir(root, step)
         _move_into_place(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     prune_checkpoints(root, keep)
     return final
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return root / f"step-{step:08d}"
 
 
 def unique_state_dict(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:

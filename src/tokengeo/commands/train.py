@@ -1,0 +1,69 @@
+"""``tokengeo train``: train a registered model on a dataset, or resume a run.
+
+    tokengeo train --model vit-tiny --data fashion-mnist --n-laplacian 3 --steps 2000 \\
+        --seed 0 --out runs/vit-l3
+    tokengeo train config.toml --set lr=1e-3 --set model_overrides.d_model=96
+    tokengeo train --resume --out runs/vit-l3
+    torchrun --nproc_per_node 2 -m tokengeo train config.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+
+# flag -> TrainConfig field (None = not given, keep the file's / default value)
+_FLAGS = {
+    "--model": ("model", str, "registered model variant (tokengeo list-models)"),
+    "--data": ("data", str, "dataset name or path to your own data"),
+    "--task": ("task", str, "auto (from the data), image-classification, ..."),
+    "--n-laplacian": ("n_laplacian", int, "Laplacian heads per layer (k of H)"),
+    "--steps": ("steps", int, "optimiser updates"),
+    "--batch-size": ("batch_size", int, "global batch size (split over ranks)"),
+    "--lr": ("lr", float, "peak learning rate"),
+    "--eval-every": ("eval_every", int, "evaluate every N steps (0: only at the end)"),
+    "--checkpoint-every": ("checkpoint_every", int, "checkpoint every N steps (0: at the end)"),
+    "--seed": ("seed", int, "seed of initialisation, data order and dropout"),
+    "--precision": ("precision", str, "fp32, bf16, fp16 (CUDA) or auto"),
+    "--device": ("device", str, "auto, cpu or cuda"),
+    "--out": ("out", str, "run directory (must be new or empty unless --resume)"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", default=None, help="TOML config file (optional)")
+    for flag, (dest, kind, help_text) in _FLAGS.items():
+        parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_text)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config field, e.g. --set lr=3e-4 "
+                             "--set model_overrides.d_model=96 (repeatable)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out from its latest checkpoint")
+    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tokengeo.errors import ConfigError
+    from tokengeo.train.config import build_config
+    from tokengeo.train.distributed import init_distributed, shutdown
+    from tokengeo.train.rundir import RunDir
+    from tokengeo.train.trainer import train
+
+    fields = {dest: getattr(args, dest) for dest, _, _ in _FLAGS.values()}
+    base = None
+    if args.resume and args.config is None:
+        if args.out is None:
+            raise ConfigError("--resume needs --out RUN_DIR (the run to continue)")
+        base = RunDir(args.out).check_resumable()
+    cfg = build_config(args.config, fields, args.sets, base)
+    env = init_distributed(cfg.device)
+    try:
+        summary = train(cfg, resume=args.resume, env=env,
+                        progress=False if args.no_progress else None)
+    finally:
+        shutdown(env)
+    if env.is_main:
+        for split, metrics in summary["final"].items():
+            shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+            print(f"{split}: {shown}")
+        print(f"wrote {RunDir(cfg.out).summary}")
+    return 0

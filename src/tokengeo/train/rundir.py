@@ -1,0 +1,117 @@
+"""The run directory (``--out``): its layout, creation, resumption and atomic JSON writes.
+
+::
+
+    <out>/config.json        resolved TrainConfig (rewritten atomically)
+    <out>/metrics.jsonl      one JSON record per line: train steps, evaluations
+    <out>/checkpoints/       step-<N>/ directories (see tokengeo.train.checkpoint)
+    <out>/summary.json       final metrics, parameter counts, wall time, config
+
+Only rank 0 writes here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tokengeo.errors import CheckpointError, ConfigError
+from tokengeo.train.config import RESUMABLE_CHANGES
+
+# metrics.jsonl keys that measure wall-clock time (they differ between identical runs)
+TIMING_KEYS = ("wall_s", "throughput")
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to a temporary file beside ``path``, then rename it over it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunDir:
+    def __init__(self, out: str | Path) -> None:
+        self.root = Path(out).expanduser()
+        self.config = self.root / "config.json"
+        self.metrics = self.root / "metrics.jsonl"
+        self.checkpoints = self.root / "checkpoints"
+        self.summary = self.root / "summary.json"
+
+    def check_new(self) -> None:
+        """Refuse to overwrite another run."""
+        if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
+            raise ConfigError(
+                f"--out {str(self.root)!r} exists and is not empty; pass --resume to continue "
+                "that run, or choose a new --out"
+            )
+
+    def check_resumable(self) -> dict[str, Any]:
+        """The saved config of the run to resume (error when there is none)."""
+        if not self.config.is_file():
+            raise ConfigError(
+                f"nothing to resume: {str(self.config)!r} does not exist; "
+                "start the run without --resume"
+            )
+        try:
+            return json.loads(self.config.read_text())
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"{self.config} is not valid JSON ({exc})") from None
+
+    def create(self, config: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.checkpoints.mkdir(exist_ok=True)
+        write_json_atomic(self.config, config)
+        self.metrics.touch()
+
+    def append(self, record: dict[str, Any]) -> None:
+        with open(self.metrics, "a") as f:
+            f.write(json.dumps(record, allow_nan=True) + "\n")
+
+    def sync_metrics(self) -> None:
+        """Flush metrics.jsonl to disk (before a checkpoint that refers to it)."""
+        if self.metrics.exists():
+            with open(self.metrics, "a") as f:
+                os.fsync(f.fileno())
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        return list(_records(self.metrics))
+
+    def truncate_metrics(self, step: int) -> None:
+        """Keep the records of steps <= ``step`` (a resumed run rewrites the rest)."""
+        kept = [r for r in _records(self.metrics) if r["step"] <= step and not r.get("final")]
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".metrics.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in kept)
+        os.replace(tmp, self.metrics)
+
+
+def _records(path: Path) -> Iterable[dict[str, Any]]:
+    """Parsed lines of a JSONL file; a torn last line (a crash mid-write) is skipped."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                raise CheckpointError(f"{path} line {i + 1} is not valid JSON") from None
+
+
+def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Fields (other than ``RESUMABLE_CHANGES``) whose values differ, as ``k: old -> new``."""
+    keys = sorted((set(saved) | set(current)) - set(RESUMABLE_CHANGES))
+    return [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in keys
+            if saved.get(k) != current.get(k)]

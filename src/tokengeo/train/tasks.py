@@ -1,0 +1,247 @@
+"""Tasks bind a dataset bundle to the model families that fit it, a loss and its metrics.
+
+The trainer knows nothing about images or text: it asks its task for batches, a loss,
+per-batch sums of statistics (summed over batches and data-parallel ranks) and the
+metrics computed from those sums.
+
+=====================  ================  =============================================
+task                   data bundle       metrics
+=====================  ================  =============================================
+image-classification   images, labels    loss (nats), accuracy
+text-classification    token ids, mask   loss (nats), accuracy
+language-modeling      token stream      loss (nats/token), perplexity = exp(loss),
+                                         bits_per_token = loss / ln 2,
+                                         bits_per_char = total bits / total characters
+=====================  ================  =============================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from tokengeo.errors import ConfigError
+
+
+@dataclass
+class Batch:
+    inputs: torch.Tensor  # (B, C, H, W) float images or (B, T) int64 token ids
+    targets: torch.Tensor  # (B,) class ids or (B, T) next-token ids
+    attention_mask: torch.Tensor | None = None  # (B, T), 1 = real token
+
+    def to(self, device: torch.device) -> Batch:
+        mask = None if self.attention_mask is None else self.attention_mask.to(device)
+        return Batch(self.inputs.to(device), self.targets.to(device), mask)
+
+    def __len__(self) -> int:
+        return self.targets.shape[0]
+
+
+def evenly_spaced(n: int, limit: int) -> torch.Tensor:
+    """``min(n, limit)`` indices spread evenly over ``range(n)`` (all of them if limit=0)."""
+    if limit <= 0 or limit >= n:
+        return torch.arange(n)
+    return torch.linspace(0, n - 1, limit).round().long()
+
+
+class Task:
+    """Base class. Subclasses set ``kind`` (the bundle kind they accept), ``families``."""
+
+    kind: ClassVar[str]
+    families: ClassVar[tuple[str, ...]]
+    unit: ClassVar[str]  # what throughput counts: examples or tokens
+    stat_names: ClassVar[tuple[str, ...]]
+    eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
+
+    def __init__(self, data: Any, model_config: Any) -> None:
+        if data.kind != self.kind:
+            raise ConfigError(f"task {self.kind!r} cannot use {data.kind} data {data.name!r}")
+        self.data = data
+        self.model_config = model_config
+
+    @staticmethod
+    def model_sizes(data: Any) -> dict[str, Any]:
+        """Model config values the data dictates (classes, image size, vocabulary...)."""
+        raise NotImplementedError
+
+    def check_family(self, model_name: str, family: str) -> None:
+        if family not in self.families:
+            from tokengeo.models.registry import list_models
+
+            fits = [m for f in self.families for m in list_models(f)]
+            raise ConfigError(
+                f"model {model_name!r} (family {family}) cannot do {self.kind}; use one of {fits}"
+            )
+
+    def num_examples(self, split: str) -> int:
+        raise NotImplementedError
+
+    def sampler(self, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+        """Resumable infinite iterator of training index tensors (this rank's share)."""
+        from tokengeo.data import EpochBatchSampler
+
+        return EpochBatchSampler(self.num_examples("train"), batch_size, seed,
+                                 rank=rank, world_size=world_size)
+
+    def eval_indices(self, split: str, max_examples: int) -> torch.Tensor:
+        """The fixed, seed-free evaluation examples of ``split`` (all when 0)."""
+        return evenly_spaced(self.num_examples(split), max_examples)
+
+    def batch(self, split: str, idx: torch.Tensor) -> Batch:
+        raise NotImplementedError
+
+    def items(self, batch: Batch) -> int:
+        return len(batch)
+
+    def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Mean cross-entropy of the batch (the quantity that is optimised)."""
+        raise NotImplementedError
+
+    def stats(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Per-batch sums ``stat_names`` (float64, (S,)): add them over batches and ranks."""
+        raise NotImplementedError
+
+    def metrics(self, sums: torch.Tensor) -> dict[str, float]:
+        raise NotImplementedError
+
+
+class _Classification(Task):
+    unit = "ex"
+    stat_names = ("loss_sum", "correct", "count")
+
+    def num_examples(self, split: str) -> int:
+        return len(self.data.split(split))
+
+    def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), batch.targets)  # logits (B, C)
+
+    def stats(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        logits = logits.float()  # (B, C)
+        loss_sum = F.cross_entropy(logits, batch.targets, reduction="sum")
+        correct = (logits.argmax(dim=-1) == batch.targets).sum()
+        n = torch.tensor(len(batch), device=logits.device)
+        return torch.stack([loss_sum.double(), correct.double(), n.double()])
+
+    def metrics(self, sums: torch.Tensor) -> dict[str, float]:
+        loss_sum, correct, count = sums.tolist()
+        return {"loss": loss_sum / count, "accuracy": correct / count, "examples": int(count)}
+
+
+class ImageClassification(_Classification):
+    kind = "image-classification"
+    families = ("vit",)
+
+    @staticmethod
+    def model_sizes(data: Any) -> dict[str, Any]:
+        c, h, w = data.image_shape
+        if h != w:
+            raise ConfigError(f"{data.name} images are {h}x{w}; the ViT needs square images")
+        return {"num_classes": data.num_classes, "image_size": h, "in_chans": c}
+
+    def batch(self, split: str, idx: torch.Tensor) -> Batch:
+        images, labels = self.data.split(split)[idx]  # (B, C, H, W) uint8, (B,)
+        return Batch(self.data.normalize(images), labels)
+
+
+class TextClassification(_Classification):
+    kind = "text-classification"
+    families = ("encoder",)
+
+    @staticmethod
+    def model_sizes(data: Any) -> dict[str, Any]:
+        return {"num_classes": data.num_classes, "vocab_size": data.vocab_size,
+                "max_len": data.max_len, "pad_id": data.pad_id}
+
+    def batch(self, split: str, idx: torch.Tensor) -> Batch:
+        ids, mask, labels = self.data.split(split)[idx]  # (B, L), (B, L), (B,)
+        length = max(1, int(mask.sum(dim=1).max()))  # drop columns that are padding only
+        return Batch(ids[:, :length], labels, mask[:, :length])
+
+
+class LanguageModeling(Task):
+    kind = "language-modeling"
+    families = ("gpt",)
+    unit = "tok"
+    stat_names = ("loss_sum", "tokens", "chars")
+    eval_splits = ("val",)
+
+    def __init__(self, data: Any, model_config: Any) -> None:
+        super().__init__(data, model_config)
+        block = model_config.block_size
+        self.windows = {s: data.windows(s, block) for s in ("train", "val")}
+        self._chars: torch.Tensor | None = None  # (V,) characters per token id
+
+    @staticmethod
+    def model_sizes(data: Any) -> dict[str, Any]:
+        return {"vocab_size": data.vocab_size}
+
+    def num_examples(self, split: str) -> int:
+        return len(self.windows[split])
+
+    def sampler(self, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+        from tokengeo.data import RandomWindowSampler
+
+        return RandomWindowSampler(self.num_examples("train"), batch_size, seed,
+                                   rank=rank, world_size=world_size)
+
+    def eval_indices(self, split: str, max_examples: int) -> torch.Tensor:
+        """Starts of non-overlapping windows, evenly thinned to ``max_examples``."""
+        return self.windows[split].eval_starts(max_examples or None)
+
+    def batch(self, split: str, idx: torch.Tensor) -> Batch:
+        x, y = self.windows[split][idx]  # (B, T), (B, T)
+        return Batch(x, y)
+
+    def items(self, batch: Batch) -> int:
+        return batch.targets.numel()
+
+    def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten())
+
+    def chars_per_token(self) -> torch.Tensor:
+        """(V,) length in characters of each token's text (all ones for characters)."""
+        if self._chars is None:
+            tok = self.data.tokenizer
+            if getattr(tok, "name", "") == "char":
+                self._chars = torch.ones(self.data.vocab_size, dtype=torch.float64)
+            else:
+                lengths = [len(tok.decode([i])) for i in range(self.data.vocab_size)]
+                self._chars = torch.tensor(lengths, dtype=torch.float64)
+        return self._chars
+
+    def stats(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        targets = batch.targets.flatten()  # (B*T,)
+        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), targets, reduction="sum")
+        chars = self.chars_per_token().to(targets.device)[targets].sum()
+        n = torch.tensor(targets.numel(), device=targets.device)
+        return torch.stack([loss_sum.double(), n.double(), chars.double()])
+
+    def metrics(self, sums: torch.Tensor) -> dict[str, float]:
+        loss_sum, tokens, chars = sums.tolist()
+        loss = loss_sum / tokens
+        return {
+            "loss": loss,
+            "perplexity": math.exp(min(loss, 700.0)),
+            "bits_per_token": loss / math.log(2),
+            "bits_per_char": loss_sum / math.log(2) / chars,
+            "tokens": int(tokens),
+        }
+
+
+TASKS: dict[str, type[Task]] = {
+    t.kind: t for t in (ImageClassification, TextClassification, LanguageModeling)
+}
+
+
+def task_class(name: str, data_kind: str) -> type[Task]:
+    """The task ``name`` (``auto``: the one that fits the data kind)."""
+    chosen = data_kind if name == "auto" else name
+    if chosen not in TASKS:
+        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *TASKS]}")
+    if TASKS[chosen].kind != data_kind:
+        raise ConfigError(f"task {name!r} does not fit {data_kind} data; use task='auto'")
+    return TASKS[chosen]

@@ -1,0 +1,347 @@
+"""The training loop: AdamW + warmup/cosine, clipping, evaluation, checkpoints, DDP.
+
+>>> from tokengeo.train import TrainConfig, Trainer
+>>> summary = Trainer(TrainConfig(model="vit-tiny", data="fashion-mnist", steps=300,
+...                               out="runs/vit")).fit()
+
+Step ``s`` (1-based) is the ``s``-th optimiser update. Everything a step depends on, the
+weights, optimiser moments, learning rate (a function of the step), the data sampler
+(seeded by ``(seed, step)``) and the RNG states, is in the checkpoint, so a resumed run
+continues bit for bit (on the same device and thread count).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from tokengeo.errors import CheckpointError, ConfigError, TokengeoError
+from tokengeo.train import checkpoint as ckpt
+from tokengeo.train.config import TrainConfig
+from tokengeo.train.distributed import (
+    DistEnv,
+    all_gather_json,
+    all_reduce_sum,
+    barrier,
+    init_distributed,
+    wrap_model,
+)
+from tokengeo.train.progress import Progress
+from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
+from tokengeo.train.rundir import RunDir, config_changes, write_json_atomic
+from tokengeo.train.schedule import WarmupCosine
+from tokengeo.train.tasks import Batch, Task, task_class
+
+
+class NonFiniteLossError(TokengeoError):
+    """The loss (or gradient norm) became NaN or infinite; the run stopped."""
+
+
+@dataclass
+class StepResult:
+    loss: float  # mean over the global batch
+    lr: float
+    grad_norm: float  # before clipping (nan when clipping is off)
+    items: int  # examples or tokens in the global batch
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype (None = full fp32). ``auto``: bf16 on GPUs that support it."""
+    if precision == "auto":
+        cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if cuda_bf16 else None
+    if precision == "fp16" and device.type != "cuda":
+        raise ConfigError("precision='fp16' needs a CUDA device; use bf16 or fp32 on the CPU")
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with decoupled weight decay on matrices/embeddings (dim >= 2) only."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+
+
+def load_data(cfg: TrainConfig) -> Any:
+    from tokengeo.data import load_dataset
+
+    return load_dataset(cfg.data, **cfg.data_options)
+
+
+class Trainer:
+    """One training run of ``cfg`` in ``cfg.out`` (``resume=True``: continue it).
+
+    ``data`` skips loading ``cfg.data`` (a bundle already in memory); ``env`` is the
+    data-parallel environment (default: from torchrun's variables); ``progress`` forces
+    the bar on or off (default: on a terminal outside CI).
+    """
+
+    def __init__(self, cfg: TrainConfig, *, resume: bool = False, data: Any = None,
+                 env: DistEnv | None = None, progress: bool | None = None) -> None:
+        self.cfg = cfg.validate()
+        self.env = env or init_distributed(cfg.device)
+        self.run = RunDir(cfg.out)
+        saved_config = self._check_run_dir(resume)
+        self.autocast_dtype = resolve_precision(cfg.precision, self.env.device)
+        seed_everything(cfg.seed)
+        self.data = load_data(cfg) if data is None else data
+        self.task, self.model = self._build_task_and_model()
+        self.optimizer = build_optimizer(self.model, cfg)
+        self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps)
+        self.sampler = self.task.sampler(cfg.batch_size, cfg.seed, self.env.rank,
+                                         self.env.world_size)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
+        self.step, self.wall_before, self.saved_step = 0, 0.0, None
+        self._start_run_dir(saved_config)
+        self.ddp_model = wrap_model(self.model, self.env)
+        self._show_progress = progress
+
+    # ---- set-up --------------------------------------------------------------------
+
+    def _check_run_dir(self, resume: bool) -> dict[str, Any] | None:
+        """Every rank checks before rank 0 writes anything (then they all agree)."""
+        saved = self.run.check_resumable() if resume else self.run.check_new()
+        if saved is not None:
+            changes = config_changes(saved, self.cfg.to_dict())
+            if changes:
+                raise CheckpointError(
+                    f"the config differs from the run in {str(self.run.root)!r}: "
+                    f"{'; '.join(changes)}; resume with the saved settings"
+                )
+        barrier(self.env)
+        return saved
+
+    def _build_task_and_model(self) -> tuple[Task, nn.Module]:
+        from tokengeo.models.registry import get_entry, model_from_config
+
+        cls = task_class(self.cfg.task, self.data.kind)
+        model_cfg = self.cfg.model_config(**cls.model_sizes(self.data))
+        task = cls(self.data, model_cfg)
+        task.check_family(self.cfg.model, get_entry(self.cfg.model).family)
+        model = model_from_config(self.cfg.model, dataclasses.asdict(model_cfg),
+                                  device=self.env.device)
+        return task, model
+
+    def _start_run_dir(self, saved_config: dict[str, Any] | None) -> None:
+        """Fresh run: create the directory. Resume: restore the latest checkpoint."""
+        if saved_config is None:
+            if self.env.is_main:
+                self.run.create(self.cfg.to_dict())
+        else:
+            latest = ckpt.latest_checkpoint(self.run.checkpoints)
+            if latest is not None:
+                self.restore(ckpt.load_checkpoint(latest))
+            if self.env.is_main:
+                ckpt.remove_partial(self.run.checkpoints)
+                self.run.truncate_metrics(self.step)
+                write_json_atomic(self.run.config, self.cfg.to_dict())
+        barrier(self.env)
+
+    # ---- checkpoints ---------------------------------------------------------------
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The JSON sidecar content besides tensors (gathered from every rank)."""
+        return {
+            "config": self.cfg.to_dict(),
+            "model": {"name": self.cfg.model, "config": _jsonable(self.model.config)},
+            "data": getattr(self.data, "name", str(self.cfg.data)),
+            "schedule": self.schedule.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
+            "rng": all_gather_json(rng_state(), self.env),
+            "world_size": self.env.world_size,
+            "wall_s": self.wall_s(),
+        }
+
+    def save(self) -> None:
+        state = self.checkpoint_state()  # collective: every rank takes part
+        if self.env.is_main:
+            self.run.sync_metrics()
+            ckpt.save_checkpoint(self.run.checkpoints, self.step, self.model, self.optimizer,
+                                 state, keep=self.cfg.keep_checkpoints)
+        self.saved_step = self.step
+        barrier(self.env)
+
+    def restore(self, c: ckpt.Checkpoint) -> None:
+        s = c.state
+        if s.get("world_size") != self.env.world_size:
+            raise CheckpointError(f"checkpoint {c.path} was written by {s.get('world_size')} "
+                                  f"processes, this run has {self.env.world_size}; use as many")
+        saved_model = s.get("model", {})
+        changes = config_changes(saved_model.get("config", {}), _jsonable(self.model.config))
+        if saved_model.get("name") != self.cfg.model or changes:
+            raise CheckpointError(f"checkpoint {c.path} holds model {saved_model.get('name')!r} "
+                                  f"with different settings: {'; '.join(changes)}")
+        changes = config_changes(s["config"], self.cfg.to_dict())
+        if changes:
+            raise CheckpointError(f"checkpoint {c.path} was written with other settings: "
+                                  f"{'; '.join(changes)}")
+        self.schedule.check_state(s["schedule"])
+        ckpt.restore_model(self.model, c)
+        ckpt.restore_optimizer(self.optimizer, c)
+        self.sampler.load_state_dict(s["sampler"])
+        if s.get("scaler"):
+            self.scaler.load_state_dict(s["scaler"])
+        set_rng_state(s["rng"][self.env.rank])
+        self.step, self.wall_before, self.saved_step = c.step, float(s["wall_s"]), c.step
+
+    # ---- one step ------------------------------------------------------------------
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.env.device.type, dtype=self.autocast_dtype)
+
+    def forward(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        with self._autocast():
+            return model(batch.inputs, attention_mask=batch.attention_mask)
+
+    def train_step(self) -> StepResult:
+        """One update on the next global batch; raises before updating on a non-finite loss."""
+        self.model.train()
+        lr = self.schedule.apply(self.optimizer, self.step)
+        batch = self.task.batch("train", next(self.sampler)).to(self.env.device)
+        loss = self.task.loss(self.forward(self.ddp_model, batch), batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()  # DDP averages gradients over ranks here
+        global_loss = self._global_mean(loss.detach())
+        self._check_finite("loss", global_loss)
+        grad_norm = self._clip_gradients()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        items = self.task.items(batch) * self.env.world_size
+        return StepResult(global_loss, lr, grad_norm, items)
+
+    def _global_mean(self, value: torch.Tensor) -> float:
+        total = all_reduce_sum(value.double().reshape(1), self.env)
+        return float(total.item()) / self.env.world_size
+
+    def _clip_gradients(self) -> float:
+        if not self.cfg.grad_clip:
+            return math.nan
+        self.scaler.unscale_(self.optimizer)
+        norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+        if not self.scaler.is_enabled():  # fp16: the scaler skips the step on inf itself
+            self._check_finite("gradient norm", norm)
+        return norm
+
+    def _check_finite(self, what: str, value: float) -> None:
+        if math.isfinite(value):
+            return
+        kept = ("no checkpoint was written yet" if self.saved_step is None else
+                f"the last good checkpoint is {ckpt.step_dir(self.run.checkpoints, self.saved_step)}")
+        raise NonFiniteLossError(
+            f"non-finite {what} ({value}) at step {self.step + 1}; training stopped and "
+            f"{kept}; lower lr or raise warmup/grad_clip and start again (or --resume)"
+        )
+
+    # ---- evaluation ----------------------------------------------------------------
+
+    @torch.no_grad()
+    def evaluate(self, split: str, max_examples: int = 0) -> dict[str, float]:
+        """Metrics of the fixed evaluation examples of ``split``, sharded over ranks."""
+        self.model.eval()
+        idx = self.task.eval_indices(split, max_examples)  # (N,)
+        sums = torch.zeros(len(self.task.stat_names), dtype=torch.float64, device=self.env.device)
+        for chunk in torch.split(idx, self.cfg.batch_size):
+            mine = torch.tensor_split(chunk, self.env.world_size)[self.env.rank]
+            if len(mine):
+                batch = self.task.batch(split, mine).to(self.env.device)
+                sums += self.task.stats(self.forward(self.model, batch), batch)
+        return self.task.metrics(all_reduce_sum(sums, self.env).cpu())
+
+    # ---- the loop ------------------------------------------------------------------
+
+    def wall_s(self) -> float:
+        return self.wall_before + time.perf_counter() - self._t0
+
+    def _due(self, every: int) -> bool:
+        return every > 0 and self.step % every == 0
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.env.is_main:
+            self.run.append(record)
+
+    def _log_step(self, r: StepResult) -> None:
+        if self._due(self.cfg.log_every) or self.step == self.cfg.steps:
+            self._log({"step": self.step, "split": "train", "loss": r.loss, "lr": r.lr,
+                       "grad_norm": r.grad_norm, "wall_s": round(self.wall_s(), 3),
+                       "throughput": round(r.items / max(self._step_time, 1e-9), 1)})
+
+    def _log_eval(self, split: str, max_examples: int, final: bool = False) -> dict[str, float]:
+        metrics = self.evaluate(split, max_examples)
+        self._log({"step": self.step, "split": split, **metrics, **({"final": True} if final else {})})
+        shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+        self.progress.write(f"step {self.step} {split}: {shown}")
+        return metrics
+
+    def fit(self) -> dict[str, Any]:
+        """Train to ``cfg.steps``, evaluate, write the last checkpoint and summary.json."""
+        cfg = self.cfg
+        self._t0 = time.perf_counter()
+        self.progress = Progress(cfg.steps, self.step, self.task.unit,
+                                 is_main=self.env.is_main, enabled=self._show_progress)
+        try:
+            while self.step < cfg.steps:
+                t = time.perf_counter()
+                result = self.train_step()
+                self.step += 1
+                self._step_time = time.perf_counter() - t
+                self._log_step(result)
+                self.progress.update(result.loss, result.items)
+                if self._due(cfg.eval_every) and self.step < cfg.steps:
+                    self._log_eval("val", cfg.eval_batches * cfg.batch_size)
+                if self._due(cfg.checkpoint_every) and self.step < cfg.steps:
+                    self.save()
+        finally:
+            self.progress.close()
+        return self.finish()
+
+    def finish(self) -> dict[str, Any]:
+        """Final checkpoint, evaluation of every split of the task, summary.json."""
+        if self.saved_step != self.step:
+            self.save()
+        limit = self.cfg.final_eval_batches * self.cfg.batch_size
+        final = {s: self._log_eval(s, limit, final=True) for s in self.task.eval_splits}
+        summary = self.summary(final)
+        if self.env.is_main:
+            write_json_atomic(self.run.summary, summary)
+        barrier(self.env)
+        return summary
+
+    def summary(self, final: dict[str, dict[str, float]]) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "final": final,
+            "parameters": {"total": self.model.num_parameters(),
+                           "encoder": self.model.num_parameters(only_blocks=True)},
+            "wall_time_s": round(self.wall_s(), 3),
+            "world_size": self.env.world_size,
+            "model": {"name": self.cfg.model, "family": self.model.family,
+                      "config": _jsonable(self.model.config)},
+            "data": {"name": getattr(self.data, "name", self.cfg.data), "kind": self.data.kind},
+            "task": self.task.kind,
+            "config": self.cfg.to_dict(),
+        }
+
+
+def _jsonable(config: Any) -> dict[str, Any]:
+    """A dataclass config as it reads back from JSON (int dict keys become strings)."""
+    import json
+
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def train(cfg: TrainConfig, *, resume: bool = False, **kwargs: Any) -> dict[str, Any]:
+    """Run (or resume) ``cfg`` and return its summary."""
+    return Trainer(cfg, resume=resume, **kwargs).fit()
