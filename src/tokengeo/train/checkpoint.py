@@ -239,4 +239,5 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, ckpt: Checkpoint) -> Non
     try:
         optimizer.load_state_dict({"state": per_param, "param_groups": groups})
     except (ValueError, KeyError, RuntimeError) as exc:
-        raise CheckpointError(f"checkpoint {ckpt.path} optimizer state does not fit: {exc}") from None
+        msg = f"checkpoint {ckpt.path} optimizer state does not fit: {exc}"
+        raise CheckpointError(msg) from None

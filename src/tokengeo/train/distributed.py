@@ -51,7 +51,8 @@ def init_distributed(device: str = "auto") -> DistEnv:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1:
         return DistEnv(device=resolve_device(device))
-    missing = [v for v in ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    needed = ("RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    missing = [v for v in needed if v not in os.environ]
     if missing:
         raise ConfigError(f"WORLD_SIZE={world_size} but {missing} are unset; launch with torchrun")
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])

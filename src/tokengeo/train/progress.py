@@ -25,7 +25,8 @@ class Progress:
                  is_main: bool = True, enabled: bool | None = None) -> None:
         self.is_main = is_main
         show = bar_wanted(is_main) if enabled is None else enabled
-        self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True) if show else None
+        self.bar = (tqdm(total=total, initial=start, unit="step", dynamic_ncols=True)
+                    if show else None)
         self.unit = unit
         self._t0 = time.perf_counter()
         self._items = 0
@@ -35,7 +36,8 @@ class Progress:
         if self.bar is None:
             return
         rate = self._items / max(time.perf_counter() - self._t0, 1e-9)
-        self.bar.set_postfix(loss=f"{loss:.4f}", **{f"{self.unit}/s": f"{rate:,.0f}"}, refresh=False)
+        postfix = {"loss": f"{loss:.4f}", f"{self.unit}/s": f"{rate:,.0f}"}
+        self.bar.set_postfix(postfix, refresh=False)
         self.bar.update(1)
 
     def write(self, message: str) -> None:

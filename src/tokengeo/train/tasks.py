@@ -18,6 +18,7 @@ language-modeling      token stream      loss (nats/token), perplexity = exp(los
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,8 +49,8 @@ def evenly_spaced(n: int, limit: int) -> torch.Tensor:
     return torch.linspace(0, n - 1, limit).round().long()
 
 
-class Task:
-    """Base class. Subclasses set ``kind`` (the bundle kind they accept), ``families``."""
+class Task(ABC):
+    """A dataset bundle of one ``kind`` + the model ``families`` that fit it + loss/metrics."""
 
     kind: ClassVar[str]
     families: ClassVar[tuple[str, ...]]
@@ -64,21 +65,23 @@ class Task:
         self.model_config = model_config
 
     @staticmethod
+    @abstractmethod
     def model_sizes(data: Any) -> dict[str, Any]:
         """Model config values the data dictates (classes, image size, vocabulary...)."""
-        raise NotImplementedError
 
-    def check_family(self, model_name: str, family: str) -> None:
-        if family not in self.families:
+    @classmethod
+    def check_family(cls, model_name: str, family: str) -> None:
+        if family not in cls.families:
             from tokengeo.models.registry import list_models
 
-            fits = [m for f in self.families for m in list_models(f)]
+            fits = [m for f in cls.families for m in list_models(f)]
             raise ConfigError(
-                f"model {model_name!r} (family {family}) cannot do {self.kind}; use one of {fits}"
+                f"model {model_name!r} (family {family}) cannot do {cls.kind}; use one of {fits}"
             )
 
+    @abstractmethod
     def num_examples(self, split: str) -> int:
-        raise NotImplementedError
+        """Examples (or LM windows) in ``split``."""
 
     def sampler(self, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
         """Resumable infinite iterator of training index tensors (this rank's share)."""
@@ -91,22 +94,24 @@ class Task:
         """The fixed, seed-free evaluation examples of ``split`` (all when 0)."""
         return evenly_spaced(self.num_examples(split), max_examples)
 
+    @abstractmethod
     def batch(self, split: str, idx: torch.Tensor) -> Batch:
-        raise NotImplementedError
+        """The examples ``idx`` (B,) of ``split`` as model inputs and targets (on the CPU)."""
 
     def items(self, batch: Batch) -> int:
         return len(batch)
 
+    @abstractmethod
     def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Mean cross-entropy of the batch (the quantity that is optimised)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def stats(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Per-batch sums ``stat_names`` (float64, (S,)): add them over batches and ranks."""
-        raise NotImplementedError
 
+    @abstractmethod
     def metrics(self, sums: torch.Tensor) -> dict[str, float]:
-        raise NotImplementedError
+        """Metrics from the summed ``stats`` of all evaluated batches."""
 
 
 class _Classification(Task):

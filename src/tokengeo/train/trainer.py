@@ -125,9 +125,9 @@ class Trainer:
         from tokengeo.models.registry import get_entry, model_from_config
 
         cls = task_class(self.cfg.task, self.data.kind)
+        cls.check_family(self.cfg.model, get_entry(self.cfg.model).family)
         model_cfg = self.cfg.model_config(**cls.model_sizes(self.data))
         task = cls(self.data, model_cfg)
-        task.check_family(self.cfg.model, get_entry(self.cfg.model).family)
         model = model_from_config(self.cfg.model, dataclasses.asdict(model_cfg),
                                   device=self.env.device)
         return task, model
@@ -238,8 +238,10 @@ class Trainer:
     def _check_finite(self, what: str, value: float) -> None:
         if math.isfinite(value):
             return
-        kept = ("no checkpoint was written yet" if self.saved_step is None else
-                f"the last good checkpoint is {ckpt.step_dir(self.run.checkpoints, self.saved_step)}")
+        kept = "no checkpoint was written yet"
+        if self.saved_step is not None:
+            last = ckpt.step_dir(self.run.checkpoints, self.saved_step)
+            kept = f"the last good checkpoint is {last}"
         raise NonFiniteLossError(
             f"non-finite {what} ({value}) at step {self.step + 1}; training stopped and "
             f"{kept}; lower lr or raise warmup/grad_clip and start again (or --resume)"
@@ -280,7 +282,8 @@ class Trainer:
 
     def _log_eval(self, split: str, max_examples: int, final: bool = False) -> dict[str, float]:
         metrics = self.evaluate(split, max_examples)
-        self._log({"step": self.step, "split": split, **metrics, **({"final": True} if final else {})})
+        flag = {"final": True} if final else {}
+        self._log({"step": self.step, "split": split, **metrics, **flag})
         shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
         self.progress.write(f"step {self.step} {split}: {shown}")
         return metrics
