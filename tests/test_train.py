@@ -204,7 +204,8 @@ def _model_and_optimizer():
 def test_checkpoint_roundtrip_with_tied_weights(tmp_path):
     model, opt = _model_and_optimizer()
     path = ckpt.save_checkpoint(tmp_path, 5, model, opt, {"extra": [1, 2]})
-    assert path.name == "step-00000005" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert path.name == "step-00000005"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temporary left
     c = ckpt.load_checkpoint(path)
     assert c.step == 5 and c.state["extra"] == [1, 2]
     assert c.state["aliases"] == {"lm_head.weight": "tok_emb.weight"}
@@ -357,7 +358,8 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypa
     cfg = vit_config(tmp_path / "run", checkpoint_every=2, eval_every=0)
     trainer = Trainer(cfg, progress=False)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    with pytest.raises(NonFiniteLossError, match=r"non-finite loss \(nan\) at step 5;.*step-00000004"):
+    expected = r"non-finite loss \(nan\) at step 5;.*step-00000004"
+    with pytest.raises(NonFiniteLossError, match=expected):
         trainer.fit()
     assert [p.name for p in (tmp_path / "run/checkpoints").iterdir()] == ["step-00000004"]
     assert max(r["step"] for r in metric_records(tmp_path / "run")) == 4
