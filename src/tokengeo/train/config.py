@@ -60,7 +60,7 @@ class TrainConfig:
     keep_checkpoints: int = 1
     log_every: int = 1
     seed: int = 0
-    precision: str = "fp32"
+    precision: str = "auto"
     device: str = "auto"
     out: str = "runs/default"
 
