@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
 from tokengeo.train.rundir import RunDir, config_changes, write_json_atomic
 from tokengeo.train.schedule import WarmupCosine
 from tokengeo.train.tasks import Batch, Task, task_class
+
+SIDECAR_KEYS = ("config", "model", "schedule", "sampler", "scaler", "rng", "world_size", "wall_s")
 
 
 class NonFiniteLossError(TokengeoError):
@@ -102,6 +105,7 @@ class Trainer:
                                          self.env.world_size)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
         self.step, self.wall_before, self.saved_step = 0, 0.0, None
+        self._t0 = time.perf_counter()
         self._start_run_dir(saved_config)
         self.ddp_model = wrap_model(self.model, self.env)
         self._show_progress = progress
@@ -173,27 +177,32 @@ class Trainer:
         barrier(self.env)
 
     def restore(self, c: ckpt.Checkpoint) -> None:
+        """Continue from checkpoint ``c``: weights, optimiser, sampler, scaler, RNG, step."""
+        self._check_compatible(c)
         s = c.state
-        if s.get("world_size") != self.env.world_size:
-            raise CheckpointError(f"checkpoint {c.path} was written by {s.get('world_size')} "
-                                  f"processes, this run has {self.env.world_size}; use as many")
-        saved_model = s.get("model", {})
-        changes = config_changes(saved_model.get("config", {}), _jsonable(self.model.config))
-        if saved_model.get("name") != self.cfg.model or changes:
-            raise CheckpointError(f"checkpoint {c.path} holds model {saved_model.get('name')!r} "
-                                  f"with different settings: {'; '.join(changes)}")
-        changes = config_changes(s["config"], self.cfg.to_dict())
-        if changes:
-            raise CheckpointError(f"checkpoint {c.path} was written with other settings: "
-                                  f"{'; '.join(changes)}")
-        self.schedule.check_state(s["schedule"])
         ckpt.restore_model(self.model, c)
         ckpt.restore_optimizer(self.optimizer, c)
         self.sampler.load_state_dict(s["sampler"])
-        if s.get("scaler"):
+        if s["scaler"]:
             self.scaler.load_state_dict(s["scaler"])
         set_rng_state(s["rng"][self.env.rank])
         self.step, self.wall_before, self.saved_step = c.step, float(s["wall_s"]), c.step
+
+    def _check_compatible(self, c: ckpt.Checkpoint) -> None:
+        s = c.state
+        missing = [k for k in SIDECAR_KEYS if k not in s]
+        if missing:
+            raise CheckpointError(f"checkpoint {c.path} lacks {missing}; it is not a training "
+                                  "checkpoint of this version")
+        if s["world_size"] != self.env.world_size or len(s["rng"]) != self.env.world_size:
+            raise CheckpointError(f"checkpoint {c.path} was written by {s['world_size']} "
+                                  f"processes, this run has {self.env.world_size}; use as many")
+        changes = config_changes(s["config"], self.cfg.to_dict())
+        changes += config_changes(s["model"].get("config", {}), _jsonable(self.model.config))
+        if s["model"].get("name") != self.cfg.model or changes:
+            raise CheckpointError(f"checkpoint {c.path} holds model {s['model'].get('name')!r} "
+                                  f"trained with other settings: {'; '.join(changes)}")
+        self.schedule.check_state(s["schedule"])
 
     # ---- one step ------------------------------------------------------------------
 
@@ -340,8 +349,6 @@ class Trainer:
 
 def _jsonable(config: Any) -> dict[str, Any]:
     """A dataclass config as it reads back from JSON (int dict keys become strings)."""
-    import json
-
     return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
