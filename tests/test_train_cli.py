@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tokengeo.cli import main
 from tokengeo.train.tasks import ImageClassification
@@ -18,6 +19,15 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
         "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
         "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread: on a shared, loaded 2-core machine two threads oversubscribe it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(autouse=True)
