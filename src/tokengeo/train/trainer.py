@@ -253,7 +253,7 @@ class Trainer:
             kept = f"the last good checkpoint is {last}"
         raise NonFiniteLossError(
             f"non-finite {what} ({value}) at step {self.step + 1}; training stopped and "
-            f"{kept}; lower lr or raise warmup/grad_clip and start again (or --resume)"
+            f"{kept}; start a new run with a lower lr or a longer warmup"
         )
 
     # ---- evaluation ----------------------------------------------------------------
