@@ -102,7 +102,8 @@ def test_mean_component_passed_by_attention_removed_by_laplacian(T, causal, seed
 
     def heads(values):
         pv = torch.nn.functional.scaled_dot_product_attention(q, k, values, is_causal=causal)
-        return combine_heads(values, pv, None, None, lap)
+        out = combine_heads(values.transpose(1, 2), pv.transpose(1, 2), None, None, lap)
+        return out.transpose(1, 2)  # (B, H, T, Dh)
 
     base, shifted = heads(v), heads(v + c)
     assert torch.allclose(shifted[:, 0] - base[:, 0], c[:, 0].expand_as(base[:, 0]), atol=1e-12)
