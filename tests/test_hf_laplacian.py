@@ -252,6 +252,7 @@ def test_second_call_replaces_and_unlaplacianize_restores(name):
         hf.unlaplacianize(model)
         assert torch.equal(main_output(model, inputs), plain)
     assert not hasattr(model.config, hf.CONFIG_KEY)
+    assert hf.laplacian_heads(model) == {}
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))
@@ -265,6 +266,8 @@ def test_save_pretrained_round_trip_keeps_heads(name, tmp_path):
     with torch.no_grad():
         assert torch.equal(main_output(reloaded, inputs), main_output(model, inputs))
     plain = type(model).from_pretrained(tmp_path)  # transformers alone: config kept, no hooks
+    assert hf.recorded_heads(plain.config) == {0: [3], 1: [1, 2]}
+    assert hf.laplacian_heads(plain) == {}
     with torch.no_grad():
         assert not torch.allclose(main_output(plain, inputs), main_output(model, inputs))
 
@@ -291,7 +294,7 @@ def test_gpt2_kv_cache_decoding_matches_full_forward(impl):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
-def test_gpt2_generate_runs_with_laplacian_heads():
+def test_gpt2_generate_with_cache_equals_without():
     model = tokengeo.laplacianize(tiny_gpt2("sdpa"), n_laplacian=2)
     ids = inputs_for("gpt2")["input_ids"][:1, :3]
     with torch.no_grad():

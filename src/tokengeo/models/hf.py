@@ -38,9 +38,17 @@ SUPPORTED = (
     "GPT2Model and its heads (GPT2LMHeadModel, ...), "
     "ViTModel and its heads (ViTForImageClassification, ...)"
 )
-_HANDLES_ATTR = "_tokengeo_laplacian_handles"
+_PATCH_ATTR = "_tokengeo_laplacian_patch"
 
 HeadChoice = dict[int, list[int]]  # layer index -> sorted head indices
+
+
+@dataclass
+class _Patch:
+    """What :func:`laplacianize` installed on a backbone, kept there to undo it."""
+
+    heads: HeadChoice
+    handles: list[RemovableHandle]
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,9 @@ def _gpt2_sites(base: nn.Module) -> list[AttentionSite]:
         def take_value(qkv: torch.Tensor, width: int = width) -> torch.Tensor:
             return qkv[..., 2 * width :]  # (B, T, 3*H*Dh) -> (B, T, H*Dh)
 
-        sites.append(AttentionSite(attn.c_attn, take_value, attn.c_proj, attn.num_heads, attn.head_dim))
+        sites.append(
+            AttentionSite(attn.c_attn, take_value, attn.c_proj, attn.num_heads, attn.head_dim)
+        )
     return sites
 
 
@@ -147,7 +157,9 @@ class LaplacianSwap:
             )
         shape = (*z.shape[:-1], self.site.n_heads, self.site.head_dim)
         z_heads, v_heads = z.reshape(shape), value.reshape(shape)  # (B, T, H, Dh)
-        is_laplacian = self.is_laplacian.to(z.device).view(-1, 1)  # (H, 1)
+        if self.is_laplacian.device != z.device:
+            self.is_laplacian = self.is_laplacian.to(z.device)
+        is_laplacian = self.is_laplacian.view(-1, 1)  # (H, 1)
         swapped = torch.where(is_laplacian, v_heads - z_heads, z_heads)  # (B, T, H, Dh)
         return (swapped.flatten(-2), *args[1:])
 
@@ -158,11 +170,13 @@ class LaplacianSwap:
         ]
 
 
-def _check_index(what: str, value: Any, size: int) -> int:
+def _check_index(what: str, value: Any, size: int, unit: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{what}={value!r} must be an int in [0, {size - 1}]")
     if not 0 <= value < size:
-        raise ConfigError(f"{what}={value} is out of range: the model has {size}, valid [0, {size - 1}]")
+        raise ConfigError(
+            f"{what}={value} is out of range: the model has {size} {unit} (valid 0..{size - 1})"
+        )
     return value
 
 
@@ -183,11 +197,11 @@ def _listed_heads(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
         raise ConfigError(f"heads={heads!r} must be a dict {{layer: [head indices]}}")
     chosen: HeadChoice = {}
     for layer, indices in heads.items():
-        _check_index("heads layer index", layer, n_layers)
+        _check_index("heads layer index", layer, n_layers, "layers")
         if isinstance(indices, str | bytes) or not isinstance(indices, Sequence):
             raise ConfigError(f"heads[{layer}]={indices!r} must be a list of head indices")
         for head in indices:
-            _check_index(f"heads[{layer}] head index", head, n_heads)
+            _check_index(f"heads[{layer}] head index", head, n_heads, "heads per layer")
         if len(set(indices)) != len(indices):
             raise ConfigError(f"heads[{layer}]={list(indices)} lists a head twice")
         chosen[layer] = sorted(indices)
@@ -233,7 +247,7 @@ def laplacianize(
     for layer, indices in chosen.items():
         handles += LaplacianSwap(sites[layer], indices).install()
     if chosen:
-        setattr(_base_model(model), _HANDLES_ATTR, handles)
+        setattr(_base_model(model), _PATCH_ATTR, _Patch(chosen, handles))
         setattr(model.config, CONFIG_KEY, {str(layer): idx for layer, idx in chosen.items()})
     return model
 
@@ -241,19 +255,25 @@ def laplacianize(
 def unlaplacianize(model: Any) -> Any:
     """Remove the Laplacian heads of :func:`laplacianize`, in place; returns ``model``."""
     base = _base_model(model)
-    for handle in getattr(base, _HANDLES_ATTR, []):
-        handle.remove()
-    if hasattr(base, _HANDLES_ATTR):
-        delattr(base, _HANDLES_ATTR)
+    patch = getattr(base, _PATCH_ATTR, None)
+    if patch is not None:
+        for handle in patch.handles:
+            handle.remove()
+        delattr(base, _PATCH_ATTR)
     if hasattr(model.config, CONFIG_KEY):
         delattr(model.config, CONFIG_KEY)
     return model
 
 
 def laplacian_heads(model: Any) -> HeadChoice:
-    """The Laplacian heads of a model, ``{layer: [heads]}`` (empty when unpatched)."""
-    _base_model(model)
-    recorded = getattr(model.config, CONFIG_KEY, None) or {}
+    """The Laplacian heads active in a model, ``{layer: [heads]}`` (empty when unpatched)."""
+    patch = getattr(_base_model(model), _PATCH_ATTR, None)
+    return {} if patch is None else {layer: list(idx) for layer, idx in patch.heads.items()}
+
+
+def recorded_heads(config: Any) -> HeadChoice:
+    """The Laplacian heads recorded in a (possibly reloaded) config, ``{layer: [heads]}``."""
+    recorded = getattr(config, CONFIG_KEY, None) or {}
     return {int(layer): list(idx) for layer, idx in recorded.items()}
 
 
@@ -279,7 +299,7 @@ def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> 
     if model_cls is None:
         model_cls = _saved_class(transformers.AutoConfig.from_pretrained(path))
     model = model_cls.from_pretrained(path, **kwargs)
-    recorded = laplacian_heads(model)
+    recorded = recorded_heads(model.config)
     if recorded:
         laplacianize(model, heads=recorded)
     return model
