@@ -36,7 +36,10 @@ def reference_forward(attn: MultiHeadAttention, x, key_padding_mask=None):
     return attn.proj(z.transpose(1, 2).reshape(B, T, D))
 
 
-@pytest.mark.parametrize("kinds,causal,padded", list(itertools.product(KIND_MIXES, [False, True], [False, True])))
+CASES = list(itertools.product(KIND_MIXES, [False, True], [False, True]))
+
+
+@pytest.mark.parametrize("kinds,causal,padded", CASES)
 def test_fused_equals_reference(kinds, causal, padded):
     torch.manual_seed(1)
     attn = MultiHeadAttention(32, 4, head_kinds=kinds, causal=causal).double()

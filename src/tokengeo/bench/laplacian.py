@@ -30,20 +30,34 @@ class LaplacianBenchConfig:
     device: str = "cpu"
 
 
+# The operators take q, k, v in the (B, T, H, Dh) layout a qkv projection produces and
+# return merged heads (B, T, H·Dh), the input of the output projection: what a model runs.
+
+
+def _heads_first(*ts):
+    return (t.transpose(1, 2) for t in ts)  # (B, H, T, Dh) views
+
+
 def standard_op(q, k, v):
-    return F.scaled_dot_product_attention(q, k, v)
+    B, T, H, Dh = q.shape
+    pv = F.scaled_dot_product_attention(*_heads_first(q, k, v))  # (B, H, T, Dh)
+    return pv.transpose(1, 2).reshape(B, T, H * Dh)
 
 
 def fused_laplacian_op(q, k, v):
-    return v - F.scaled_dot_product_attention(q, k, v)
+    """(I − P) V as V − SDPA(q, k, v): never builds the T×T matrix."""
+    B, T, H, Dh = q.shape
+    pv = F.scaled_dot_product_attention(*_heads_first(q, k, v))  # (B, H, T, Dh)
+    return (v - pv.transpose(1, 2)).reshape(B, T, H * Dh)
 
 
 def naive_laplacian_op(q, k, v):
-    """(I − P) V with P = softmax(QKᵀ/√d) materialised, and I − P built explicitly."""
-    T = q.shape[-2]
-    p = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)  # (B, H, T, T)
+    """(I − P) V with P = softmax(QKᵀ/√d) materialised and I − P built explicitly."""
+    B, T, H, Dh = q.shape
+    qh, kh, vh = _heads_first(q, k, v)
+    p = (qh @ kh.transpose(-2, -1) / math.sqrt(Dh)).softmax(-1)  # (B, H, T, T)
     eye = torch.eye(T, dtype=q.dtype, device=q.device)
-    return (eye - p) @ v
+    return ((eye - p) @ vh).transpose(1, 2).reshape(B, T, H * Dh)
 
 
 def _fwd_bwd(op, q, k, v, grad):
@@ -56,9 +70,9 @@ def _fwd_bwd(op, q, k, v, grad):
 
 def bench_operator(cfg: LaplacianBenchConfig, T: int) -> dict:
     dev = torch.device(cfg.device)
-    shape = (cfg.batch, cfg.n_heads, T, cfg.head_dim)
+    shape = (cfg.batch, T, cfg.n_heads, cfg.head_dim)
     q, k, v = (torch.randn(shape, device=dev, requires_grad=True) for _ in range(3))
-    grad = torch.randn(shape, device=dev)
+    grad = torch.randn(cfg.batch, T, cfg.n_heads * cfg.head_dim, device=dev)
     fns = {
         "standard": _fwd_bwd(standard_op, q, k, v, grad),
         "laplacian_fused": _fwd_bwd(fused_laplacian_op, q, k, v, grad),

@@ -42,7 +42,8 @@ def build_attn_mask(
         return None, causal
     if key_padding_mask.shape[-1] != seq_len or key_padding_mask.dim() != 2:
         raise ConfigError(
-            f"key_padding_mask must be shaped (batch, {seq_len}); got {tuple(key_padding_mask.shape)}"
+            f"key_padding_mask must be shaped (batch, {seq_len}); "
+            f"got {tuple(key_padding_mask.shape)}"
         )
     keep = key_padding_mask.bool()  # (B, T)
     keep = keep | ~keep.any(dim=-1, keepdim=True)
@@ -198,4 +199,5 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         counts = {k: self.head_kinds.count(k) for k in dict.fromkeys(self.head_kinds)}
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}, heads={counts}"
+        return (f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}, "
+                f"heads={counts}")
