@@ -1,0 +1,104 @@
+"""Image classification sources: Fashion-MNIST, scikit-learn digits, Animal-MNIST.
+
+Images come back as uint8 (N, C, H, W) in [0, 255] with int64 labels. Validation is a
+seeded stratified cut of the training data; the test set is the official one where the
+source has one (Fashion-MNIST) and a seeded stratified cut otherwise.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tokengeo._deps import require
+from tokengeo.data import sources
+from tokengeo.data.bundles import ImageClassificationData, ImageSplit
+from tokengeo.data.safe_pickle import load_array
+from tokengeo.data.splits import stratified_split
+from tokengeo.errors import DataNotFoundError
+
+FASHION_CLASSES = [
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+]  # fmt: skip
+# The animal-mnist README lists its classes in this (alphabetical) order; the package does
+# not state the label -> name mapping, so the names are a best reading of it.
+ANIMAL_CLASSES = [
+    "bear", "bird", "cat", "cow", "dog", "elephant", "giraffe", "horse", "sheep", "zebra",
+]  # fmt: skip
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An idx file (optionally gzip'd): magic ``0x00 0x00 dtype ndim``, ndim big-endian
+    uint32 sizes, then the data. Only unsigned-byte (0x08) payloads are supported."""
+    raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    if raw[:2] != b"\x00\x00" or raw[2] != 0x08:
+        raise DataNotFoundError(f"{path} is not a uint8 idx file (header {raw[:4].hex()})")
+    ndim = raw[3]
+    shape = tuple(int(s) for s in np.frombuffer(raw, ">u4", count=ndim, offset=4))
+    data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise DataNotFoundError(f"{path} is truncated: {data.size} bytes for shape {shape}")
+    return data.reshape(shape)
+
+
+def _split(images: torch.Tensor, labels: torch.Tensor, idx: torch.Tensor) -> ImageSplit:
+    return ImageSplit(images[idx].contiguous(), labels[idx].contiguous())
+
+
+def _bundle(name, images, labels, class_names, fractions, seed, test=None):
+    """Cut (train, val[, test]) from ``images`` (N, C, H, W) uint8 and ``labels`` (N,)."""
+    parts = stratified_split(labels, fractions, seed)
+    splits = [_split(images, labels, idx) for idx in parts]
+    train, val, test = (*splits, test) if test is not None else splits
+    return ImageClassificationData(
+        name, train, val, test, len(class_names), list(class_names), tuple(images.shape[1:])
+    )
+
+
+def load_fashion_mnist(
+    root: str | None = None, val_fraction: float = 0.1, seed: int = 0
+) -> ImageClassificationData:
+    """Fashion-MNIST: 60000 train (minus ``val_fraction`` for val) / 10000 test, 1x28x28."""
+    d = sources.FASHION_MNIST.locate(root)
+    x_train = torch.from_numpy(read_idx(d / "train-images-idx3-ubyte.gz").copy())
+    y_train = torch.from_numpy(read_idx(d / "train-labels-idx1-ubyte.gz").astype(np.int64))
+    x_test = torch.from_numpy(read_idx(d / "t10k-images-idx3-ubyte.gz").copy())
+    y_test = torch.from_numpy(read_idx(d / "t10k-labels-idx1-ubyte.gz").astype(np.int64))
+    test = ImageSplit(x_test.unsqueeze(1), y_test)  # (10000, 1, 28, 28)
+    return _bundle(
+        "fashion-mnist", x_train.unsqueeze(1), y_train, FASHION_CLASSES,
+        (val_fraction,), seed, test,
+    )  # fmt: skip
+
+
+def load_digits(
+    val_fraction: float = 0.1, test_fraction: float = 0.2, seed: int = 0
+) -> ImageClassificationData:
+    """scikit-learn's 1797 8x8 digits; values 0..16 are rescaled to uint8 ``round(v*255/16)``."""
+    datasets = require("sklearn.datasets")
+    raw = datasets.load_digits()
+    values = torch.from_numpy(raw.images)  # (1797, 8, 8) float64 in [0, 16]
+    images = (values * 255.0 / 16.0).round().to(torch.uint8).unsqueeze(1)  # (N, 1, 8, 8)
+    labels = torch.from_numpy(raw.target.astype(np.int64))
+    names = [str(int(c)) for c in raw.target_names]
+    return _bundle("digits", images, labels, names, (val_fraction, test_fraction), seed)
+
+
+def load_animal_mnist(
+    root: str | None = None, val_fraction: float = 0.1, test_fraction: float = 0.2, seed: int = 0
+) -> ImageClassificationData:
+    """Animal-MNIST: 10000 28x28 grayscale animal shapes, 10 classes of 1000.
+
+    Its files are gzip'd pickles; they are read with a restricted unpickler that only
+    rebuilds numpy arrays (see :mod:`tokengeo.data.safe_pickle`)."""
+    d = sources.ANIMAL_MNIST.locate(root)
+    data = load_array(gzip.open(d / "animal_data_version_3.gz").read())
+    label = load_array(gzip.open(d / "animal_label_version_3.gz").read())
+    images = torch.from_numpy(np.ascontiguousarray(data, dtype=np.uint8)).reshape(-1, 1, 28, 28)
+    labels = torch.from_numpy(label.astype(np.int64)).flatten()
+    fractions = (val_fraction, test_fraction)
+    return _bundle("animal-mnist", images, labels, ANIMAL_CLASSES, fractions, seed)

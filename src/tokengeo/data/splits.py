@@ -1,0 +1,35 @@
+"""Deterministic, seeded, stratified splits of labelled examples."""
+
+from __future__ import annotations
+
+import torch
+
+from tokengeo.config import check_range
+from tokengeo.errors import ConfigError
+
+
+def stratified_split(
+    labels: torch.Tensor, fractions: tuple[float, ...], seed: int
+) -> list[torch.Tensor]:
+    """Split indices of ``labels`` (N,) into ``len(fractions) + 1`` disjoint parts.
+
+    Each class is shuffled with a generator seeded by ``seed`` and cut so that part k
+    holds ``round(fractions[k] * n_c)`` of its ``n_c`` examples; the rest form the first
+    part. Returns sorted int64 index tensors ``[rest, part_1, ..., part_K]``.
+    """
+    for i, frac in enumerate(fractions):
+        check_range(f"fractions[{i}]", frac, 0.0, 1.0)
+    if sum(fractions) >= 1.0:
+        raise ConfigError(f"split fractions {fractions} must sum to less than 1")
+    gen = torch.Generator().manual_seed(seed)
+    parts: list[list[torch.Tensor]] = [[] for _ in range(len(fractions) + 1)]
+    for c in torch.unique(labels).tolist():
+        idx = torch.nonzero(labels == c).flatten()
+        idx = idx[torch.randperm(len(idx), generator=gen)]
+        start = 0
+        for k, frac in enumerate(fractions, start=1):
+            n = round(frac * len(idx))
+            parts[k].append(idx[start : start + n])
+            start += n
+        parts[0].append(idx[start:])
+    return [torch.sort(torch.cat(p)).values for p in parts]
