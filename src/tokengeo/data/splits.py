@@ -33,3 +33,21 @@ def stratified_split(
             start += n
         parts[0].append(idx[start:])
     return [torch.sort(torch.cat(p)).values for p in parts]
+
+
+def grouped_stratified_split(
+    labels: torch.Tensor, groups: torch.Tensor, fractions: tuple[float, ...], seed: int
+) -> list[torch.Tensor]:
+    """:func:`stratified_split` whose unit is a group (e.g. identical texts): every member
+    of a group lands in the split of the group's first member, stratified by that
+    member's label, so duplicates never straddle train and test."""
+    _, inverse = torch.unique(groups, return_inverse=True)  # (N,) dense group ids
+    n = labels.shape[0]
+    first = torch.full((int(inverse.max()) + 1,), n, dtype=torch.long)
+    first.scatter_reduce_(0, inverse, torch.arange(n), reduce="amin")  # (G,)
+    parts = stratified_split(labels[first], fractions, seed)  # indices into groups
+    owner = torch.empty_like(first)
+    for k, part in enumerate(parts):
+        owner[part] = k
+    member_part = owner[inverse]  # (N,)
+    return [torch.nonzero(member_part == k).flatten() for k in range(len(parts))]

