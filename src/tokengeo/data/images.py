@@ -49,8 +49,17 @@ def _split(images: torch.Tensor, labels: torch.Tensor, idx: torch.Tensor) -> Ima
     return ImageSplit(images[idx].contiguous(), labels[idx].contiguous())
 
 
-def _bundle(name, images, labels, class_names, fractions, seed, test=None):
-    """Cut (train, val[, test]) from ``images`` (N, C, H, W) uint8 and ``labels`` (N,)."""
+def image_bundle(
+    name: str,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    class_names: list[str],
+    fractions: tuple[float, ...],
+    seed: int,
+    test: ImageSplit | None = None,
+) -> ImageClassificationData:
+    """Cut (train, val[, test]) from ``images`` (N, C, H, W) uint8 and ``labels`` (N,) by
+    :func:`stratified_split` with ``fractions`` = (val[, test]); ``test`` if given is kept."""
     parts = stratified_split(labels, fractions, seed)
     splits = [_split(images, labels, idx) for idx in parts]
     train, val, test = (*splits, test) if test is not None else splits
@@ -69,7 +78,7 @@ def load_fashion_mnist(
     x_test = torch.from_numpy(read_idx(d / "t10k-images-idx3-ubyte.gz").copy())
     y_test = torch.from_numpy(read_idx(d / "t10k-labels-idx1-ubyte.gz").astype(np.int64))
     test = ImageSplit(x_test.unsqueeze(1), y_test)  # (10000, 1, 28, 28)
-    return _bundle(
+    return image_bundle(
         "fashion-mnist", x_train.unsqueeze(1), y_train, FASHION_CLASSES,
         (val_fraction,), seed, test,
     )  # fmt: skip
@@ -85,7 +94,7 @@ def load_digits(
     images = (values * 255.0 / 16.0).round().to(torch.uint8).unsqueeze(1)  # (N, 1, 8, 8)
     labels = torch.from_numpy(raw.target.astype(np.int64))
     names = [str(int(c)) for c in raw.target_names]
-    return _bundle("digits", images, labels, names, (val_fraction, test_fraction), seed)
+    return image_bundle("digits", images, labels, names, (val_fraction, test_fraction), seed)
 
 
 def load_animal_mnist(
@@ -101,4 +110,4 @@ def load_animal_mnist(
     images = torch.from_numpy(np.ascontiguousarray(data, dtype=np.uint8)).reshape(-1, 1, 28, 28)
     labels = torch.from_numpy(label.astype(np.int64)).flatten()
     fractions = (val_fraction, test_fraction)
-    return _bundle("animal-mnist", images, labels, ANIMAL_CLASSES, fractions, seed)
+    return image_bundle("animal-mnist", images, labels, ANIMAL_CLASSES, fractions, seed)

@@ -1,0 +1,148 @@
+"""Datasets by name: ``list_datasets()``, ``dataset_info(name)``, ``load_dataset(name_or_path)``.
+
+A name that is not registered but is an existing path loads the user's own data:
+a ``.npz`` or image folder (image classification), a ``.csv`` (text classification),
+any other file or a folder of text files (language modelling).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokengeo.config import check_choice
+from tokengeo.data import images, shakespeare, sources, text_classification, user
+from tokengeo.errors import ConfigError, DataNotFoundError
+
+KINDS = ("image-classification", "text-classification", "language-modeling")
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    kind: str  # one of KINDS
+    loader: Callable[..., Any]
+    description: str
+    install: str
+    fixed: dict[str, Any] = field(default_factory=dict)  # options the name pins
+
+    def options(self) -> list[str]:
+        """Keyword options ``load_dataset`` accepts for this dataset."""
+        params = inspect.signature(self.loader).parameters
+        return [p for p in params if p not in self.fixed and p != "path"]
+
+
+_REGISTRY: dict[str, DatasetInfo] = {}
+
+
+def register_dataset(info: DatasetInfo) -> DatasetInfo:
+    check_choice("kind", info.kind, KINDS)
+    _REGISTRY[info.name] = info
+    return info
+
+
+def list_datasets(kind: str | None = None) -> list[str]:
+    """Registered dataset names (of one ``kind`` if given), sorted."""
+    if kind is not None:
+        check_choice("kind", kind, KINDS)
+    return sorted(n for n, i in _REGISTRY.items() if kind is None or i.kind == kind)
+
+
+def dataset_info(name: str) -> DatasetInfo:
+    if name not in _REGISTRY:
+        raise ConfigError(
+            f"unknown dataset {name!r}; choose one of {list_datasets()} or give a path to a "
+            "text file/folder, an image folder, a .npz (x, y) or a .csv (text, label)"
+        )
+    return _REGISTRY[name]
+
+
+def _call(info: DatasetInfo, options: dict[str, Any], **positional: Any):
+    unknown = sorted(set(options) - set(info.options()))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {unknown} for dataset {info.name!r}; valid: {info.options()}"
+        )
+    return info.loader(**positional, **info.fixed, **options)
+
+
+def path_kind(path: str | Path) -> str:
+    """Which task the data at ``path`` fits (see the module docstring)."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataNotFoundError(f"no such file or folder: {p}")
+    if p.is_file():
+        return {".npz": "image-classification", ".csv": "text-classification"}.get(
+            p.suffix.lower(), "language-modeling"
+        )
+    if any(d.is_dir() for d in p.iterdir()) and not user.text_files(p):
+        return "image-classification"
+    return "language-modeling"
+
+
+_PATH_LOADERS = {
+    ("image-classification", True): user.load_npz,
+    ("image-classification", False): user.load_image_folder,
+    ("text-classification", True): user.load_csv,
+    ("language-modeling", True): user.load_text,
+    ("language-modeling", False): user.load_text,
+}
+
+
+def load_path(path: str | Path, **options: Any):
+    """The user's data at ``path`` as the bundle of its :func:`path_kind`."""
+    kind = path_kind(path)
+    loader = _PATH_LOADERS[(kind, Path(path).expanduser().is_file())]
+    info = DatasetInfo(str(path), kind, loader, "user data", "")
+    return _call(info, options, path=path)
+
+
+def _looks_like_path(name: str) -> bool:
+    return "/" in name or "\\" in name or Path(name).suffix != "" or Path(name).exists()
+
+
+def load_dataset(name_or_path: str | Path, **options: Any):
+    """A registered dataset by name, or the user's data at a path; ``options`` go to its
+    loader (``seed``, ``val_fraction``, ``tokenizer``, ``max_len``, ``root`` ...).
+
+    Returns an :class:`ImageClassificationData`, :class:`TextClassificationData` or
+    :class:`LanguageModelData`; its ``kind`` names the task."""
+    name = str(name_or_path)
+    if name not in _REGISTRY and _looks_like_path(name):
+        return load_path(name_or_path, **options)
+    return _call(dataset_info(name), options)  # unknown name: ConfigError listing valid ones
+
+
+def _register_builtin() -> None:
+    img, txt, lm = KINDS
+    S = sources
+    for info in [
+        DatasetInfo("fashion-mnist", img, images.load_fashion_mnist,
+                    "Fashion-MNIST 28x28 grayscale, 10 classes, 60000/10000",
+                    S.FASHION_MNIST.install),
+        DatasetInfo("digits", img, images.load_digits,
+                    "scikit-learn digits 8x8, 10 classes, 1797", "pip install scikit-learn"),
+        DatasetInfo("animal-mnist", img, images.load_animal_mnist,
+                    "Animal-MNIST 28x28 grayscale, 10 classes x 1000", S.ANIMAL_MNIST.install),
+        DatasetInfo("shakespeare", lm, shakespeare.load_shakespeare,
+                    "Shakespeare's 42 works, split by work (tokenizer=char|gpt2|bpe)",
+                    S.SHAKESPEARE.install),
+        *[DatasetInfo(f"shakespeare-{t}", lm, shakespeare.load_shakespeare,
+                      f"Shakespeare, {t} tokens, split by work", S.SHAKESPEARE.install,
+                      {"tokenizer": t}) for t in shakespeare.TOKENIZERS],
+        DatasetInfo("tweets", txt, text_classification.load_tweets,
+                    "tweet sentiment, 3 classes (negative/neutral/positive), 38158",
+                    S.TWEETS.install, {"num_classes": 3}),
+        DatasetInfo("tweets-binary", txt, text_classification.load_tweets,
+                    "tweet sentiment, negative/positive, 23140", S.TWEETS.install,
+                    {"num_classes": 2}),
+        DatasetInfo("fortunes-topics", txt, text_classification.load_fortunes,
+                    "topic of a fortune, 10 categories, 3770", S.FORTUNES.install),
+    ]:  # fmt: skip
+        register_dataset(info)
+
+
+_register_builtin()

@@ -1,0 +1,191 @@
+"""The user's own data: a text file or folder (LM), an image folder or ``.npz`` (image
+classification), a CSV of texts and labels (text classification)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tokengeo.config import check_choice, check_range
+from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
+from tokengeo.data.bundles import ImageClassificationData, ImageSplit, LanguageModelData
+from tokengeo.data.images import image_bundle
+from tokengeo.data.text_classification import build_text_classification
+from tokengeo.data.tokenizer import CharTokenizer, encode_documents
+from tokengeo.errors import ConfigError, DataNotFoundError, MissingDependencyError
+
+TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
+
+
+def _exists(path: str | Path) -> Path:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DataNotFoundError(f"no such file or folder: {path}")
+    return path
+
+
+def read_text(path: Path) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def text_files(folder: Path) -> list[Path]:
+    """Text files (``TEXT_SUFFIXES``) under ``folder``, recursively, in sorted order."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES)
+
+
+def _split_documents(docs: dict[str, str], val_fraction: float, seed: int):
+    """(train docs, val docs). One document: its last ``val_fraction`` of characters is
+    val. Several: ``ceil(val_fraction * n)`` whole documents, chosen by ``seed``, are val."""
+    check_range("val_fraction", val_fraction, 0.0, 0.9)
+    names = list(docs)
+    if len(names) == 1:
+        text = docs[names[0]]
+        cut = len(text) - math.ceil(val_fraction * len(text))
+        return {f"{names[0]}[:{cut}]": text[:cut]}, {f"{names[0]}[{cut}:]": text[cut:]}
+    n_val = max(1, math.ceil(val_fraction * len(names)))
+    perm = torch.randperm(len(names), generator=torch.Generator().manual_seed(seed)).tolist()
+    val = {names[i] for i in perm[:n_val]}
+    return {k: v for k, v in docs.items() if k not in val}, {k: docs[k] for k in names if k in val}
+
+
+def load_text(
+    path: str | Path, tokenizer: str = "char", val_fraction: float = 0.1, seed: int = 0,
+    bpe_vocab_size: int = 4096,
+) -> LanguageModelData:  # fmt: skip
+    """A text file or a folder of text files as a causal-LM dataset, split without overlap."""
+    check_choice("tokenizer", tokenizer, ["char", "gpt2", "bpe"])
+    root = _exists(path)
+    files = [root] if root.is_file() else text_files(root)
+    if not files:
+        raise DataNotFoundError(f"{root} holds no text files ({', '.join(TEXT_SUFFIXES)})")
+    docs = {str(f.relative_to(root) if root.is_dir() else f.name): read_text(f) for f in files}
+    train, val = _split_documents(docs, val_fraction, seed)
+    if tokenizer == "char":
+        tok = CharTokenizer.from_texts(docs.values())
+    elif tokenizer == "gpt2":
+        tok = gpt2_tokenizer()
+    else:
+        tok = train_bpe(list(train.values()), bpe_vocab_size, name="user")
+    return LanguageModelData(
+        name=root.name, train_tokens=encode_documents(tok, list(train.values())),
+        val_tokens=encode_documents(tok, list(val.values())), vocab_size=tok.vocab_size,
+        tokenizer=tok, train_documents=list(train), val_documents=list(val),
+    )  # fmt: skip
+
+
+def _to_nchw_uint8(x: np.ndarray, what: str) -> torch.Tensor:
+    """(N, H, W), (N, C, H, W) or (N, H, W, C) with C in {1, 3}; uint8, or floats in
+    [0, 1] (scaled by 255) -> uint8 (N, C, H, W)."""
+    if x.ndim == 3:
+        x = x[:, None]
+    elif x.ndim == 4 and x.shape[1] not in (1, 3) and x.shape[3] in (1, 3):
+        x = x.transpose(0, 3, 1, 2)
+    if x.ndim != 4 or x.shape[1] not in (1, 3):
+        raise ConfigError(f"{what}: images must be (N,H,W), (N,C,H,W) or (N,H,W,C), C in 1|3")
+    if x.dtype != np.uint8:
+        if not np.issubdtype(x.dtype, np.floating) or x.min() < 0 or x.max() > 1:
+            raise ConfigError(f"{what}: images must be uint8 or floats in [0, 1], got {x.dtype}")
+        x = np.rint(x * 255.0).astype(np.uint8)
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def _labels(y: np.ndarray, what: str) -> tuple[torch.Tensor, list[str]]:
+    """Any 1-D labels -> int64 ids into the sorted distinct values, and their names."""
+    if y.ndim != 1:
+        raise ConfigError(f"{what}: labels must be 1-D, got shape {y.shape}")
+    values, ids = np.unique(y, return_inverse=True)
+    return torch.from_numpy(ids.astype(np.int64)), [str(v) for v in values]
+
+
+def load_npz(
+    path: str | Path, val_fraction: float = 0.1, test_fraction: float = 0.2, seed: int = 0
+) -> ImageClassificationData:
+    """An ``.npz`` with arrays ``x`` (images) and ``y`` (labels), optionally ``class_names``."""
+    p = _exists(path)
+    with np.load(p, allow_pickle=False) as z:  # never unpickle
+        if "x" not in z or "y" not in z:
+            raise ConfigError(f"{p} must hold arrays 'x' and 'y'; it has {sorted(z.files)}")
+        images, (labels, names) = _to_nchw_uint8(z["x"], str(p)), _labels(z["y"], str(p))
+        if "class_names" in z:
+            names = [str(n) for n in z["class_names"]]
+    if len(images) != len(labels):
+        raise ConfigError(f"{p}: {len(images)} images but {len(labels)} labels")
+    return image_bundle(p.stem, images, labels, names, (val_fraction, test_fraction), seed)
+
+
+def _read_image_classes(folder: Path, classes: list[str], mode: str):
+    Image = _pil()
+    images, labels = [], []
+    for k, cls in enumerate(classes):
+        for f in sorted((folder / cls).iterdir()):
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                with Image.open(f) as im:
+                    images.append(np.asarray(im.convert(mode)))
+                labels.append(k)
+    shapes = {a.shape for a in images}
+    if len(shapes) != 1:
+        raise ConfigError(f"{folder}: images have different sizes {sorted(shapes)}; resize them")
+    return _to_nchw_uint8(np.stack(images), str(folder)), torch.tensor(labels, dtype=torch.long)
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError as exc:
+        msg = "reading image folders needs Pillow; install it with: pip install pillow"
+        raise MissingDependencyError(msg) from exc
+    return Image
+
+
+def _classes(folder: Path) -> list[str]:
+    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    if not classes:
+        raise DataNotFoundError(f"{folder} has no class subfolders (<folder>/<class>/*.png)")
+    return classes
+
+
+def load_image_folder(
+    path: str | Path, val_fraction: float = 0.1, test_fraction: float = 0.2, seed: int = 0,
+    grayscale: bool = False,
+) -> ImageClassificationData:  # fmt: skip
+    """``<path>/<class>/*.png|jpg`` (or ``<path>/{train,test}/<class>/...`` to keep a given
+    test set). Images are read with Pillow as RGB (``grayscale=True``: one channel)."""
+    root = _exists(path)
+    mode = "L" if grayscale else "RGB"
+    if (root / "train").is_dir() and (root / "test").is_dir():
+        classes = _classes(root / "train")
+        x, y = _read_image_classes(root / "train", classes, mode)
+        test = ImageSplit(*_read_image_classes(root / "test", classes, mode))
+        return image_bundle(root.name, x, y, classes, (val_fraction,), seed, test)
+    classes = _classes(root)
+    x, y = _read_image_classes(root, classes, mode)
+    return image_bundle(root.name, x, y, classes, (val_fraction, test_fraction), seed)
+
+
+def load_csv(
+    path: str | Path, text_column: str = "text", label_column: str = "label",
+    tokenizer: str = "gpt2", max_len: int = 64, val_fraction: float = 0.1,
+    test_fraction: float = 0.1, seed: int = 0, bpe_vocab_size: int = 4096,
+):  # fmt: skip
+    """A CSV (UTF-8, header row) of texts and labels as a text classification dataset."""
+    p = _exists(path)
+    with open(p, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    missing = {text_column, label_column} - set(rows[0] if rows else {})
+    if missing:
+        raise ConfigError(f"{p} lacks column(s) {sorted(missing)} (set text_column/label_column)")
+    names = sorted({r[label_column] for r in rows})
+    ids = {n: i for i, n in enumerate(names)}
+    return build_text_classification(
+        p.stem, [r[text_column] for r in rows], [ids[r[label_column]] for r in rows], names,
+        tokenizer, max_len, val_fraction, test_fraction, seed, bpe_vocab_size,
+    )  # fmt: skip
