@@ -44,6 +44,7 @@ def gpt2_tokenizer(root: str | None = None) -> BPETokenizer:
     backend = tokenizers.ByteLevelBPETokenizer.from_file(
         str(d / "encoder.json"), str(d / "vocab.bpe")
     )
+    backend.add_special_tokens([EOS])  # as in Hugging Face's GPT-2: "<|endoftext|>" -> 50256
     return BPETokenizer(backend, "gpt2")
 
 

@@ -34,6 +34,7 @@ class TextSplit:
     input_ids: torch.Tensor  # (N, L) int64, right-padded with pad_id
     attention_mask: torch.Tensor  # (N, L) int64: 1 = real token, 0 = padding
     labels: torch.Tensor  # (N,) int64 in [0, num_classes)
+    texts: list[str]  # (N,) the raw texts, row i encoded as input_ids[i]
 
     def __len__(self) -> int:
         return self.labels.shape[0]

@@ -94,6 +94,15 @@ def _tokenizer(kind: str, train_texts: list[str], bpe_vocab_size: int, name: str
     return train_bpe(train_texts, bpe_vocab_size, name=name)  # fitted on train only
 
 
+def split_texts(
+    texts: list[str], labels: torch.Tensor, fractions: tuple[float, float], seed: int
+) -> list[torch.Tensor]:
+    """(train, val, test) indices, stratified by label; identical texts share a split."""
+    first: dict[str, int] = {}
+    groups = torch.tensor([first.setdefault(t, i) for i, t in enumerate(texts)])  # (N,)
+    return grouped_stratified_split(labels, groups, fractions, seed)
+
+
 def build_text_classification(
     name: str,
     texts: list[str],
@@ -108,15 +117,13 @@ def build_text_classification(
 ) -> TextClassificationData:
     """Split (stratified by label, identical texts kept together), tokenise and pad."""
     y = torch.tensor(labels, dtype=torch.long)  # (N,)
-    first: dict[str, int] = {}
-    groups = torch.tensor([first.setdefault(t, i) for i, t in enumerate(texts)])  # (N,)
-    fractions = (val_fraction, test_fraction)
-    train_i, val_i, test_i = grouped_stratified_split(y, groups, fractions, seed)
+    train_i, val_i, test_i = split_texts(texts, y, (val_fraction, test_fraction), seed)
     tok = _tokenizer(tokenizer, [texts[i] for i in train_i], bpe_vocab_size, name)
 
     def split(idx: torch.Tensor) -> TextSplit:
-        ids, mask = pad_batch(tok.encode_batch([texts[i] for i in idx]), max_len, tok.pad_id)
-        return TextSplit(ids, mask, y[idx])
+        chosen = [texts[i] for i in idx.tolist()]
+        ids, mask = pad_batch(tok.encode_batch(chosen), max_len, tok.pad_id)
+        return TextSplit(ids, mask, y[idx], chosen)
 
     return TextClassificationData(
         name=name, train=split(train_i), val=split(val_i), test=split(test_i),
