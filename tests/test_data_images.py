@@ -8,18 +8,22 @@ import torch
 from tokengeo.data import images, load_dataset, sources
 from tokengeo.data.safe_pickle import UnsafePickleError, load_array
 from tokengeo.errors import DataNotFoundError
-from data_helpers import require_source
+
+
+def _require(source):
+    if not source.available():
+        pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")
 
 
 @pytest.fixture(scope="module")
 def fashion():
-    require_source(sources.FASHION_MNIST)
+    _require(sources.FASHION_MNIST)
     return images.load_fashion_mnist()
 
 
 @pytest.fixture(scope="module")
 def animal():
-    require_source(sources.ANIMAL_MNIST)
+    _require(sources.ANIMAL_MNIST)
     return images.load_animal_mnist()
 
 

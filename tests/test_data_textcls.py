@@ -13,7 +13,6 @@ from tokengeo.data.text_classification import (
     split_texts,
 )
 from tokengeo.errors import ConfigError, DataNotFoundError
-from data_helpers import require_source
 
 FORTUNE_COUNTS = {
     "computers": 1051, "politics": 703, "science": 625, "sports": 147, "food": 198,
@@ -21,16 +20,21 @@ FORTUNE_COUNTS = {
 }  # fmt: skip
 
 
+def _require(source):
+    if not source.available():
+        pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")
+
+
 @pytest.fixture(scope="module")
 def tweets_raw():
-    require_source(sources.TWEETS)
+    _require(sources.TWEETS)
     return read_tweets()
 
 
 @pytest.fixture(scope="module")
 def fortunes():
-    require_source(sources.FORTUNES)
-    require_source(sources.GPT2_BPE)
+    _require(sources.FORTUNES)
+    _require(sources.GPT2_BPE)
     return load_dataset("fortunes-topics")
 
 
@@ -58,7 +62,7 @@ def test_tweet_splits_are_stratified_deterministic_and_leak_free(tweets_raw):
 
 
 def test_tweets_bundle_gpt2_padded_with_masks(tmp_path):
-    require_source(sources.TWEETS)
+    _require(sources.TWEETS)
     data = load_tweets(num_classes=2, max_len=48)
     assert data.kind == "text-classification" and data.name == "tweets-binary"
     assert data.class_names == ["negative", "positive"] and data.vocab_size == 50257
@@ -91,7 +95,7 @@ def test_fortunes_topics_counts_and_encoding(fortunes):
 
 
 def test_fortunes_local_bpe_cached(tmp_path, monkeypatch):
-    require_source(sources.FORTUNES)
+    _require(sources.FORTUNES)
     monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))
     data = load_fortunes(tokenizer="bpe", bpe_vocab_size=800, categories=("food", "law"))
     assert data.vocab_size == 800 and data.pad_id == data.tokenizer.backend.token_to_id("<pad>")
@@ -105,7 +109,7 @@ def test_parse_fortunes_separators_and_overstrike():
 
 
 def test_bad_fortune_category_lists_valid_ones():
-    require_source(sources.FORTUNES)
+    _require(sources.FORTUNES)
     with pytest.raises(ConfigError, match="computers"):
         read_fortunes(categories=("nosuchtopic",))
 

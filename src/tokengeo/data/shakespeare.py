@@ -43,7 +43,7 @@ def split_works(
 
 def _tokenizer(kind: str, works: dict[str, str], train: list[str], bpe_vocab_size: int):
     if kind == "char":  # alphabet of all works, so validation has no unknown characters
-        return CharTokenizer.from_texts(works.values())
+        return CharTokenizer.from_texts([*works.values(), SEPARATOR])
     if kind == "gpt2":
         return gpt2_tokenizer()
     return train_bpe([works[w] for w in train], bpe_vocab_size, name="shakespeare")

@@ -70,7 +70,7 @@ def load_text(
     docs = {str(f.relative_to(root) if root.is_dir() else f.name): read_text(f) for f in files}
     train, val = _split_documents(docs, val_fraction, seed)
     if tokenizer == "char":
-        tok = CharTokenizer.from_texts(docs.values())
+        tok = CharTokenizer.from_texts([*docs.values(), "\n\n"])  # + the separator
     elif tokenizer == "gpt2":
         tok = gpt2_tokenizer()
     else:
