@@ -73,6 +73,10 @@ def test_image_folder_with_pillow(tmp_path):
     assert torch.equal(green, (data.train.labels * 100).to(torch.uint8))
     gray = load_dataset(tmp_path, grayscale=True)
     assert gray.image_shape == (1, 5, 7)
+    (tmp_path / "README.txt").write_text("a folder of images with a note")
+    assert path_kind(tmp_path) == "image-classification"
+    notes = load_dataset(tmp_path, kind="language-modeling")
+    assert notes.kind == "language-modeling" and notes.train_documents == ["README.txt[:27]"]
 
 
 def test_csv_text_classification(tmp_path):
