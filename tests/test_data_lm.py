@@ -56,6 +56,7 @@ def test_char_lm_splits_by_work_without_leaks(char_lm, works):
     assert len(char_lm.train_documents) + len(char_lm.val_documents) == 42
     n_val = sum(len(works[w]) for w in VAL_WORKS) + len(SEPARATOR) * (len(VAL_WORKS) - 1)
     assert len(char_lm.val_tokens) == n_val and char_lm.val_tokens.dtype == torch.int64
+    assert char_lm.val_characters == n_val and char_lm.characters_per_token("val") == 1.0
     train_text = char_lm.tokenizer.decode(char_lm.train_tokens.tolist())
     val_text = char_lm.tokenizer.decode(char_lm.val_tokens.tolist())
     assert "To be, or not to be" in val_text and "To be, or not to be" not in train_text
@@ -105,6 +106,7 @@ def test_shakespeare_gpt2_on_real_subset(small_root, gpt2):
     assert lm.vocab_size == 50257 and int(lm.train_tokens.max()) < 50257
     tempest = (small_root / "tempest_gut.txt").read_text(encoding="latin-1")
     assert lm.tokenizer.decode(lm.val_tokens.tolist()) == tempest
+    assert lm.val_characters == 20000 and 3.0 < lm.characters_per_token("val") < 5.0
 
 
 def test_local_bpe_is_trained_on_train_works_and_cached(small_root, tmp_path, monkeypatch):

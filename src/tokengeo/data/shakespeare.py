@@ -11,7 +11,7 @@ from tokengeo.config import check_choice
 from tokengeo.data import sources
 from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
 from tokengeo.data.bundles import LanguageModelData
-from tokengeo.data.tokenizer import CharTokenizer, encode_documents
+from tokengeo.data.tokenizer import CharTokenizer, count_characters, encode_documents
 from tokengeo.errors import ConfigError
 
 # ~9.6% of the 5.06M characters: a tragedy, a romance, a comedy and the poems.
@@ -61,12 +61,15 @@ def load_shakespeare(
     works = read_works(root)
     train, val = split_works(works, tuple(val_works))
     tok = _tokenizer(tokenizer, works, train, bpe_vocab_size)
+    train_texts, val_texts = [works[w] for w in train], [works[w] for w in val]
     return LanguageModelData(
         name=f"shakespeare-{tokenizer}",
-        train_tokens=encode_documents(tok, [works[w] for w in train], SEPARATOR),
-        val_tokens=encode_documents(tok, [works[w] for w in val], SEPARATOR),
+        train_tokens=encode_documents(tok, train_texts, SEPARATOR),
+        val_tokens=encode_documents(tok, val_texts, SEPARATOR),
         vocab_size=tok.vocab_size,
         tokenizer=tok,
         train_documents=train,
         val_documents=val,
+        train_characters=count_characters(train_texts, SEPARATOR),
+        val_characters=count_characters(val_texts, SEPARATOR),
     )
