@@ -3,6 +3,8 @@ import pytest
 from tokengeo.data import (
     KINDS,
     dataset_info,
+    dataset_kind,
+    dataset_options,
     list_datasets,
     load_corpus,
     load_corpus_dict,
@@ -33,6 +35,17 @@ def test_registry_lists_every_dataset_with_a_kind():
     assert list_datasets("language-modeling") == [
         "shakespeare", "shakespeare-bpe", "shakespeare-char", "shakespeare-gpt2",
     ]  # fmt: skip
+
+
+def test_kind_and_options_without_loading(tmp_path):
+    assert dataset_kind("shakespeare-char") == "language-modeling"
+    assert "seed" not in dataset_options("shakespeare-char")
+    assert {"seed", "val_fraction", "root"} <= set(dataset_options("fashion-mnist"))
+    (tmp_path / "t.csv").write_text("text,label\nhi,a\n")
+    assert dataset_kind(tmp_path / "t.csv") == "text-classification"
+    assert "max_len" in dataset_options(str(tmp_path / "t.csv"))
+    with pytest.raises(ConfigError, match="unknown dataset"):
+        dataset_kind("imagenet")
 
 
 def test_unknown_name_and_option_are_config_errors():

@@ -104,6 +104,27 @@ def load_path(path: str | Path, kind: str | None = None, **options: Any):
     return _call(info, options, path=path)
 
 
+def _resolve(name_or_path: str | Path) -> DatasetInfo:
+    """The registered dataset, or a description of the user's data at a path."""
+    name = str(name_or_path)
+    if name not in _REGISTRY and _looks_like_path(name):
+        kind = path_kind(name_or_path)
+        key = (kind, Path(name).expanduser().is_file())
+        return DatasetInfo(name, kind, _PATH_LOADERS[key], "user data", "")
+    return dataset_info(name)
+
+
+def dataset_kind(name_or_path: str | Path) -> str:
+    """The task (one of ``KINDS``) a dataset name or path fits, without loading it."""
+    return _resolve(name_or_path).kind
+
+
+def dataset_options(name_or_path: str | Path) -> list[str]:
+    """Keyword options :func:`load_dataset` accepts for this name or path (e.g. check
+    ``"seed" in dataset_options(name)``: the Shakespeare split is by work and has no seed)."""
+    return _resolve(name_or_path).options()
+
+
 def _looks_like_path(name: str) -> bool:
     return "/" in name or "\\" in name or Path(name).suffix != "" or Path(name).exists()
 
