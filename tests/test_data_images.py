@@ -10,6 +10,15 @@ from tokengeo.data.safe_pickle import UnsafePickleError, load_array
 from tokengeo.errors import DataNotFoundError
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Tokenizer and encoding caches go to a temporary folder, not the user's cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+
 def _require(source):
     if not source.available():
         pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")

@@ -127,7 +127,7 @@ def test_local_bpe_is_trained_on_train_works_and_cached(small_root, tmp_path, mo
     again = load_shakespeare("bpe", root=str(small_root), val_works=("tempest",),
                              bpe_vocab_size=600)  # fmt: skip
     assert torch.equal(again.train_tokens, lm.train_tokens)
-    assert len(list((cache / "tokens").glob("*.npy"))) == 2  # train and val streams, cached
+    assert len(list((cache / "tokens").glob("*.npz"))) == 2  # train and val streams, cached
     tempest = (small_root / "tempest_gut.txt").read_text(encoding="latin-1")
     assert lm.tokenizer.decode(lm.val_tokens.tolist()) == tempest  # byte-level: lossless
 

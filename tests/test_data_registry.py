@@ -28,6 +28,15 @@ SOURCE_ENV = {
 }  # fmt: skip
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Tokenizer and encoding caches go to a temporary folder, not the user's cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+
 def test_registry_lists_every_dataset_with_a_kind():
     assert set(list_datasets()) == EXPECTED
     for kind in KINDS:

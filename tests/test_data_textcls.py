@@ -1,9 +1,12 @@
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tokengeo.data import load_dataset, sources
+from tokengeo.data import gpt2_tokenizer, load_dataset, sources
 from tokengeo.data.text_classification import (
     FORTUNE_TOPICS,
+    encode_texts,
     load_fortunes,
     load_tweets,
     pad_batch,
@@ -23,6 +26,14 @@ FORTUNE_COUNTS = {
 def _require(source):
     if not source.available():
         pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Tokenizer and encoding caches go to a temporary folder, not the user's cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +87,35 @@ def test_tweets_bundle_gpt2_padded_with_masks(tmp_path):
 
 
 def test_pad_batch_truncates_and_masks():
-    ids, mask = pad_batch([[5, 6, 7], [], [1, 2, 3, 4, 5, 6]], max_len=4, pad_id=0)
-    assert ids.tolist() == [[5, 6, 7, 0], [0, 0, 0, 0], [1, 2, 3, 4]]
+    ids, mask = pad_batch([[5, 6, 7], [], [1, 2, 3, 4, 5, 6]], max_len=4, pad_id=9)
+    assert ids.tolist() == [[5, 6, 7, 9], [9, 9, 9, 9], [1, 2, 3, 4]]
     assert mask.tolist() == [[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]
+    ids, mask = pad_batch([[], []], max_len=2, pad_id=9)
+    assert ids.tolist() == [[9, 9], [9, 9]] and mask.sum() == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 60000), max_size=12), min_size=1, max_size=8),
+       st.integers(1, 10))  # fmt: skip
+def test_pad_batch_matches_a_loop(seqs, max_len):
+    ids, mask = pad_batch(seqs, max_len, pad_id=50256)
+    for row, seq in enumerate(seqs):
+        kept = seq[:max_len]
+        assert ids[row].tolist() == kept + [50256] * (max_len - len(kept))
+        assert mask[row].tolist() == [1] * len(kept) + [0] * (max_len - len(kept))
+
+
+def test_encoded_texts_are_cached_and_identical(tmp_path, monkeypatch):
+    _require(sources.GPT2_BPE)
+    monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))
+    tok = gpt2_tokenizer()
+    texts = ["Hello world", "", "O brave new world, that has such people in't!"]
+    flat, lengths = encode_texts(tok, texts)
+    assert lengths.tolist() == [len(tok.encode(t)) for t in texts]
+    assert flat[:2].tolist() == [15496, 995]
+    (path,) = (tmp_path / "encoded").glob("*.npz")
+    again = encode_texts(tok, texts)
+    assert torch.equal(again[0], flat) and torch.equal(again[1], lengths)
 
 
 def test_fortunes_topics_counts_and_encoding(fortunes):

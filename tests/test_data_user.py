@@ -6,6 +6,15 @@ from tokengeo.data import load_dataset, path_kind
 from tokengeo.errors import ConfigError, DataNotFoundError
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Tokenizer and encoding caches go to a temporary folder, not the user's cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+
 def test_single_text_file_splits_its_tail(tmp_path):
     text = "".join(f"line {i}: the quick brown fox\n" for i in range(200))
     path = tmp_path / "notes.txt"
