@@ -18,7 +18,6 @@ def _private_cache(tmp_path_factory):
         yield
 
 
-
 def _require(source):
     if not source.available():
         pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")
@@ -58,11 +57,10 @@ def test_fashion_mnist_normalize_gives_unit_statistics(fashion):
 
 
 def test_fashion_mnist_val_depends_on_seed_only(fashion):
-    again = images.load_fashion_mnist(seed=0)
     other = images.load_fashion_mnist(seed=1)
-    assert torch.equal(again.val.images, fashion.val.images)
-    assert torch.equal(again.test.images, fashion.test.images)
+    assert torch.equal(other.test.images, fashion.test.images)  # the official test set
     assert not torch.equal(other.val.images, fashion.val.images)
+    assert torch.bincount(other.val.labels).tolist() == [600] * 10
 
 
 def test_animal_mnist_counts(animal):
@@ -80,6 +78,9 @@ def test_digits_counts_and_rescaling():
     assert len(d.train) + len(d.val) + len(d.test) == 1797
     assert d.train.images.dtype == torch.uint8 and d.train.images.max() == 255  # 16 -> 255
     assert (len(d.val), len(d.test)) == (179, 359)
+    again = load_dataset("digits", seed=0)
+    assert torch.equal(again.test.images, d.test.images)  # same seed, same split
+    assert not torch.equal(load_dataset("digits", seed=1).test.labels, d.test.labels)
 
 
 def test_missing_fashion_mnist_names_apt_command(tmp_path, monkeypatch):

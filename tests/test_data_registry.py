@@ -36,7 +36,6 @@ def _private_cache(tmp_path_factory):
         yield
 
 
-
 def test_registry_lists_every_dataset_with_a_kind():
     assert set(list_datasets()) == EXPECTED
     for kind in KINDS:

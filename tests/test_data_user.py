@@ -14,7 +14,6 @@ def _private_cache(tmp_path_factory):
         yield
 
 
-
 def test_single_text_file_splits_its_tail(tmp_path):
     text = "".join(f"line {i}: the quick brown fox\n" for i in range(200))
     path = tmp_path / "notes.txt"
