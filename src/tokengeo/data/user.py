@@ -12,7 +12,12 @@ import torch
 
 from tokengeo.config import check_choice, check_range
 from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
-from tokengeo.data.bundles import ImageClassificationData, ImageSplit, LanguageModelData
+from tokengeo.data.bundles import (
+    ImageClassificationData,
+    ImageSplit,
+    LanguageModelData,
+    TextClassificationData,
+)
 from tokengeo.data.images import image_bundle
 from tokengeo.data.text_classification import build_text_classification
 from tokengeo.data.tokenizer import CharTokenizer, count_characters, encode_documents
@@ -178,7 +183,7 @@ def load_csv(
     path: str | Path, text_column: str = "text", label_column: str = "label",
     tokenizer: str = "gpt2", max_len: int = 64, val_fraction: float = 0.1,
     test_fraction: float = 0.1, seed: int = 0, bpe_vocab_size: int = 4096,
-):  # fmt: skip
+) -> TextClassificationData:  # fmt: skip
     """A CSV (UTF-8, header row) of texts and labels as a text classification dataset."""
     p = _exists(path)
     with open(p, encoding="utf-8", newline="") as f:
