@@ -22,7 +22,7 @@ data:
 	@bash scripts/setup_data.sh
 
 run: $(STAMP) data
-	$(PY) -m tokengeo bench laplacian
+	$(PY) -m tokengeo bench laplacian --json runs/bench/laplacian_heads.json
 
 test: $(STAMP) data
 	$(PY) -m pytest -q

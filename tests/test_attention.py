@@ -36,7 +36,10 @@ def reference_forward(attn: MultiHeadAttention, x, key_padding_mask=None):
     return attn.proj(z.transpose(1, 2).reshape(B, T, D))
 
 
-@pytest.mark.parametrize("kinds,causal,padded", list(itertools.product(KIND_MIXES, [False, True], [False, True])))
+CASES = list(itertools.product(KIND_MIXES, [False, True], [False, True]))
+
+
+@pytest.mark.parametrize("kinds,causal,padded", CASES)
 def test_fused_equals_reference(kinds, causal, padded):
     torch.manual_seed(1)
     attn = MultiHeadAttention(32, 4, head_kinds=kinds, causal=causal).double()
@@ -102,7 +105,8 @@ def test_mean_component_passed_by_attention_removed_by_laplacian(T, causal, seed
 
     def heads(values):
         pv = torch.nn.functional.scaled_dot_product_attention(q, k, values, is_causal=causal)
-        return combine_heads(values, pv, None, None, lap)
+        out = combine_heads(values.transpose(1, 2), pv.transpose(1, 2), None, None, lap)
+        return out.transpose(1, 2)  # (B, H, T, Dh)
 
     base, shifted = heads(v), heads(v + c)
     assert torch.allclose(shifted[:, 0] - base[:, 0], c[:, 0].expand_as(base[:, 0]), atol=1e-12)

@@ -38,7 +38,9 @@ def test_registered_model_forward_and_gradients(name, n_laplacian):
     assert tuple(out.shape) == expected
     assert torch.isfinite(out).all()
     out.float().pow(2).mean().backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    missing = [
+        n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0
+    ]
     assert not missing, f"parameters without gradient: {missing}"
 
 

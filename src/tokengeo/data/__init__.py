@@ -23,6 +23,8 @@ from tokengeo.data.registry import (
     KINDS,
     DatasetInfo,
     dataset_info,
+    dataset_kind,
+    dataset_options,
     list_datasets,
     load_dataset,
     path_kind,
@@ -36,6 +38,7 @@ __all__ = [
     "BPETokenizer", "CORPORA", "CharTokenizer", "DatasetInfo", "EpochBatchSampler",
     "ImageClassificationData", "ImageSplit", "KINDS", "LanguageModelData",
     "RandomWindowSampler", "TextClassificationData", "TextSplit", "TokenWindows", "Tokenizer",
-    "dataset_info", "encode_documents", "gpt2_tokenizer", "list_datasets", "load_corpus",
-    "load_corpus_dict", "load_dataset", "path_kind", "register_dataset", "train_bpe",
+    "dataset_info", "dataset_kind", "dataset_options", "encode_documents", "gpt2_tokenizer",
+    "list_datasets", "load_corpus", "load_corpus_dict", "load_dataset", "path_kind",
+    "register_dataset", "train_bpe",
 ]  # fmt: skip

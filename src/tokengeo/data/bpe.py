@@ -26,6 +26,8 @@ class BPETokenizer:
         self.eos_id: int = backend.token_to_id(EOS)
         pad = backend.token_to_id(PAD)
         self.pad_id: int = self.eos_id if pad is None else pad
+        # identifies the vocabulary and merges: keys caches of text encoded by this tokenizer
+        self.fingerprint = hashlib.sha256(backend.to_str().encode()).hexdigest()[:16]
 
     def encode(self, text: str) -> list[int]:
         return self.backend.encode(text).ids
@@ -44,6 +46,7 @@ def gpt2_tokenizer(root: str | None = None) -> BPETokenizer:
     backend = tokenizers.ByteLevelBPETokenizer.from_file(
         str(d / "encoder.json"), str(d / "vocab.bpe")
     )
+    backend.add_special_tokens([EOS])  # as in Hugging Face's GPT-2: "<|endoftext|>" -> 50256
     return BPETokenizer(backend, "gpt2")
 
 

@@ -34,6 +34,7 @@ class TextSplit:
     input_ids: torch.Tensor  # (N, L) int64, right-padded with pad_id
     attention_mask: torch.Tensor  # (N, L) int64: 1 = real token, 0 = padding
     labels: torch.Tensor  # (N,) int64 in [0, num_classes)
+    texts: list[str]  # (N,) the raw texts, row i encoded as input_ids[i]
 
     def __len__(self) -> int:
         return self.labels.shape[0]
@@ -100,11 +101,18 @@ class LanguageModelData:
     tokenizer: Tokenizer
     train_documents: list[str]  # names of the documents (works, files) in each split
     val_documents: list[str]
+    train_characters: int  # characters of text behind each stream (for bits per character)
+    val_characters: int
     kind: ClassVar[str] = "language-modeling"
 
     def tokens(self, split: str) -> torch.Tensor:
         check_choice("split", split, ["train", "val"])
         return self.train_tokens if split == "train" else self.val_tokens
+
+    def characters_per_token(self, split: str) -> float:
+        """Bits per character = (mean token loss in nats) / ln 2 / characters_per_token."""
+        n_chars = self.train_characters if split == "train" else self.val_characters
+        return n_chars / self.tokens(split).shape[0]
 
     def windows(self, split: str, block_size: int) -> TokenWindows:
         """(x, y) windows of ``block_size`` over a split's token stream."""

@@ -24,8 +24,8 @@ FASHION_CLASSES = [
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 ]  # fmt: skip
-# The animal-mnist README lists its classes in this (alphabetical) order; the package does
-# not state the label -> name mapping, so the names are a best reading of it.
+# The animal-mnist README lists the classes alphabetically but states no label -> name map;
+# this one was checked by eye on a grid of 8 training images per label (all matched).
 ANIMAL_CLASSES = [
     "bear", "bird", "cat", "cow", "dog", "elephant", "giraffe", "horse", "sheep", "zebra",
 ]  # fmt: skip

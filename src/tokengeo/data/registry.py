@@ -70,7 +70,8 @@ def _call(info: DatasetInfo, options: dict[str, Any], **positional: Any):
 
 
 def path_kind(path: str | Path) -> str:
-    """Which task the data at ``path`` fits (see the module docstring)."""
+    """Which task the data at ``path`` fits: by suffix for a file; for a folder, image
+    classification when it holds more image files than text files, else language modelling."""
     p = Path(path).expanduser()
     if not p.exists():
         raise DataNotFoundError(f"no such file or folder: {p}")
@@ -78,9 +79,8 @@ def path_kind(path: str | Path) -> str:
         return {".npz": "image-classification", ".csv": "text-classification"}.get(
             p.suffix.lower(), "language-modeling"
         )
-    if any(d.is_dir() for d in p.iterdir()) and not user.text_files(p):
-        return "image-classification"
-    return "language-modeling"
+    n_images = sum(1 for f in p.rglob("*") if f.suffix.lower() in user.IMAGE_SUFFIXES)
+    return "image-classification" if n_images > len(user.text_files(p)) else "language-modeling"
 
 
 _PATH_LOADERS = {
@@ -92,12 +92,37 @@ _PATH_LOADERS = {
 }
 
 
-def load_path(path: str | Path, **options: Any):
-    """The user's data at ``path`` as the bundle of its :func:`path_kind`."""
-    kind = path_kind(path)
-    loader = _PATH_LOADERS[(kind, Path(path).expanduser().is_file())]
-    info = DatasetInfo(str(path), kind, loader, "user data", "")
+def load_path(path: str | Path, kind: str | None = None, **options: Any):
+    """The user's data at ``path`` as a bundle of ``kind`` (default: its :func:`path_kind`)."""
+    kind = path_kind(path) if kind is None else kind
+    check_choice("kind", kind, KINDS)
+    key = (kind, Path(path).expanduser().is_file())
+    if key not in _PATH_LOADERS:
+        what = "file" if key[1] else "folder"
+        raise ConfigError(f"a {what} cannot be loaded as {kind}; see tokengeo.data.registry")
+    info = DatasetInfo(str(path), kind, _PATH_LOADERS[key], "user data", "")
     return _call(info, options, path=path)
+
+
+def _resolve(name_or_path: str | Path) -> DatasetInfo:
+    """The registered dataset, or a description of the user's data at a path."""
+    name = str(name_or_path)
+    if name not in _REGISTRY and _looks_like_path(name):
+        kind = path_kind(name_or_path)
+        key = (kind, Path(name).expanduser().is_file())
+        return DatasetInfo(name, kind, _PATH_LOADERS[key], "user data", "")
+    return dataset_info(name)
+
+
+def dataset_kind(name_or_path: str | Path) -> str:
+    """The task (one of ``KINDS``) a dataset name or path fits, without loading it."""
+    return _resolve(name_or_path).kind
+
+
+def dataset_options(name_or_path: str | Path) -> list[str]:
+    """Keyword options :func:`load_dataset` accepts for this name or path (e.g. check
+    ``"seed" in dataset_options(name)``: the Shakespeare split is by work and has no seed)."""
+    return _resolve(name_or_path).options()
 
 
 def _looks_like_path(name: str) -> bool:
@@ -106,7 +131,8 @@ def _looks_like_path(name: str) -> bool:
 
 def load_dataset(name_or_path: str | Path, **options: Any):
     """A registered dataset by name, or the user's data at a path; ``options`` go to its
-    loader (``seed``, ``val_fraction``, ``tokenizer``, ``max_len``, ``root`` ...).
+    loader (``seed``, ``val_fraction``, ``tokenizer``, ``max_len``, ``root`` ...; for a path
+    also ``kind`` to override :func:`path_kind`).
 
     Returns an :class:`ImageClassificationData`, :class:`TextClassificationData` or
     :class:`LanguageModelData`; its ``kind`` names the task."""

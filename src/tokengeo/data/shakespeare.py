@@ -7,11 +7,19 @@ First Folio files are the same works and would leak across the split.
 
 from __future__ import annotations
 
+import torch
+
 from tokengeo.config import check_choice
 from tokengeo.data import sources
 from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
 from tokengeo.data.bundles import LanguageModelData
-from tokengeo.data.tokenizer import CharTokenizer, encode_documents
+from tokengeo.data.cache import cached_tokens
+from tokengeo.data.tokenizer import (
+    CharTokenizer,
+    Tokenizer,
+    count_characters,
+    encode_documents,
+)
 from tokengeo.errors import ConfigError
 
 # ~9.6% of the 5.06M characters: a tragedy, a romance, a comedy and the poems.
@@ -43,10 +51,20 @@ def split_works(
 
 def _tokenizer(kind: str, works: dict[str, str], train: list[str], bpe_vocab_size: int):
     if kind == "char":  # alphabet of all works, so validation has no unknown characters
-        return CharTokenizer.from_texts(works.values())
+        return CharTokenizer.from_texts([*works.values(), SEPARATOR])
     if kind == "gpt2":
         return gpt2_tokenizer()
     return train_bpe([works[w] for w in train], bpe_vocab_size, name="shakespeare")
+
+
+def _encode(tok: Tokenizer, texts: list[str]) -> torch.Tensor:
+    """BPE streams take seconds to encode: they are cached on disk, keyed by the
+    tokenizer's fingerprint and the texts; characters are encoded directly (fast)."""
+    fingerprint = getattr(tok, "fingerprint", None)
+    if fingerprint is None:
+        return encode_documents(tok, texts, SEPARATOR)
+    key = ["shakespeare", fingerprint, SEPARATOR, *texts]
+    return cached_tokens(key, lambda: encode_documents(tok, texts, SEPARATOR))
 
 
 def load_shakespeare(
@@ -61,12 +79,15 @@ def load_shakespeare(
     works = read_works(root)
     train, val = split_works(works, tuple(val_works))
     tok = _tokenizer(tokenizer, works, train, bpe_vocab_size)
+    train_texts, val_texts = [works[w] for w in train], [works[w] for w in val]
     return LanguageModelData(
         name=f"shakespeare-{tokenizer}",
-        train_tokens=encode_documents(tok, [works[w] for w in train], SEPARATOR),
-        val_tokens=encode_documents(tok, [works[w] for w in val], SEPARATOR),
+        train_tokens=_encode(tok, train_texts),
+        val_tokens=_encode(tok, val_texts),
         vocab_size=tok.vocab_size,
         tokenizer=tok,
         train_documents=train,
         val_documents=val,
+        train_characters=count_characters(train_texts, SEPARATOR),
+        val_characters=count_characters(val_texts, SEPARATOR),
     )

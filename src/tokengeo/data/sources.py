@@ -53,6 +53,14 @@ class Source:
                 raise self.missing(f"{path / rel} does not exist")
         return path
 
+    def available(self) -> bool:
+        """Whether :meth:`locate` finds the source at its default/env location."""
+        try:
+            self.locate()
+        except DataNotFoundError:
+            return False
+        return True
+
     def missing(self, why: str) -> DataNotFoundError:
         return DataNotFoundError(
             f"data source '{self.name}' not found: {why}. Install it with: {self.install} "

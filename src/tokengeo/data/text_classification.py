@@ -15,6 +15,7 @@ from tokengeo.config import check_choice, check_positive
 from tokengeo.data import sources
 from tokengeo.data.bpe import BPETokenizer, gpt2_tokenizer, train_bpe
 from tokengeo.data.bundles import TextClassificationData, TextSplit
+from tokengeo.data.cache import cached_int_arrays
 from tokengeo.data.splits import grouped_stratified_split
 from tokengeo.errors import ConfigError
 
@@ -73,18 +74,40 @@ def read_fortunes(
     return texts, labels
 
 
-def pad_batch(ids: list[list[int]], max_len: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Truncate each sequence to ``max_len`` and right-pad with ``pad_id``.
+def pad_flat(
+    flat: torch.Tensor, lengths: torch.Tensor, max_len: int, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequences stored back to back in ``flat`` (sum(lengths),) with ``lengths`` (N,):
+    each truncated to ``max_len`` and right-padded with ``pad_id``.
 
     Returns input_ids (N, max_len) int64 and attention_mask (N, max_len) int64."""
     check_positive("max_len", max_len)
-    lengths = torch.tensor([min(len(seq), max_len) for seq in ids], dtype=torch.long)  # (N,)
-    kept = chain.from_iterable(seq[:max_len] for seq in ids)
-    flat = torch.from_numpy(np.fromiter(kept, dtype=np.int64, count=int(lengths.sum())))
-    mask = torch.arange(max_len) < lengths[:, None]  # (N, max_len), row-major = token order
-    out = torch.full((len(ids), max_len), pad_id, dtype=torch.long)
-    out[mask] = flat
-    return out, mask.long()
+    starts = torch.cumsum(lengths, 0) - lengths  # (N,)
+    pos = torch.arange(max_len)  # (L,)
+    mask = pos < lengths[:, None]  # (N, L)
+    gather = (starts[:, None] + pos).clamp(max=max(len(flat) - 1, 0))  # (N, L)
+    ids = torch.where(mask, flat[gather] if len(flat) else pad_id, pad_id)
+    return ids, mask.long()
+
+
+def pad_batch(ids: list[list[int]], max_len: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`pad_flat` of a list of id lists."""
+    lengths = torch.tensor([len(seq) for seq in ids], dtype=torch.long)  # (N,)
+    flat = torch.from_numpy(np.fromiter(chain.from_iterable(ids), np.int64, int(lengths.sum())))
+    return pad_flat(flat, lengths, max_len, pad_id)
+
+
+def encode_texts(tok: BPETokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(flat ids, lengths) of every text, cached on disk by tokenizer fingerprint and texts."""
+
+    def encode() -> dict[str, torch.Tensor]:
+        ids = tok.encode_batch(texts)
+        lengths = torch.tensor([len(seq) for seq in ids], dtype=torch.long)  # (N,)
+        flat = np.fromiter(chain.from_iterable(ids), np.int64, int(lengths.sum()))
+        return {"flat": torch.from_numpy(flat), "lengths": lengths}
+
+    arrays = cached_int_arrays("encoded", ["texts", tok.fingerprint, *texts], encode)
+    return arrays["flat"], arrays["lengths"]
 
 
 def _tokenizer(kind: str, train_texts: list[str], bpe_vocab_size: int, name: str) -> BPETokenizer:
@@ -92,6 +115,15 @@ def _tokenizer(kind: str, train_texts: list[str], bpe_vocab_size: int, name: str
     if kind == "gpt2":
         return gpt2_tokenizer()
     return train_bpe(train_texts, bpe_vocab_size, name=name)  # fitted on train only
+
+
+def split_texts(
+    texts: list[str], labels: torch.Tensor, fractions: tuple[float, float], seed: int
+) -> list[torch.Tensor]:
+    """(train, val, test) indices, stratified by label; identical texts share a split."""
+    first: dict[str, int] = {}
+    groups = torch.tensor([first.setdefault(t, i) for i, t in enumerate(texts)])  # (N,)
+    return grouped_stratified_split(labels, groups, fractions, seed)
 
 
 def build_text_classification(
@@ -108,15 +140,13 @@ def build_text_classification(
 ) -> TextClassificationData:
     """Split (stratified by label, identical texts kept together), tokenise and pad."""
     y = torch.tensor(labels, dtype=torch.long)  # (N,)
-    first: dict[str, int] = {}
-    groups = torch.tensor([first.setdefault(t, i) for i, t in enumerate(texts)])  # (N,)
-    fractions = (val_fraction, test_fraction)
-    train_i, val_i, test_i = grouped_stratified_split(y, groups, fractions, seed)
+    train_i, val_i, test_i = split_texts(texts, y, (val_fraction, test_fraction), seed)
     tok = _tokenizer(tokenizer, [texts[i] for i in train_i], bpe_vocab_size, name)
 
     def split(idx: torch.Tensor) -> TextSplit:
-        ids, mask = pad_batch(tok.encode_batch([texts[i] for i in idx]), max_len, tok.pad_id)
-        return TextSplit(ids, mask, y[idx])
+        chosen = [texts[i] for i in idx.tolist()]
+        ids, mask = pad_flat(*encode_texts(tok, chosen), max_len, tok.pad_id)
+        return TextSplit(ids, mask, y[idx], chosen)
 
     return TextClassificationData(
         name=name, train=split(train_i), val=split(val_i), test=split(test_i),

@@ -84,3 +84,8 @@ def encode_documents(tok: Tokenizer, texts: list[str], separator: str = "\n\n") 
         ids.extend(sep if i else [])
         ids.extend(doc)
     return torch.tensor(ids, dtype=torch.long)
+
+
+def count_characters(texts: list[str], separator: str = "\n\n") -> int:
+    """Characters of ``separator.join(texts)``: the text :func:`encode_documents` encodes."""
+    return sum(map(len, texts)) + len(separator) * max(len(texts) - 1, 0)

@@ -12,10 +12,15 @@ import torch
 
 from tokengeo.config import check_choice, check_range
 from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
-from tokengeo.data.bundles import ImageClassificationData, ImageSplit, LanguageModelData
+from tokengeo.data.bundles import (
+    ImageClassificationData,
+    ImageSplit,
+    LanguageModelData,
+    TextClassificationData,
+)
 from tokengeo.data.images import image_bundle
 from tokengeo.data.text_classification import build_text_classification
-from tokengeo.data.tokenizer import CharTokenizer, encode_documents
+from tokengeo.data.tokenizer import CharTokenizer, count_characters, encode_documents
 from tokengeo.errors import ConfigError, DataNotFoundError, MissingDependencyError
 
 TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")
@@ -39,13 +44,13 @@ def read_text(path: Path) -> str:
 
 def text_files(folder: Path) -> list[Path]:
     """Text files (``TEXT_SUFFIXES``) under ``folder``, recursively, in sorted order."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES)
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
 
 
 def _split_documents(docs: dict[str, str], val_fraction: float, seed: int):
     """(train docs, val docs). One document: its last ``val_fraction`` of characters is
     val. Several: ``ceil(val_fraction * n)`` whole documents, chosen by ``seed``, are val."""
-    check_range("val_fraction", val_fraction, 0.0, 0.9)
+    check_range("val_fraction", val_fraction, 0.01, 0.9)  # an LM always needs a val stream
     names = list(docs)
     if len(names) == 1:
         text = docs[names[0]]
@@ -70,15 +75,18 @@ def load_text(
     docs = {str(f.relative_to(root) if root.is_dir() else f.name): read_text(f) for f in files}
     train, val = _split_documents(docs, val_fraction, seed)
     if tokenizer == "char":
-        tok = CharTokenizer.from_texts(docs.values())
+        tok = CharTokenizer.from_texts([*docs.values(), "\n\n"])  # + the separator
     elif tokenizer == "gpt2":
         tok = gpt2_tokenizer()
     else:
         tok = train_bpe(list(train.values()), bpe_vocab_size, name="user")
+    train_texts, val_texts = list(train.values()), list(val.values())
     return LanguageModelData(
-        name=root.name, train_tokens=encode_documents(tok, list(train.values())),
-        val_tokens=encode_documents(tok, list(val.values())), vocab_size=tok.vocab_size,
+        name=root.name, train_tokens=encode_documents(tok, train_texts),
+        val_tokens=encode_documents(tok, val_texts), vocab_size=tok.vocab_size,
         tokenizer=tok, train_documents=list(train), val_documents=list(val),
+        train_characters=count_characters(train_texts),
+        val_characters=count_characters(val_texts),
     )  # fmt: skip
 
 
@@ -175,7 +183,7 @@ def load_csv(
     path: str | Path, text_column: str = "text", label_column: str = "label",
     tokenizer: str = "gpt2", max_len: int = 64, val_fraction: float = 0.1,
     test_fraction: float = 0.1, seed: int = 0, bpe_vocab_size: int = 4096,
-):  # fmt: skip
+) -> TextClassificationData:  # fmt: skip
     """A CSV (UTF-8, header row) of texts and labels as a text classification dataset."""
     p = _exists(path)
     with open(p, encoding="utf-8", newline="") as f:

@@ -42,7 +42,8 @@ def build_attn_mask(
         return None, causal
     if key_padding_mask.shape[-1] != seq_len or key_padding_mask.dim() != 2:
         raise ConfigError(
-            f"key_padding_mask must be shaped (batch, {seq_len}); got {tuple(key_padding_mask.shape)}"
+            f"key_padding_mask must be shaped (batch, {seq_len}); "
+            f"got {tuple(key_padding_mask.shape)}"
         )
     keep = key_padding_mask.bool()  # (B, T)
     keep = keep | ~keep.any(dim=-1, keepdim=True)
@@ -62,18 +63,21 @@ def combine_heads(
     laplacian: torch.Tensor | None,
     all_laplacian: bool = False,
 ) -> torch.Tensor:
-    """Per-head output ``a_h V + b_h P V`` from ``V`` and ``P V``, both (B, H, T, Dh).
+    """Per-head output ``a_h V + b_h P V`` from ``V`` and ``P V``, both (B, T, H, Dh).
 
     ``laplacian`` (H,) bool selects heads computing ``V − P V`` when there are no mixed
-    heads; otherwise ``coef_a``, ``coef_b`` (H,) give every head's coefficients.
+    heads (``all_laplacian`` says every head does, skipping the select); otherwise
+    ``coef_a``, ``coef_b`` (H,) give every head's coefficients. Working in the
+    (B, T, H, Dh) layout lets the result be contiguous for the output projection, so a
+    Laplacian head's subtraction replaces the copy that merging heads costs anyway.
     """
     if coef_a is not None:
-        return coef_a.view(1, -1, 1, 1) * v + coef_b.view(1, -1, 1, 1) * pv
+        return coef_a.view(1, 1, -1, 1) * v + coef_b.view(1, 1, -1, 1) * pv
     if laplacian is None:
         return pv
     if all_laplacian:
         return v - pv
-    return torch.where(laplacian.view(1, -1, 1, 1), v - pv, pv)
+    return torch.where(laplacian.view(1, 1, -1, 1), v - pv, pv)
 
 
 def attention_reference(
@@ -167,19 +171,21 @@ class MultiHeadAttention(nn.Module):
         H, Dh = self.n_heads, self.head_dim
         q, k, v = self.qkv(x).view(B, T, 3, H, Dh).unbind(dim=2)  # each (B, T, H, Dh)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        v_bthd = v
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, Dh)
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         dropout_p = self.attn_dropout if self.training else 0.0
         if self.hook_pattern.is_active():
             a, b = self.head_coefficients()
             z, pattern = attention_reference(q, k, v, a, b, attn_mask, is_causal, dropout_p)
+            z = z.transpose(1, 2)  # (B, T, H, Dh)
             self.hook_pattern(pattern)
         else:
             pv = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
             )  # (B, H, T, Dh)
-            z = self._combine(v, pv)
-        z = self.hook_z(z.transpose(1, 2))  # (B, T, H, Dh)
+            z = self._combine(v_bthd, pv.transpose(1, 2))  # (B, T, H, Dh)
+        z = self.hook_z(z)
         return self.proj_drop(self.proj(z.reshape(B, T, D)))
 
     def _combine(self, v: torch.Tensor, pv: torch.Tensor) -> torch.Tensor:
@@ -193,4 +199,5 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         counts = {k: self.head_kinds.count(k) for k in dict.fromkeys(self.head_kinds)}
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}, heads={counts}"
+        return (f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}, "
+                f"heads={counts}")

@@ -1,0 +1,21 @@
+"""Laplacian heads: fused vs standard vs naive operator, training-step ratio, peak memory.
+
+Prints one JSON object. Usage: python benchmarks/laplacian_heads.py [--quick] [--device cuda]
+"""
+
+import argparse
+import json
+
+from tokengeo.bench.laplacian import LaplacianBenchConfig, run
+from tokengeo.bench.measure import ensure_precise_rss
+
+if __name__ == "__main__":
+    ensure_precise_rss()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    cfg = LaplacianBenchConfig(device=args.device)
+    if args.quick:
+        cfg.op_repeats, cfg.train_repeats = 5, 5
+    print(json.dumps(run(cfg), indent=2))

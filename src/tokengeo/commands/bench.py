@@ -1,0 +1,44 @@
+"""``tokengeo bench NAME``: run a benchmark, print its table, optionally save its JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+BENCHMARKS = ("laplacian",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", choices=BENCHMARKS, help="which benchmark")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--json", metavar="PATH", help="also write the JSON result here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tokengeo.bench.measure import ensure_precise_rss
+
+    ensure_precise_rss()
+    from tokengeo.bench.laplacian import LaplacianBenchConfig, table
+    from tokengeo.bench.laplacian import run as run_bench
+
+    cfg = LaplacianBenchConfig(device=args.device)
+    if args.quick:
+        cfg.op_repeats, cfg.train_repeats = 5, 5
+    result = run_bench(cfg)
+    print(table(result))
+    if args.json:
+        write_json_atomic(args.json, result)
+        print(f"JSON written to {args.json}")
+    return 0
+
+
+def write_json_atomic(path: str, obj: dict) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(tmp, path)

