@@ -165,7 +165,8 @@ class _WordTokenizer:
 
 def test_language_model_metrics_by_hand():
     tokens = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2])
-    data = LanguageModelData("toy", tokens, tokens, 3, _WordTokenizer(), ["t"], ["v"])
+    data = LanguageModelData("toy", tokens, tokens, 3, _WordTokenizer(), ["t"], ["v"],
+                             train_characters=24, val_characters=24)
     task = LanguageModeling(data, create_model("gpt-tiny", vocab_size=3, block_size=4).config)
     logits = torch.randn(2, 4, 3)  # (B, T, V)
     targets = torch.tensor([[1, 2, 0, 1], [2, 2, 0, 0]])
