@@ -138,7 +138,7 @@ def test_classification_metrics_by_hand():
     logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 3.0], [0.5, 0.2, 0.1], [0.0, 0.0, 0.0]])
     targets = torch.tensor([0, 1, 0, 2])
     batch = Batch(torch.zeros(4), targets)
-    m = task.metrics(task.stats(logits, batch))
+    m = task.metrics(task.stats(logits, batch), "test")
     nll = [-math.log(math.exp(row[t]) / sum(math.exp(v) for v in row))
            for row, t in zip(logits.tolist(), targets.tolist(), strict=True)]
     assert m["loss"] == pytest.approx(sum(nll) / 4)
@@ -164,20 +164,20 @@ class _WordTokenizer:
 
 
 def test_language_model_metrics_by_hand():
-    tokens = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2])
+    tokens = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2])  # "abbccc" x 4: 24 characters
     data = LanguageModelData("toy", tokens, tokens, 3, _WordTokenizer(), ["t"], ["v"],
                              train_characters=24, val_characters=24)
     task = LanguageModeling(data, create_model("gpt-tiny", vocab_size=3, block_size=4).config)
     logits = torch.randn(2, 4, 3)  # (B, T, V)
     targets = torch.tensor([[1, 2, 0, 1], [2, 2, 0, 0]])
-    m = task.metrics(task.stats(logits, Batch(torch.zeros(2, 4), targets)))
+    halves = [Batch(torch.zeros(1, 4), targets[i:i + 1]) for i in (0, 1)]  # summed stats
+    m = task.metrics(task.stats(logits[:1], halves[0]) + task.stats(logits[1:], halves[1]), "val")
     nats = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum").item()
-    chars = sum(len(_WordTokenizer.pieces[t]) for t in targets.flatten().tolist())  # 16
-    assert m["loss"] == pytest.approx(nats / 8)
+    assert m["loss"] == pytest.approx(nats / 8) and m["tokens"] == 8
     assert m["perplexity"] == pytest.approx(math.exp(nats / 8))
     assert m["bits_per_token"] == pytest.approx(nats / 8 / math.log(2))
-    assert m["bits_per_char"] == pytest.approx(nats / math.log(2) / chars)
-    assert chars == 16
+    assert m["bits_per_char"] == pytest.approx(nats / 8 / math.log(2) / 2.0)  # 24 chars / 12
+    assert task.loss(logits, Batch(torch.zeros(2, 4), targets)).item() == pytest.approx(nats / 8)
 
 
 def test_task_must_fit_model_family(tmp_path):
@@ -414,3 +414,4 @@ def test_resume_of_finished_run_changes_nothing(tmp_path):
     assert_same_weights(first.model, again.model)
     assert metric_records(tmp_path / "run") == before
     assert json.loads((tmp_path / "run/summary.json").read_text())["final"] == final
+

@@ -11,7 +11,8 @@ image-classification   images, labels    loss (nats), accuracy
 text-classification    token ids, mask   loss (nats), accuracy
 language-modeling      token stream      loss (nats/token), perplexity = exp(loss),
                                          bits_per_token = loss / ln 2,
-                                         bits_per_char = total bits / total characters
+                                         bits_per_char = bits_per_token / (characters
+                                         per token of the split's text)
 =====================  ================  =============================================
 """
 
@@ -110,8 +111,8 @@ class Task(ABC):
         """Per-batch sums ``stat_names`` (float64, (S,)): add them over batches and ranks."""
 
     @abstractmethod
-    def metrics(self, sums: torch.Tensor) -> dict[str, float]:
-        """Metrics from the summed ``stats`` of all evaluated batches."""
+    def metrics(self, sums: torch.Tensor, split: str) -> dict[str, float]:
+        """Metrics of ``split`` from the summed ``stats`` of its evaluated batches."""
 
 
 class _Classification(Task):
@@ -131,7 +132,7 @@ class _Classification(Task):
         n = torch.tensor(len(batch), device=logits.device)
         return torch.stack([loss_sum.double(), correct.double(), n.double()])
 
-    def metrics(self, sums: torch.Tensor) -> dict[str, float]:
+    def metrics(self, sums: torch.Tensor, split: str) -> dict[str, float]:
         loss_sum, correct, count = sums.tolist()
         return {"loss": loss_sum / count, "accuracy": correct / count, "examples": int(count)}
 
@@ -171,14 +172,13 @@ class LanguageModeling(Task):
     kind = "language-modeling"
     families = ("gpt",)
     unit = "tok"
-    stat_names = ("loss_sum", "tokens", "chars")
+    stat_names = ("loss_sum", "tokens")
     eval_splits = ("val",)
 
     def __init__(self, data: Any, model_config: Any) -> None:
         super().__init__(data, model_config)
         block = model_config.block_size
         self.windows = {s: data.windows(s, block) for s in ("train", "val")}
-        self._chars: torch.Tensor | None = None  # (V,) characters per token id
 
     @staticmethod
     def model_sizes(data: Any) -> dict[str, Any]:
@@ -207,32 +207,23 @@ class LanguageModeling(Task):
     def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten())
 
-    def chars_per_token(self) -> torch.Tensor:
-        """(V,) length in characters of each token's text (all ones for characters)."""
-        if self._chars is None:
-            tok = self.data.tokenizer
-            if getattr(tok, "name", "") == "char":
-                self._chars = torch.ones(self.data.vocab_size, dtype=torch.float64)
-            else:
-                lengths = [len(tok.decode([i])) for i in range(self.data.vocab_size)]
-                self._chars = torch.tensor(lengths, dtype=torch.float64)
-        return self._chars
-
     def stats(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         targets = batch.targets.flatten()  # (B*T,)
         loss_sum = F.cross_entropy(logits.float().flatten(0, 1), targets, reduction="sum")
-        chars = self.chars_per_token().to(targets.device)[targets].sum()
         n = torch.tensor(targets.numel(), device=targets.device)
-        return torch.stack([loss_sum.double(), n.double(), chars.double()])
+        return torch.stack([loss_sum.double(), n.double()])
 
-    def metrics(self, sums: torch.Tensor) -> dict[str, float]:
-        loss_sum, tokens, chars = sums.tolist()
+    def metrics(self, sums: torch.Tensor, split: str) -> dict[str, float]:
+        """Bits per character divide bits per token by the split's characters per token
+        (1 for a character tokenizer; for BPE, the ratio over the split's whole text)."""
+        loss_sum, tokens = sums.tolist()
         loss = loss_sum / tokens
+        bits_per_token = loss / math.log(2)
         return {
             "loss": loss,
             "perplexity": math.exp(min(loss, 700.0)),
-            "bits_per_token": loss / math.log(2),
-            "bits_per_char": loss_sum / math.log(2) / chars,
+            "bits_per_token": bits_per_token,
+            "bits_per_char": bits_per_token / self.data.characters_per_token(split),
             "tokens": int(tokens),
         }
 

@@ -269,7 +269,7 @@ class Trainer:
             if len(mine):
                 batch = self.task.batch(split, mine).to(self.env.device)
                 sums += self.task.stats(self.forward(self.model, batch), batch)
-        return self.task.metrics(all_reduce_sum(sums, self.env).cpu())
+        return self.task.metrics(all_reduce_sum(sums, self.env).cpu(), split)
 
     # ---- the loop ------------------------------------------------------------------
 
