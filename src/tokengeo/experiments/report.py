@@ -66,7 +66,8 @@ def _html_table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
             klass = _verdict_class(c)
             tds.append(f"<td{f' class={klass!r}' if klass else ''}>{html.escape(c)}</td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
-    return f"<table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    rows_html = "".join(body)
+    return f"<table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{rows_html}</tbody></table>"
 
 
 def _verdict_class(cell: str) -> str:
