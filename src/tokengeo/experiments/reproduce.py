@@ -20,7 +20,9 @@ from tokengeo.experiments.cells import CellResult, CellStore
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 
 # name -> module (in run order); each has a settings file suites/<name>.toml
-SUITES: dict[str, str] = {}
+SUITES: dict[str, str] = {
+    "flows": "tokengeo.experiments.suites.flows",
+}
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
 
 
@@ -56,6 +58,9 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
 def run_suite(name: str, cfg: ReproduceConfig, store: CellStore, log) -> SuiteOutput:
     module = importlib.import_module(SUITES[name])
     settings = load_settings(cfg.config_dir, name, cfg.mode)
+    fig_dir = cfg.out / "figures" / name
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    settings["_figure_dir"] = str(fig_dir)
     cells = module.cells(settings)
     results: dict[str, CellResult] = {}
     for i, cell in enumerate(cells, 1):
@@ -65,8 +70,6 @@ def run_suite(name: str, cfg: ReproduceConfig, store: CellStore, log) -> SuiteOu
                else f"{time.perf_counter() - t0:.1f} s")
         log(f"[{name} {i}/{len(cells)}] {cell.label or cell.key}: {how}")
         results[cell.key] = res
-    fig_dir = cfg.out / "figures" / name
-    fig_dir.mkdir(parents=True, exist_ok=True)
     return module.summarise(settings, results, fig_dir)
 
 
