@@ -21,6 +21,8 @@ from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, w
 
 # name -> module (in run order); each has a settings file suites/<name>.toml
 SUITES: dict[str, str] = {
+    "laplacian-images": "tokengeo.experiments.suites.laplacian_images",
+    "laplacian-language": "tokengeo.experiments.suites.laplacian_language",
     "flows": "tokengeo.experiments.suites.flows",
 }
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
