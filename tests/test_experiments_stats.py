@@ -54,3 +54,15 @@ def test_band_claims_and_single_values():
 def test_interval_contains_mean(xs):
     iv = mean_interval(xs)
     assert iv.lo <= iv.mean + 1e-9 and iv.mean <= iv.hi + 1e-9
+
+
+def test_welch_difference_matches_hand_computation():
+    from tokengeo.experiments.stats import welch_difference
+
+    a, b = [1.0, 2.0, 3.0], [0.0, 0.0, 1.0, 1.0]
+    iv = welch_difference(a, b)
+    va, vb = 1.0 / 3, (1.0 / 3) / 4  # s²/n: s_a² = 1, s_b² = 1/3
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 3)
+    assert iv.mean == pytest.approx(1.5)
+    assert iv.hi - iv.mean == pytest.approx(t975(int(df)) * math.sqrt(va + vb))
+    assert verdict(iv, Region.above(0)) in (REPRODUCED, INCONCLUSIVE)

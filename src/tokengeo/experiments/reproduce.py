@@ -24,6 +24,7 @@ SUITES: dict[str, str] = {
     "laplacian-images": "tokengeo.experiments.suites.laplacian_images",
     "laplacian-language": "tokengeo.experiments.suites.laplacian_language",
     "flows": "tokengeo.experiments.suites.flows",
+    "similarity": "tokengeo.experiments.suites.similarity",
 }
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
 

@@ -90,6 +90,20 @@ def paired_difference(treated: Sequence[float], baseline: Sequence[float]) -> In
     return mean_interval([t - b for t, b in zip(treated, baseline, strict=True)])
 
 
+def welch_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """Interval of ``mean(a) − mean(b)`` for unpaired samples (Welch–Satterthwaite df)."""
+    ia, ib = mean_interval(a), mean_interval(b)
+    if ia.n < 2 or ib.n < 2:
+        raise ValueError("welch_difference needs at least 2 values on each side")
+    va, vb = ia.std**2 / ia.n, ib.std**2 / ib.n
+    diff = ia.mean - ib.mean
+    if va + vb == 0:
+        return Interval(diff, diff, diff, ia.n + ib.n, 0.0)
+    df = (va + vb) ** 2 / (va**2 / (ia.n - 1) + vb**2 / (ib.n - 1))
+    half = t975(max(1, int(df))) * math.sqrt(va + vb)
+    return Interval(diff, diff - half, diff + half, ia.n + ib.n, math.sqrt(va + vb))
+
+
 @dataclass(frozen=True)
 class Region:
     """Where the measurement must lie for the claim to hold: ``low < x < high``."""
