@@ -70,8 +70,7 @@ def _claims(r: dict, g: dict[str, list[int]]) -> list[Claim]:
               mean_interval(_heads(r, "sentence_contrast", g["final"]))),
         claim("top similarities prefer the same sentence, above 33%", "sentence preference",
               "> 33%", "within-sentence share of top pairs, all heads", Region.above(0.33),
-              mean_interval(_heads(r, "within_sentence_share", list(range(len(g["early"])
-                            + len(g["middle"]) + len(g["final"])))))),
+              mean_interval(_heads(r, "within_sentence_share", list(range(_n(r))))),
               f"chance {r['within_sentence_chance']:.3f}"),
         claim("heads specialise: each converges on a distinct token", "head specialisation",
               "a distinct dominant token per head",
