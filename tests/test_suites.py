@@ -23,6 +23,15 @@ geometry_split = "val"
 geometry_examples = 4
 train = { model = "gpt-tiny", data = "shakespeare-char", steps = 2, batch_size = 4, warmup = 1, eval_every = 0, final_eval_batches = 1, model_overrides = { block_size = 32, n_layers = 1 } }
 """,
+    "ltransformer": """
+[quick]
+seeds = [0, 1]
+baseline_model = "encoder-tiny"
+l_model = "ltransformer-tiny"
+alphas = ["identity", "learnable"]
+accuracy_tolerance = 0.01
+train = { data = "tweets-binary", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, model_overrides = { n_layers = 1 } }
+""",
     "flows": """
 [quick]
 exponent_tolerance = 0.3

@@ -23,6 +23,7 @@ from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, w
 SUITES: dict[str, str] = {
     "laplacian-images": "tokengeo.experiments.suites.laplacian_images",
     "laplacian-language": "tokengeo.experiments.suites.laplacian_language",
+    "ltransformer": "tokengeo.experiments.suites.ltransformer",
     "flows": "tokengeo.experiments.suites.flows",
     "similarity": "tokengeo.experiments.suites.similarity",
 }
