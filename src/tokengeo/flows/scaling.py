@@ -44,7 +44,7 @@ class HeadRun:
 class ScalingResult:
     preset: dict
     runs: list[HeadRun]
-    fit: PowerLawFit
+    fit: PowerLawFit | None  # None with fewer than 2 distinct H
     cluster_threshold: float
     total_seconds: float
     results: dict[int, FlowResult] = field(default_factory=dict, repr=False)
@@ -53,7 +53,7 @@ class ScalingResult:
         return {
             "preset": self.preset,
             "runs": [asdict(r) for r in self.runs],
-            "fit": self.fit.to_dict(),
+            "fit": None if self.fit is None else self.fit.to_dict(),
             "cluster_threshold": self.cluster_threshold,
             "total_seconds": self.total_seconds,
         }
@@ -107,7 +107,10 @@ def run_h_scaling(
             results[H] = result
         if log is not None:
             log(f"H={H}: {seconds:.1f} s, mean avg G2 = {torch.tensor(runs[-1].g2_avg).mean():.4g}")
-    fit = fit_power_law(list(heads), [torch.tensor(r.g2_avg) for r in runs], seed=preset.seed)
+    fit = None
+    if len(set(heads)) >= 2:
+        samples = [torch.tensor(r.g2_avg) for r in runs]
+        fit = fit_power_law(list(heads), samples, seed=preset.seed)
     return ScalingResult(
         preset=asdict(preset),
         runs=runs,
