@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
@@ -74,7 +75,14 @@ def run(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
 
-    scaling = run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log)
+    done: list[dict] = []
+
+    def partial(run) -> None:  # keep finished H's if a long run is interrupted
+        done.append(asdict(run))
+        _write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done})
+
+    scaling = run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
+                            on_run=partial)
     main = scaling.results[preset.n_heads]
     payload = {
         "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},

@@ -86,12 +86,14 @@ def run_h_scaling(
     keep_results: bool = False,
     trajectory_for: int | None = None,
     log: Callable[[str], None] | None = None,
+    on_run: Callable[[HeadRun], None] | None = None,
     **simulate_overrides,
 ) -> ScalingResult:
     """Run ``preset`` for each H in ``heads`` (default: ``preset.scaling_heads``) and fit.
 
     ``trajectory_for`` records the trajectory of the run with that H (for figures);
-    ``keep_results`` keeps every :class:`FlowResult` in ``ScalingResult.results``.
+    ``keep_results`` keeps every :class:`FlowResult` in ``ScalingResult.results``;
+    ``on_run`` is called with each H's summary as soon as it is done.
     """
     heads = tuple(preset.scaling_heads if heads is None else heads)
     runs, results = [], {}
@@ -105,6 +107,8 @@ def run_h_scaling(
         runs.append(summarize_run(result, H, seconds, cluster_threshold))
         if keep_results or H == trajectory_for:
             results[H] = result
+        if on_run is not None:
+            on_run(runs[-1])
         if log is not None:
             log(f"H={H}: {seconds:.1f} s, mean avg G2 = {torch.tensor(runs[-1].g2_avg).mean():.4g}")
     fit = None
