@@ -29,7 +29,7 @@ def reference_run(x0, D0, *, T, dt, noise_var, seed):
     """
     gen = torch.Generator().manual_seed(seed)
     x, D = x0.clone(), D0.clone()
-    P, H, d = D.shape[0], D.shape[1], D.shape[-1]
+    P, H = D.shape[0], D.shape[1]
     n = x.shape[1]
     sigma, scale = math.sqrt(noise_var), 1.0 / (2 * H * n * n)
     sums = torch.zeros(4, P, dtype=x.dtype)

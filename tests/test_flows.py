@@ -84,7 +84,8 @@ def test_velocity_is_mobility_times_projected_gradient_for_one_head():
         for a in range(d):
             e = torch.zeros_like(x)
             e[0, i, a] = h
-            grad[i, a] = (interaction_energy(x + e, D) - interaction_energy(x - e, D)).item() / (2 * h)
+            diff = interaction_energy(x + e, D) - interaction_energy(x - e, D)
+            grad[i, a] = diff.item() / (2 * h)
     proj = grad - x[0] * (x[0] * grad).sum(-1, keepdim=True)
     N = torch.exp(x[0] @ D[0, 0] @ x[0].T).sum(1)
     v = evaluate_field(x, D, energy=False).velocity[0]
@@ -121,8 +122,7 @@ def authors_scheme(x0, D0, *, T, dt, noise_var, seed, drift=ou_drift):
     """The paper's Euler loop, head by head: x <- normalise(x - dt v), D <- D + f dt + sigma dW."""
     gen = torch.Generator().manual_seed(seed)
     x, D = x0.clone(), D0.clone()
-    P, H, d = D.shape[:2] + (D.shape[-1],)
-    n = x.shape[1]
+    P = D.shape[0]
     sums, xs = torch.zeros(4, P, dtype=F64), [x]
     for k in range(round(T / dt)):
         dW = math.sqrt(noise_var) * symmetric_increment(D.shape, dt, gen, dtype=F64)
@@ -273,6 +273,7 @@ def test_general_heads_simulate_with_energy_flagged_undefined():
         (dict(integrator="leapfrog"), "integrator"),
         (dict(drift="brownian"), "drift"),
         (dict(drift=lambda D, t: D[..., :2, :]), "drift returned shape"),
+        (dict(drift=lambda D, t: torch.triu(D)), "non-symmetric"),
         (dict(record_every=0), "record_every"),
         (dict(noise_var=-1.0), "noise_var"),
     ],

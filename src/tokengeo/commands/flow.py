@@ -47,7 +47,9 @@ def _heads_list(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
     try:
         heads = tuple(int(h) for h in text.split(",") if h.strip())
     except ValueError:
-        raise ConfigError(f"--scaling-heads={text!r} must be comma-separated integers or 'none'")
+        raise ConfigError(
+            f"--scaling-heads={text!r} must be comma-separated integers or 'none'"
+        ) from None
     if not heads or min(heads) < 1:
         raise ConfigError(f"--scaling-heads={text!r} must list integers >= 1")
     return heads

@@ -56,7 +56,7 @@ class Rates:
     quad: Tensor  # (P, Q)  balance integrands
 
 
-RatesFn = Callable[[Tensor, Tensor | None, float, bool], tuple[Rates, object]]
+RatesFn = Callable[[Tensor, Tensor | None, float], tuple[Rates, object]]
 
 
 def _combine(base: Tensor, dt: float, coeffs, ks: list[Tensor]) -> Tensor:
@@ -78,8 +78,8 @@ def rk_step(
 ) -> tuple[Tensor, Tensor | None, Tensor, object]:
     """One step; returns (x', D', quadrature increments (P, Q), aux of the first stage).
 
-    ``rates_fn(x, D, t, first)`` returns the stage :class:`Rates` and, for the first stage
-    (``first=True``), whatever the caller needs at the left point (energy, moments).
+    ``rates_fn(x, D, t)`` returns the stage :class:`Rates` and an auxiliary object; the first
+    stage's (the left point's: energy, moments) is handed back.
     """
     ks: list[Rates] = []
     aux = None
@@ -90,7 +90,7 @@ def rk_step(
             Di = _combine(D, dt, row, [k.D for k in ks])
             if noise is not None and c != 0.0:
                 Di = Di + (noise if c == 1.0 else c * noise)
-        rates, stage_aux = rates_fn(xi, Di, t + c * dt, i == 0)
+        rates, stage_aux = rates_fn(xi, Di, t + c * dt)
         if i == 0:
             aux = stage_aux
         ks.append(rates)

@@ -109,7 +109,8 @@ def plot_scaling(fit: PowerLawFit, path: str | Path, *, title: str = ""):
     h = np.asarray(fit.heads, dtype=float)
     mean, std, n = (np.asarray(v, dtype=float) for v in (fit.mean, fit.std, fit.n_paths))
     fig, ax = plt.subplots(figsize=(4.8, 3.6))
-    ax.errorbar(h, mean, yerr=std / np.sqrt(n), fmt="o", capsize=3, label="mean over paths (± s.e.)")
+    ax.errorbar(h, mean, yerr=std / np.sqrt(n), fmt="o", capsize=3,
+                label="mean over paths (± s.e.)")
     hh = np.geomspace(h.min(), h.max(), 50)
     ax.plot(hh, fit.prefactor * hh**fit.exponent, "--",
             label=f"b = {fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]")

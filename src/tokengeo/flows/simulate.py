@@ -85,9 +85,10 @@ class FlowResult:
 
 
 def _json_floats(t: Tensor) -> list:
-    return [None if isinstance(v, float) and math.isnan(v) else v for v in t.tolist()] if (
-        t.ndim == 1
-    ) else [_json_floats(row) for row in t]
+    """Nested lists of floats with NaN (undefined energy terms) as None, for strict JSON."""
+    if t.ndim > 1:
+        return [_json_floats(row) for row in t]
+    return [None if math.isnan(v) else v for v in t.tolist()]
 
 
 def _check_tokens(x0: Tensor, n_paths: int, dtype) -> Tensor:
@@ -128,7 +129,7 @@ def _check_weights(D0: Tensor, n_paths: int, d: int, energy: bool, dtype) -> Ten
             "symmetric D_h. Symmetrise with (D0 + D0.mT) / 2, or pass energy=False to simulate "
             "general heads without them"
         )
-    return D.clone()
+    return (D + D.mT) / 2 if energy else D.clone()  # exactly symmetric (a no-op for Z + Z^T)
 
 
 @dataclass
@@ -158,11 +159,16 @@ class _Run:
             x, score, value, energy=self.energy, ito=ito, chunk_elems=self.chunk_elems
         )
 
-    def rates(self, x: Tensor, D: Tensor | None, t: float, first: bool) -> tuple[Rates, Any]:
+    def rates(self, x: Tensor, D: Tensor | None, t: float) -> tuple[Rates, FieldEval]:
         ev = self.evaluate(x, D, t)
         f = None if D is None else self.drift(D, t)
         if f is not None and f.shape != D.shape:
             raise ConfigError(f"drift returned shape {tuple(f.shape)}; expected {tuple(D.shape)}")
+        if f is not None and self.energy and not torch.equal(f, f.mT):
+            raise ConfigError(
+                "the drift returned non-symmetric matrices, which break the energy diagnostics; "
+                "return (F + F^T) / 2, or pass energy=False"
+            )
         nan = torch.full_like(ev.g2, math.nan)
         if self.energy:
             dE = (f * ev.moment).sum((1, 2, 3)) if f is not None else torch.zeros_like(ev.g2)
