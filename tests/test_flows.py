@@ -66,10 +66,13 @@ def direct_field(x, B, V):
     return torch.stack(v), torch.stack(g2), torch.stack(E), torch.stack(M), torch.stack(ito)
 
 
-def test_field_matches_direct_formulas():
-    x, D = sphere(2, 7, 3), sym(2, 3, 3)
-    ev = evaluate_field(x, D, energy=True, ito=True)
-    v, g2, E, M, ito = direct_field(x, D, D)
+@pytest.mark.parametrize("d,symmetric", [(3, True), (3, False), (8, True), (8, False)])
+def test_field_matches_direct_formulas(d, symmetric):
+    """Both Ito paths (pair features for d <= 6, Gram tiles above) and both tilings."""
+    x, D = sphere(2, 7, d), sym(2, 3, d)
+    B = D if symmetric else D + 0.2 * torch.randn(2, 3, d, d, dtype=F64)
+    ev = evaluate_field(x, B, D, energy=True, ito=True, chunk_elems=2 * 3 * 16 * 16)
+    v, g2, E, M, ito = direct_field(x, B, D)
     for got, want in ((ev.velocity, v), (ev.g2, g2), (ev.energy, E), (ev.moment, M),
                       (ev.ito_kernel, ito)):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-13)

@@ -74,6 +74,52 @@ def _pair_features(x: Tensor, ito: bool) -> Tensor:
     return torch.cat(cols, dim=-1)
 
 
+def _kernel_sums(
+    xs: Tensor,
+    x: Tensor,
+    feats_t: Tensor,
+    tile: int,
+    symmetric: bool,
+    gram_ito: bool,
+    bufs: tuple[Tensor, Tensor],
+) -> tuple[Tensor, Tensor]:
+    """sum_j K^h_ij feats_j for a chunk of heads, tile by tile, as (P, c, F, n).
+
+    K^h_ij = exp(xs_hi . x_j) with xs = x B_h, (P, c, n, d). With symmetric K only tiles
+    j >= i are exponentiated and each also adds its transpose. Sums are kept transposed,
+    (F, n): the faster layout for these skinny matmuls. Also returns sum_ij K_ij (x_i.x_j)^2,
+    (P,), when ``gram_ito`` (else zeros).
+    """
+    P, c, n, d = xs.shape
+    n_feat = feats_t.shape[1]
+    xt = x.mT  # (P, d, n)
+    kf = x.new_zeros(P, c, n_feat, n)
+    ito_sum = x.new_zeros(P)
+    for i0 in range(0, n, tile):
+        ri = slice(i0, i0 + tile)
+        qi = xs[:, :, ri].reshape(P, -1, d)  # (P, c * ti, d)
+        ti = qi.shape[1] // c
+        fi = feats_t[:, None, :, ri].expand(P, c, n_feat, ti).reshape(P * c, n_feat, ti)
+        for j0 in range(i0 if symmetric else 0, n, tile):
+            rj = slice(j0, j0 + tile)
+            tj = min(tile, n - j0)
+            kern = bufs[0][: P * c * ti * tj].view(P, c * ti, tj)
+            torch.bmm(qi, xt[:, :, rj], out=kern).exp_()  # (P, c * ti, tj)  K_ij
+            rows = bufs[1][: P * n_feat * c * ti].view(P, n_feat, c * ti)
+            torch.bmm(feats_t[:, :, rj], kern.mT, out=rows)  # (P, F, c * ti)
+            kf[..., ri] += rows.view(P, n_feat, c, ti).transpose(1, 2)
+            mirror = symmetric and j0 != i0
+            if mirror:  # K_ji = K_ij: sum_i K_ij feats_i for the rows j
+                cols = bufs[1][: P * c * n_feat * tj].view(P * c, n_feat, tj)
+                torch.bmm(fi, kern.view(P * c, ti, tj), out=cols)  # (P c, F, tj)
+                kf[..., rj] += cols.view(P, c, n_feat, tj)
+            if gram_ito:
+                gram2 = (x[:, ri] @ xt[:, :, rj]).square_()  # (P, ti, tj)  (x_i . x_j)^2
+                kern4 = kern.view(P, c, ti, tj)
+                ito_sum += (1 + mirror) * kern4.mul_(gram2.unsqueeze(1)).sum((1, 2, 3))
+    return kf, ito_sum
+
+
 def evaluate_field(
     x: Tensor,
     score: Tensor,
@@ -110,45 +156,22 @@ def evaluate_field(
     inv_n = x.new_zeros(P, n)  # sum_h 1 / N_{h,i}
     k_sum, ito_sum = x.new_zeros(P), x.new_zeros(P)
     moment = x.new_zeros(P, H, d, d) if energy else None
-    # Preallocated work buffers (fresh multi-MB temporaries per block cost more than the exp);
-    # sums over j are kept transposed, (F, n), the faster layout for these skinny matmuls.
+    # Preallocated work buffers: fresh multi-MB temporaries per block cost more than the exp.
     feats_t = feats.mT.contiguous()  # (P, F, n)
-    kern_buf = x.new_empty(P * heads * tile * tile)
-    sum_buf = x.new_empty(P * heads * tile * n_feat)
+    bufs = (x.new_empty(P * heads * tile * tile), x.new_empty(P * heads * tile * n_feat))
     for h0 in range(0, H, heads):
         hs = slice(h0, h0 + heads)
         xs = x.unsqueeze(1) @ score[:, hs]  # (P, c, n, d)  rows x_i^T B_h
-        c = xs.shape[1]
-        kf = x.new_zeros(P, c, n_feat, n)  # (P, c, F, n)  sum_j K_ij feats_j
-        for i0 in range(0, n, tile):
-            ri = slice(i0, i0 + tile)
-            qi = xs[:, :, ri].reshape(P, -1, d)  # (P, c * ti, d)
-            ti = qi.shape[1] // c
-            fi = feats_t[:, None, :, ri].expand(P, c, n_feat, ti).reshape(P * c, n_feat, ti)
-            for j0 in range(i0 if symmetric else 0, n, tile):
-                rj = slice(j0, j0 + tile)
-                tj = min(tile, n - j0)
-                kern = kern_buf[: P * c * ti * tj].view(P, c * ti, tj)
-                torch.bmm(qi, xt[:, :, rj], out=kern).exp_()  # (P, c * ti, tj)  K_ij
-                rows = sum_buf[: P * n_feat * c * ti].view(P, n_feat, c * ti)
-                torch.bmm(feats_t[:, :, rj], kern.mT, out=rows)  # (P, F, c * ti)
-                kf[..., ri] += rows.view(P, n_feat, c, ti).transpose(1, 2)
-                mirror = symmetric and j0 != i0
-                if mirror:  # K_ji = K_ij: sum_i K_ij feats_i for the rows j
-                    cols = sum_buf[: P * c * n_feat * tj].view(P * c, n_feat, tj)
-                    torch.bmm(fi, kern.view(P * c, ti, tj), out=cols)  # (P c, F, tj)
-                    kf[..., rj] += cols.view(P, c, n_feat, tj)
-                if gram_ito:
-                    gram2 = (x[:, ri] @ xt[:, :, rj]).square_()  # (P, ti, tj)  (x_i . x_j)^2
-                    kern4 = kern.view(P, c, ti, tj)
-                    ito_sum += (1 + mirror) * kern4.mul_(gram2.unsqueeze(1)).sum((1, 2, 3))
+        kf, ito_gram = _kernel_sums(xs, x, feats_t, tile, symmetric, gram_ito, bufs)
         kx, norm = kf[:, :, :d].mT, kf[:, :, d]  # (P, c, n, d), (P, c, n)
         acc += ((kx / norm.unsqueeze(-1)) @ value[:, hs].mT).sum(1)
         inv_n += norm.reciprocal().sum(1)
         if energy:
             k_sum += norm.sum((1, 2))
             moment[:, hs] = xt.unsqueeze(1) @ kx  # (P, c, d, d)
-            if ito and not gram_ito:  # sum_ij K_ij (x_i . x_j)^2 = sum_i <U_i, (K U)_i>
+            if gram_ito:
+                ito_sum += ito_gram
+            elif ito:  # sum_ij K_ij (x_i . x_j)^2 = sum_i <U_i, (K U)_i>
                 ito_sum += (kf[:, :, d + 1 :] * feats_t[:, None, d + 1 :]).sum((1, 2, 3))
     velocity = tangent_project(x, acc / H)
     mobility = n * inv_n / H  # (P, n)  mean_h n / N_{h,i}
