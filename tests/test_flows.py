@@ -69,7 +69,7 @@ def direct_field(x, B, V):
 @pytest.mark.parametrize("d,symmetric", [(3, True), (3, False), (8, True), (8, False)])
 def test_field_matches_direct_formulas(d, symmetric):
     """Both Ito paths (pair features for d <= 6, Gram tiles above) and both tilings."""
-    x, D = sphere(2, 7, d), sym(2, 3, d)
+    x, D = sphere(2, 20, d), sym(2, 3, d)  # 2 x 2 tiles of 10 tokens
     B = D if symmetric else D + 0.2 * torch.randn(2, 3, d, d, dtype=F64)
     ev = evaluate_field(x, B, D, energy=True, ito=True, chunk_elems=2 * 3 * 16 * 16)
     v, g2, E, M, ito = direct_field(x, B, D)
