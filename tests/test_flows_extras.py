@@ -90,6 +90,19 @@ def test_layer_schedule_drives_t_in_layer_intervals():
     assert torch.isnan(r.residual).all() and not r.energy_defined
 
 
+def test_model_head_coefficients_scale_values_or_raise():
+    model = StandInModel().double()
+    plain = heads_from_model(model)
+    for block in model.blocks:
+        block.attn.head_coefficients = lambda: (torch.zeros(2), torch.tensor([0.5, -1.0]))
+    scaled = heads_from_model(model)
+    torch.testing.assert_close(scaled.value[:, 0], 0.5 * plain.value[:, 0])
+    torch.testing.assert_close(scaled.value[:, 1], -plain.value[:, 1])
+    model.blocks[1].attn.head_coefficients = lambda: (torch.tensor([1.0, 0.0]), torch.ones(2))
+    with pytest.raises(ConfigError, match="Laplacian"):
+        heads_from_model(model)
+
+
 def test_model_schedule_errors():
     schedule = heads_from_model(StandInModel().double())
     with pytest.raises(ConfigError, match="energy=False"):

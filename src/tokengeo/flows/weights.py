@@ -140,6 +140,20 @@ class LayerSchedule:
         return LayerSchedule(self.score.to(device, dtype), self.value.to(device, dtype))
 
 
+def _attention_weight(attn: torch.nn.Module) -> Tensor:
+    """b_h of heads that output a_h V + b_h P V (1 for plain attention), (H,)."""
+    coefficients = getattr(attn, "head_coefficients", None)
+    if coefficients is None:
+        return torch.ones(attn.n_heads, dtype=attn.qkv.weight.dtype)
+    a, b = coefficients()
+    if (a != 0).any():
+        raise ConfigError(
+            f"heads with a_h V terms (a = {a.tolist()}; Laplacian or mixed kinds) are not "
+            "interaction flows of arXiv 2605.18870; use a model with plain attention heads"
+        )
+    return b.to(attn.qkv.weight.dtype)
+
+
 @torch.no_grad()
 def heads_from_model(model: torch.nn.Module) -> LayerSchedule:
     """Per-layer heads of a trained tokengeo model, as a :class:`LayerSchedule`.
@@ -152,7 +166,9 @@ def heads_from_model(model: torch.nn.Module) -> LayerSchedule:
     so that dx_i/dt = -(1/H) sum_h P_{x_i} sum_j A^h_ij V_h x_j = P_{x_i} Attn_l(x)_i is the
     layer's (bias-free) attention update projected onto the sphere. Biases, the layer norm's
     gain and the MLP are not part of the paper's model (arXiv 2605.18870, Eq. 5) and are left
-    out.
+    out. Blocks whose heads output a_h V + b_h P V (``attn.head_coefficients()``, tokengeo's
+    Laplacian and mixed heads) have V_h scaled by b_h; a_h != 0 (a term without interaction)
+    is outside the model and raises.
     """
     blocks = getattr(model, "blocks", None)
     if blocks is None or len(blocks) == 0:
@@ -173,5 +189,5 @@ def heads_from_model(model: torch.nn.Module) -> LayerSchedule:
         wq, wk, wv = (m.reshape(H, dh, dm) for m in w.split(dm, dim=0))  # (H, dh, dm)
         wo = attn.proj.weight.reshape(dm, H, dh).permute(1, 0, 2)  # (H, dm, dh)
         scores.append(wq.mT @ wk / math.sqrt(dh))  # (H, dm, dm)
-        values.append(-H * (wo @ wv))  # (H, dm, dm)
+        values.append(-H * _attention_weight(attn)[:, None, None] * (wo @ wv))  # (H, dm, dm)
     return LayerSchedule(torch.stack(scores), torch.stack(values))
