@@ -49,10 +49,11 @@ def tangent_project(x: Tensor, u: Tensor) -> Tensor:
 def _tiling(P: int, H: int, n: int, chunk_elems: int) -> tuple[int, int]:
     """(tile rows, heads) per block so that a (P, heads, tile, tile) kernel fits chunk_elems.
 
-    Tiles are sized for about four heads per block: smaller tiles exponentiate fewer
-    symmetric entries twice, larger ones pay less per-block overhead.
+    Tiles are sized for about 16 heads per block: smaller tiles exponentiate fewer
+    symmetric entries twice (a fraction (m + 1) / 2m of them with m tiles per side), larger
+    ones pay less per-block overhead.
     """
-    tile = min(n, max(16, math.isqrt(max(1, chunk_elems // (4 * P)))))
+    tile = min(n, max(16, math.isqrt(max(1, chunk_elems // (16 * P)))))
     tile = -(-n // -(-n // tile))  # balance the tiles
     return tile, max(1, min(H, chunk_elems // (P * tile * tile)))
 
