@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list-models": ("tokengeo.commands.list_models", "list the registered model variants"),
     "bench": ("tokengeo.commands.bench", "run a benchmark script and print its table"),
     "reproduce": ("tokengeo.commands.reproduce", "check the papers' claims and write a report"),
+    "flow": ("tokengeo.commands.flow", "simulate tokens on the sphere under multi-head attention"),
 }
 
 
