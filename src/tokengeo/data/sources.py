@@ -132,7 +132,7 @@ PYTHON_DOCS = Source(
     "TOKENGEO_PYTHON_DOCS_DIR",
     lambda: data_home() / "python3.11-doc/usr/share/doc/python3.11/html/_sources",
     ("glossary.rst.txt",),
-    "bash scripts/setup_data.sh (it runs: apt-get download python3.11-doc && "
+    "bash scripts/setup_system.sh (it runs: apt-get download python3.11-doc && "
     "dpkg -x python3.11-doc_*.deb ~/.cache/tokengeo/python3.11-doc; "
     "do not apt-get install it, that upgrades the system Python)",
     "https://github.com/python/cpython/tree/3.11/Doc",

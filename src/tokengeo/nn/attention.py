@@ -145,7 +145,7 @@ class MultiHeadAttention(nn.Module):
         fixed = [KIND_COEFFICIENTS.get(k, (0.0, 0.0)) for k in self.head_kinds]
         self.register_buffer("coef_fixed", torch.tensor(fixed), persistent=False)  # (H, 2)
         lap = torch.tensor([k == "laplacian" for k in self.head_kinds])
-        self.n_laplacian = int(lap.sum())
+        self.n_laplacian = self.head_kinds.count("laplacian")
         self.register_buffer("laplacian_mask", lap, persistent=False)  # (H,)
         mixed = [h for h, k in enumerate(self.head_kinds) if k == "mixed"]
         self.register_buffer("mixed_index", torch.tensor(mixed, dtype=torch.long), persistent=False)

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Install the offline data sets tokengeo reads (see DATA.md / README "Data").
+# Install what tokengeo reads from the system: offline data sets (README "Data") and
+# Debian's chromium (renders the reproduction report in tests).
 # As root: installs missing Debian packages. Otherwise: prints the command to run.
 set -euo pipefail
 
 missing=()
 [ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)
 [ -d /usr/share/games/fortunes ] || missing+=(fortunes)
+command -v chromium >/dev/null || missing+=(chromium)
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "tokengeo: installing Debian data packages: ${missing[*]}"
+        echo "tokengeo: installing Debian packages: ${missing[*]}"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-        echo "tokengeo: optional data packages missing; install them with:"
+        echo "tokengeo: optional system packages missing; install them with:"
         echo "    sudo apt-get update && sudo apt-get install -y ${missing[*]}"
     fi
 fi

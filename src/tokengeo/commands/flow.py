@@ -1,0 +1,124 @@
+"""``tokengeo flow``: simulate tokens on the sphere under multi-head attention (arXiv 2605.18870).
+
+Runs a preset for every H of its scaling list, fits the time-averaged strong gradient against
+H, and writes ``flow.json`` (config, per-H balance and clustering, the fit, the series of the
+main run) and PNG figures into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from tokengeo.errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tokengeo.flows.presets import PRESETS
+
+    parser.add_argument("--preset", required=True, choices=sorted(PRESETS),
+                        help="experiment setting (s2-ou, s2-oscillating: the paper's S^2 runs)")
+    parser.add_argument("--out", default="runs/flow", help="output folder")
+    parser.add_argument("--heads", type=int, default=None,
+                        help="H of the main run (figures); default: the preset's")
+    parser.add_argument("--scaling-heads", default=None,
+                        help="comma-separated H list for the scaling fit, or 'none'")
+    parser.add_argument("--T", type=float, default=None, help="horizon (depth)")
+    parser.add_argument("--dt", type=float, default=None, help="time step")
+    parser.add_argument("--n-paths", type=int, default=None, help="Monte Carlo paths")
+    parser.add_argument("--noise-var", type=float, default=None, help="sigma^2 of the weights")
+    parser.add_argument("--integrator", choices=["euler", "heun", "rk4"], default=None)
+    parser.add_argument("--record-every", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--no-plots", action="store_true", help="write flow.json only")
+    parser.add_argument("--gif", action="store_true", help="also write an animated sphere")
+
+
+def _heads_list(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    if text is None:
+        return default
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        heads = tuple(int(h) for h in text.split(",") if h.strip())
+    except ValueError:
+        raise ConfigError(
+            f"--scaling-heads={text!r} must be comma-separated integers or 'none'"
+        ) from None
+    if not heads or min(heads) < 1:
+        raise ConfigError(f"--scaling-heads={text!r} must list integers >= 1")
+    return heads
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from tokengeo.flows.presets import get_preset
+    from tokengeo.flows.scaling import run_h_scaling
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    names = {"T": "T", "dt": "dt", "n_paths": "n_paths", "noise_var": "noise_var",
+             "integrator": "integrator", "record_every": "record_every", "seed": "seed",
+             "heads": "n_heads"}
+    overrides = {field: getattr(args, arg) for arg, field in names.items()
+                 if getattr(args, arg) is not None}
+    preset = get_preset(args.preset, **overrides)
+    heads = _heads_list(args.scaling_heads, preset.scaling_heads)
+    heads = tuple(dict.fromkeys(heads + (preset.n_heads,)))  # the main run is always included
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
+
+    done: list[dict] = []
+
+    def partial(run) -> None:  # keep finished H's if a long run is interrupted
+        done.append(asdict(run))
+        _write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done})
+
+    scaling = run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
+                            on_run=partial)
+    main = scaling.results[preset.n_heads]
+    payload = {
+        "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        **scaling.to_dict(),
+        "main_run": {"n_heads": preset.n_heads, **main.to_dict()},
+    }
+    _write_json(out / "flow.json", payload)
+    log(f"wrote {out / 'flow.json'}")
+    if not args.no_plots:
+        _figures(preset, scaling, main, out, gif=args.gif)
+        log(f"wrote figures to {out}")
+    fit = scaling.fit
+    if fit is not None:
+        print(f"{preset.name}: G2 ~ H^b, b = {fit.exponent:.3f} "
+              f"[{fit.ci_low:.3f}, {fit.ci_high:.3f}] ({fit.level:.0%} bootstrap CI)")
+    return 0
+
+
+def _figures(preset, scaling, main, out: Path, *, gif: bool) -> None:
+    from tokengeo.flows import plots
+
+    plots.plot_snapshots(main, out / "snapshots.png")
+    plots.plot_series(main, "E", out / "energy.png")
+    plots.plot_series(main, "G2", out / "g2.png", log=True)
+    plots.plot_balance(main, out / "balance.png")
+    if scaling.fit is not None:
+        plots.plot_scaling(scaling.fit, out / "scaling.png", title=preset.name)
+    if gif:
+        plots.save_gif(main, out / "sphere.gif")
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=1, allow_nan=False))
+    os.replace(tmp, path)

@@ -1,0 +1,36 @@
+"""``tokengeo reproduce``: check the papers' claims at laptop scale and write a report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="laptop settings (default; about 20 minutes on 2 cores)")
+    mode.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="paper-sized settings where they fit on one machine")
+    parser.set_defaults(mode="quick")
+    parser.add_argument("--only", default="", help="comma-separated suites (default: all)")
+    parser.add_argument("--out", default="runs/repro", help="output folder (resumable)")
+    parser.add_argument("--config-dir", default=None,
+                        help="folder of suite TOML files (default: the built-in ones)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tokengeo.experiments.reproduce import (
+        BUILTIN_CONFIG_DIR,
+        ReproduceConfig,
+        reproduce,
+        summary_text,
+    )
+
+    only = tuple(s.strip() for s in args.only.split(",") if s.strip())
+    cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
+                          config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR))
+    path, outputs = reproduce(cfg)
+    print(summary_text(outputs))
+    print(f"\nreport: {path.resolve()}")
+    return 0

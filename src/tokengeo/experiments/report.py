@@ -1,0 +1,156 @@
+"""The reproduction report: a summary table of verdicts, then one section per paper.
+
+``report.html`` is self-contained (figures embedded as base64 PNG, inline CSS, no
+scripts, nothing fetched), so it opens offline; ``report.md`` links the PNG files.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokengeo.experiments.claims import Claim
+
+
+@dataclass
+class SuiteOutput:
+    name: str
+    title: str
+    paper: str
+    claims: list[Claim]
+    figures: list[Path] = field(default_factory=list)
+    tables: list[tuple[str, list[str], list[list[str]]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+SUMMARY_HEADER = ["suite", "claim", "paper", "tokengeo (mean [95% interval])", "verdict"]
+
+
+def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
+    rows = []
+    for s in suites:
+        for c in s.claims:
+            measured = c.measured.fmt() if c.measured is not None else "—"
+            rows.append([s.name, c.text, c.paper_value, measured, c.verdict])
+    return rows
+
+
+def text_table(header: list[str], rows: list[list[str]], widths=(12, 48, 26, 34, 16)) -> str:
+    def cut(s: str, w: int) -> str:
+        return s if len(s) <= w else s[: w - 1] + "…"
+
+    lines = [" ".join(cut(h, w).ljust(w) for h, w in zip(header, widths, strict=False))]
+    lines.append(" ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append(" ".join(cut(c, w).ljust(w) for c, w in zip(r, widths, strict=False)))
+    return "\n".join(lines)
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in esc]
+    return "\n".join(out)
+
+
+def _html_table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = []
+    for r in rows:
+        tds = []
+        for c in r:
+            klass = _verdict_class(c)
+            tds.append(f"<td{f' class={klass!r}' if klass else ''}>{html.escape(c)}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    rows_html = "".join(body)
+    return f"<table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{rows_html}</tbody></table>"
+
+
+def _verdict_class(cell: str) -> str:
+    if cell == "reproduced":
+        return "ok"
+    if cell == "not reproduced":
+        return "bad"
+    if cell == "inconclusive":
+        return "meh"
+    if cell.startswith("not run"):
+        return "skip"
+    return ""
+
+
+CSS = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:14px;width:100%}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f0f0f0} td.ok{background:#d9f2d9} td.bad{background:#f6d5d5}
+td.meh{background:#fff3cd} td.skip{background:#e8e8e8;color:#555}
+img{max-width:100%;border:1px solid #ddd;margin:0.5em 0} .rule{color:#555;font-size:13px}
+"""
+
+
+def render_html(suites: list[SuiteOutput], title: str, preamble: list[str]) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+             f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    parts += [f"<p>{html.escape(p)}</p>" for p in preamble]
+    parts.append("<h2>Summary</h2>")
+    parts.append(_html_table(SUMMARY_HEADER, summary_rows(suites), "summary"))
+    for s in suites:
+        parts.append(f"<h2 id='{s.name}'>{html.escape(s.title)}</h2>"
+                     f"<p><em>{html.escape(s.paper)}</em></p>")
+        for c in s.claims:
+            parts.append(f"<h3>{html.escape(c.text)}</h3><p>{html.escape(c.source)}. Paper: "
+                         f"{html.escape(c.paper_value)}. Measured ({html.escape(c.quantity)}): "
+                         f"{html.escape(c.measured.fmt() if c.measured else '—')}. "
+                         f"<b>{html.escape(c.verdict)}</b>.</p>")
+            if c.detail:
+                parts.append(f"<p>{html.escape(c.detail)}</p>")
+            parts.append(f"<p class='rule'>Rule: {html.escape(c.rule)}</p>")
+        for caption, header, rows in s.tables:
+            parts.append(f"<h4>{html.escape(caption)}</h4>{_html_table(header, rows)}")
+        for note in s.notes:
+            parts.append(f"<p>{html.escape(note)}</p>")
+        for fig in s.figures:
+            data = base64.b64encode(Path(fig).read_bytes()).decode()
+            parts.append(f"<figure><img alt='{html.escape(Path(fig).stem)}' "
+                         f"src='data:image/png;base64,{data}'><figcaption>"
+                         f"{html.escape(Path(fig).stem)}</figcaption></figure>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def render_markdown(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path) -> str:
+    md = [f"# {title}", "", *preamble, "", "## Summary", "",
+          _md_table(SUMMARY_HEADER, summary_rows(suites)), ""]
+    for s in suites:
+        md += [f"## {s.title}", "", f"*{s.paper}*", ""]
+        for c in s.claims:
+            md += [f"- **{c.text}** ({c.source}). Paper: {c.paper_value}. Measured "
+                   f"({c.quantity}): {c.measured.fmt() if c.measured else '—'}. "
+                   f"**{c.verdict}**. {c.detail}", f"  Rule: {c.rule}"]
+        for caption, header, rows in s.tables:
+            md += ["", f"**{caption}**", "", _md_table(header, rows)]
+        md += ["", *s.notes, ""]
+        md += [f"![{Path(f).stem}]({os.path.relpath(f, out)})" for f in s.figures]
+        md.append("")
+    return "\n".join(md)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: list[str]) -> Path:
+    """Write ``report.html`` and ``report.md`` under ``out``; return the HTML path."""
+    out = Path(out)
+    write_atomic(out / "report.md", render_markdown(suites, title, preamble, out))
+    path = out / "report.html"
+    write_atomic(path, render_html(suites, title, preamble))
+    return path

@@ -1,0 +1,79 @@
+"""Suite ``laplacian-language``: Zhang & Papyan (arXiv 2602.09297), language modelling.
+
+A character-level GPT on Shakespeare (split by work) with k of H heads Laplacian in every
+layer; validation bits per character, the spectrum of final-layer tokens, and next-token
+separability ("linguistic collapse") on validation windows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.sweep import (
+    SweepResults,
+    difference_claim,
+    line_figure,
+    metric_table,
+    training_cells,
+)
+
+NAME = "laplacian-language"
+TITLE = "Laplacian heads: language modelling"
+PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
+         "Representations\", arXiv 2602.09297")
+SRC = "Zhang & Papyan 2026, Sec. 5.2 (GPT pre-training)"
+
+
+def _bpc(v: dict) -> float:
+    return v["final"]["val"]["bits_per_char"]
+
+
+def _geo(key: str):
+    return lambda v: v["geometry"][key]
+
+
+def cells(settings: dict) -> list[Cell]:
+    variants = {f"k={k}": {"n_laplacian": k} for k in settings["ks"]}
+    return training_cells(NAME, settings, variants, geometry="language")
+
+
+def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
+    ks = list(settings["ks"])
+    labels = [f"k={k}" for k in ks]
+    sweep = SweepResults(results, labels, list(settings["seeds"]))
+    full = f"k={max(ks)}"
+    claims = [
+        difference_claim(NAME, sweep, f"{lab} Laplacian heads lower validation bits per char",
+                         SRC, "better downstream averages with 5 of 10 heads Laplacian",
+                         lab, "k=0", "val bits/char", _bpc, higher=False)
+        for lab in labels[1:]
+    ]
+    claims.append(difference_claim(
+        NAME, sweep, f"{full} (all heads Laplacian): fewer components for 99% of variance",
+        SRC, "547.7 → 430.4 components", full, "k=0", "PCs for 99%", _geo("components_99"),
+        higher=False))
+    claims.append(difference_claim(
+        NAME, sweep, f"{full}: next-token classes more separable (CDNV falls)", SRC,
+        "stronger linguistic collapse", full, "k=0", "CDNV", _geo("cdnv_mean"), higher=False))
+    out = SuiteOutput(NAME, TITLE, PAPER, claims)
+    if sweep.not_run():
+        return out
+    cols = {"val bits/char": _bpc, "PCs for 99%": _geo("components_99"),
+            "decay α": _geo("decay_alpha"), "CDNV": _geo("cdnv_mean"),
+            "next-token NM acc": _geo("next_token_nm_accuracy"),
+            "train s": lambda v: v["wall_time_s"]}
+    header, rows = metric_table(sweep, cols)
+    out.tables.append(("by number of Laplacian heads (mean ± std over seeds)", header, rows))
+    out.figures.append(line_figure(
+        fig_dir / "bpc_vs_k.png", ks, {"val bits/char": [sweep.values(l, _bpc) for l in labels]},
+        "Laplacian heads per layer (k)", "validation bits per character",
+        f"{settings['train']['model']} on {settings['train']['data']}"))
+    out.figures.append(line_figure(
+        fig_dir / "components_vs_k.png", ks,
+        {"PCs for 99%": [sweep.values(l, _geo("components_99")) for l in labels]},
+        "Laplacian heads per layer (k)", "components for 99% variance", "spectral decay (val)"))
+    out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry on "
+                     f"{settings.get('geometry_examples')} validation windows.")
+    return out

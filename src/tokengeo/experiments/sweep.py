@@ -1,0 +1,98 @@
+"""Helpers for suites that train one model over settings × seeds and compare settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.claims import Claim
+from tokengeo.experiments.stats import Region, mean_interval, paired_difference
+from tokengeo.experiments.training import train_cell
+
+
+def training_cells(suite: str, settings: dict, variants: dict[str, dict],
+                   geometry: str | None) -> list[Cell]:
+    """One cell per (variant, seed); ``variants`` maps a label to TrainConfig overrides."""
+    runs = Path(settings["_figure_dir"]).parent.parent / "runs" / suite
+    base = dict(settings["train"])
+    cells = []
+    for label, overrides in variants.items():
+        for seed in settings["seeds"]:
+            cfg = {**base, **overrides, "seed": seed}
+            cells.append(Cell(suite, f"{label}-s{seed}", train_cell,
+                              {"run_dir": str(runs / f"{label}-s{seed}"), "config": cfg,
+                               "geometry": geometry,
+                               "geometry_split": settings.get("geometry_split", "test"),
+                               "geometry_examples": settings.get("geometry_examples", 1000)},
+                              label=f"{label}, seed {seed}"))
+    return cells
+
+
+class SweepResults:
+    """Per-variant lists over seeds of any metric, and the first reason a cell did not run."""
+
+    def __init__(self, results: dict[str, CellResult], labels: list[str], seeds: list[int]):
+        self.results, self.labels, self.seeds = results, labels, seeds
+
+    def not_run(self) -> str | None:
+        return next((r.not_run for r in self.results.values() if r.not_run), None)
+
+    def values(self, label: str, get: Callable[[dict], float]) -> list[float]:
+        return [float(get(self.results[f"{label}-s{s}"].value)) for s in self.seeds]
+
+
+def difference_claim(suite: str, sweep: SweepResults, text: str, source: str, paper: str,
+                     treated: str, baseline: str, metric: str, get: Callable[[dict], float],
+                     higher: bool) -> Claim:
+    """Claim that ``metric`` is higher (or lower) for ``treated`` than ``baseline``."""
+    region = Region.above(0.0) if higher else Region.below(0.0)
+    claim = Claim(suite, text, source, paper, f"{metric}({treated}) − {metric}({baseline}), "
+                  "paired by seed", region)
+    missing = sweep.not_run()
+    if missing:
+        claim.not_run = missing
+        return claim
+    t, b = sweep.values(treated, get), sweep.values(baseline, get)
+    claim.measured = paired_difference(t, b)
+    claim.detail = (f"{metric}: {treated} {mean_interval(t).fmt(4)}, "
+                    f"{baseline} {mean_interval(b).fmt(4)}")
+    return claim
+
+
+def metric_table(sweep: SweepResults, columns: dict[str, Callable[[dict], float]],
+                 digits: int = 4) -> tuple[list[str], list[list[str]]]:
+    """Rows: variant; columns: mean ± std over seeds of each metric."""
+    header = ["setting", *columns]
+    rows = []
+    for label in sweep.labels:
+        row = [label]
+        for get in columns.values():
+            iv = mean_interval(sweep.values(label, get))
+            row.append(f"{iv.mean:.{digits}g} ± {iv.std:.2g}")
+        rows.append(row)
+    return header, rows
+
+
+def line_figure(path: Path, xs: list[float], series: dict[str, list[list[float]]],
+                xlabel: str, ylabel: str, title: str) -> Path:
+    """Mean ± std over seeds of each series against ``xs``."""
+    from tokengeo._deps import require
+
+    require("matplotlib").use("Agg")
+    plt = require("matplotlib.pyplot")
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for name, per_x in series.items():
+        means = [sum(v) / len(v) for v in per_x]
+        stds = [(sum((x - m) ** 2 for x in v) / max(len(v) - 1, 1)) ** 0.5
+                for v, m in zip(per_x, means, strict=True)]
+        ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if len(series) > 1:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,322 @@
+"""Simulate the multi-head token flow on the sphere and record the energy balance.
+
+Massucco et al., arXiv 2605.18870, Eq. (5) and Sec. 6. Tokens follow dx_i/dt = -v_i(x, D(t))
+and each head's weights follow dD_h = f_h(D_h, t) dt + sigma dW_h (or a given layer
+schedule). Along a run we record the discrete form of the energy-dissipation balance
+
+    E_T - E_0 = int dE/dt|_x dt + int Ito dt - int G^2 dt + M_T + residual,
+
+with dE/dt|_x = sum_h <f_h, M_h>, Ito = (sigma^2/4) 1/(2Hn^2) sum K ((x_i.x_j)^2 + 1) and
+M_T = sum_k sum_h <sigma dW_h,k, M_h(t_k)> (Ito, left point). For H = 1 the identity holds
+exactly in continuous time, so the residual measures the discretisation error (it shrinks at
+the scheme's order when sigma = 0). For H > 1 the multi-head velocity is not the gradient of E
+in the harmonic-mean mobility metric that defines G^2, so the residual, reported as in the
+paper, also measures that mismatch (sum_i <grad_i E, v_i> - G^2) and does not vanish as
+dt -> 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tokengeo.config import check_choice, check_positive
+from tokengeo.errors import ConfigError
+from tokengeo.flows.dynamics import DEFAULT_CHUNK_ELEMS, FieldEval, evaluate_field
+from tokengeo.flows.integrators import TABLEAUX, Rates, rk_step
+from tokengeo.flows.weights import Drift, LayerSchedule, resolve_drift, symmetric_increment
+
+SERIES = ("E", "G2", "dE_int", "ito_int", "G2_int", "mart_int", "residual")
+
+
+@dataclass
+class FlowResult:
+    """Recorded series, each (n_paths, n_records), at times ``t`` (n_records,).
+
+    ``E`` energy, ``G2`` strong gradient, ``dE_int`` = int dE/dt|_x dt, ``ito_int`` the Ito
+    correction, ``G2_int`` = int G^2 dt, ``mart_int`` the martingale term, ``residual`` =
+    (E - E_0) - (dE_int + ito_int - G2_int + mart_int). Energy terms are NaN when
+    ``energy_defined`` is False (general, non-symmetric heads).
+    """
+
+    t: Tensor  # (R,)
+    E: Tensor  # (P, R)
+    G2: Tensor
+    dE_int: Tensor
+    ito_int: Tensor
+    G2_int: Tensor
+    mart_int: Tensor
+    residual: Tensor
+    energy_defined: bool
+    x_final: Tensor | None = None  # (P, n, d)  tokens at T
+    x: Tensor | None = None  # (P, R, n, d) when record_trajectory
+    weights: Tensor | None = None  # (P, H, d, d) final D (SDE weights only)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def mean(self, name: str) -> Tensor:
+        """Mean over paths of a series, (R,)."""
+        return self._series(name).mean(0)
+
+    def std(self, name: str) -> Tensor:
+        """Standard deviation over paths (0 for one path), (R,)."""
+        series = self._series(name)
+        return series.std(0) if series.shape[0] > 1 else torch.zeros_like(series[0])
+
+    def _series(self, name: str) -> Tensor:
+        check_choice("series", name, SERIES)
+        return getattr(self, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary: config, times, and per series the paths, mean and std."""
+        out: dict[str, Any] = {"config": self.config, "energy_defined": self.energy_defined}
+        out["t"] = self.t.tolist()
+        for name in SERIES:
+            out[name] = {
+                "paths": _json_floats(self._series(name)),
+                "mean": _json_floats(self.mean(name)),
+                "std": _json_floats(self.std(name)),
+            }
+        return out
+
+
+def _json_floats(t: Tensor) -> list:
+    """Nested lists of floats with NaN (undefined energy terms) as None, for strict JSON."""
+    if t.ndim > 1:
+        return [_json_floats(row) for row in t]
+    return [None if math.isnan(v) else v for v in t.tolist()]
+
+
+def _check_tokens(x0: Tensor, n_paths: int, dtype) -> Tensor:
+    if not isinstance(x0, Tensor) or x0.ndim not in (2, 3):
+        raise ConfigError("x0 must be a tensor shaped (n, d) or (n_paths, n, d)")
+    x = x0.to(dtype)
+    if x.ndim == 2:
+        x = x.expand(n_paths, *x.shape)
+    if x.shape[0] != n_paths:
+        raise ConfigError(f"x0 has {x.shape[0]} paths but n_paths={n_paths}")
+    if x.shape[-1] < 2:
+        raise ConfigError(f"tokens need dimension d >= 2 (the sphere S^(d-1)); got d={x.shape[-1]}")
+    dev = (x.norm(dim=-1) - 1).abs().max().item()
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    if not dev <= tol:
+        raise ConfigError(
+            f"x0 rows must lie on the unit sphere (max | |x_i| - 1 | = {dev:.3g}); "
+            "normalise with x0 / x0.norm(dim=-1, keepdim=True)"
+        )
+    return x.clone()
+
+
+def _check_weights(D0: Tensor, n_paths: int, d: int, energy: bool, dtype) -> Tensor:
+    if not isinstance(D0, Tensor) or D0.ndim not in (3, 4):
+        raise ConfigError("D0 must be a tensor shaped (H, d, d) or (n_paths, H, d, d)")
+    D = D0.to(dtype)
+    if D.ndim == 3:
+        D = D.expand(n_paths, *D.shape)
+    if D.shape[0] != n_paths or D.shape[-2:] != (d, d):
+        raise ConfigError(
+            f"D0 is shaped {tuple(D0.shape)}; expected (H, {d}, {d}) or ({n_paths}, H, {d}, {d}) "
+            "to match x0 and n_paths"
+        )
+    asym = (D - D.mT).abs().max().item()
+    if energy and asym > 1e-12 * max(1.0, D.abs().max().item()):
+        raise ConfigError(
+            f"D0 is not symmetric (max |D - D^T| = {asym:.3g}); the energy diagnostics need "
+            "symmetric D_h. Symmetrise with (D0 + D0.mT) / 2, or pass energy=False to simulate "
+            "general heads without them"
+        )
+    return (D + D.mT) / 2 if energy else D.clone()  # exactly symmetric (a no-op for Z + Z^T)
+
+
+@dataclass
+class _Run:
+    """The right-hand side of one simulation: weights -> heads -> field -> rates."""
+
+    drift: Drift | None
+    schedule: LayerSchedule | None
+    n_paths: int
+    energy: bool
+    noise_var: float
+    chunk_elems: int
+
+    def heads(self, D: Tensor | None, t: float) -> tuple[Tensor, Tensor | None]:
+        if self.schedule is None:
+            return D, None  # B_h = V_h = D_h
+        score, value = self.schedule.heads(t)  # (H, d, d)
+        return (
+            score.expand(self.n_paths, *score.shape),
+            value.expand(self.n_paths, *value.shape),
+        )
+
+    def evaluate(self, x: Tensor, D: Tensor | None, t: float) -> FieldEval:
+        score, value = self.heads(D, t)
+        ito = self.energy and self.noise_var > 0
+        return evaluate_field(
+            x, score, value, energy=self.energy, ito=ito, chunk_elems=self.chunk_elems
+        )
+
+    def rates(self, x: Tensor, D: Tensor | None, t: float) -> tuple[Rates, FieldEval]:
+        ev = self.evaluate(x, D, t)
+        f = None if D is None else self.drift(D, t)
+        if f is not None and f.shape != D.shape:
+            raise ConfigError(f"drift returned shape {tuple(f.shape)}; expected {tuple(D.shape)}")
+        if f is not None and self.energy and not torch.equal(f, f.mT):
+            raise ConfigError(
+                "the drift returned non-symmetric matrices, which break the energy diagnostics; "
+                "return (F + F^T) / 2, or pass energy=False"
+            )
+        nan = torch.full_like(ev.g2, math.nan)
+        if self.energy:
+            dE = (f * ev.moment).sum((1, 2, 3)) if f is not None else torch.zeros_like(ev.g2)
+            ito = self.noise_var / 4 * ev.ito_kernel if ev.ito_kernel is not None else 0 * dE
+        else:
+            dE = ito = nan
+        return Rates(-ev.velocity, f, torch.stack([dE, ito, ev.g2], dim=1)), ev
+
+
+def simulate(
+    x0: Tensor,
+    D0: Tensor | LayerSchedule,
+    *,
+    drift: str | Drift = "ou",
+    noise_var: float = 2.0,
+    T: float = 20.0,
+    dt: float = 5e-3,
+    n_paths: int = 1,
+    seed: int = 0,
+    integrator: str = "euler",
+    record_every: int = 1,
+    record_trajectory: bool = False,
+    energy: bool = True,
+    dtype: torch.dtype = torch.float64,
+    chunk_elems: int = DEFAULT_CHUNK_ELEMS,
+    progress: Callable[[int, int], None] | None = None,
+) -> FlowResult:
+    """Integrate the token flow of arXiv 2605.18870 (Eq. 5, Sec. 6), batched over paths.
+
+    Args:
+        x0: initial tokens on the unit sphere, (n, d) shared by all paths or (P, n, d).
+        D0: initial symmetric head weights (H, d, d) or (P, H, d, d), evolved by
+            dD = f(D, t) dt + sigma dW; or a :class:`LayerSchedule` of general heads
+            (e.g. :func:`heads_from_model`), whose energy diagnostics are undefined.
+        drift: ``"ou"``, ``"oscillating"``, ``"frozen"`` or a callable f(D, t).
+        noise_var: sigma^2 of the weight noise (0 for deterministic weights).
+        T, dt: horizon and step; T must be a whole number of steps.
+        integrator: ``"euler"`` (the authors' scheme, left-point Ito sums), ``"heun"``
+            (stochastic Heun) or ``"rk4"`` (deterministic weights only).
+        record_every: record every this many steps, and at T.
+        record_trajectory: also keep the tokens at the recorded times.
+        energy: compute the energy balance (requires symmetric D); False allows general heads.
+        chunk_elems: largest attention-kernel block held in memory.
+        progress: optional callback ``progress(step, n_steps)``.
+    """
+    check_choice("integrator", integrator, list(TABLEAUX))
+    check_choice("dtype", dtype, [torch.float32, torch.float64])
+    for name, value in (("T", T), ("dt", dt)):
+        check_positive(name, value)
+    check_positive("noise_var", noise_var, allow_zero=True)
+    if not (isinstance(n_paths, int) and n_paths >= 1):
+        raise ConfigError(f"n_paths={n_paths!r} must be an integer >= 1")
+    if not (isinstance(record_every, int) and record_every >= 1):
+        raise ConfigError(f"record_every={record_every!r} must be an integer >= 1")
+    n_steps = round(T / dt)
+    if n_steps < 1 or abs(n_steps * dt - T) > 1e-9 * T:
+        raise ConfigError(f"T={T} must be a whole multiple of dt={dt}")
+    tableau = TABLEAUX[integrator]
+    x = _check_tokens(x0, n_paths, dtype)
+    schedule = D0 if isinstance(D0, LayerSchedule) else None
+    if schedule is not None:
+        if energy:
+            raise ConfigError(
+                "a LayerSchedule has general (non-symmetric) heads, for which the energy is "
+                "undefined; pass energy=False"
+            )
+        schedule = schedule.to(dtype, x.device)
+        if schedule.score.shape[-1] != x.shape[-1]:
+            raise ConfigError(
+                f"the schedule's heads act on d={schedule.score.shape[-1]} but x0 has "
+                f"d={x.shape[-1]}"
+            )
+        if T > schedule.n_layers + 1e-9:
+            raise ConfigError(f"T={T} exceeds the schedule's {schedule.n_layers} layers")
+        D, drift_fn, noise_var = None, None, 0.0
+    else:
+        D = _check_weights(D0, n_paths, x.shape[-1], energy, dtype)
+        drift_fn = resolve_drift(drift)
+    if noise_var > 0 and not tableau.allows_noise:
+        raise ConfigError(
+            f"integrator={integrator!r} is for deterministic weights; use 'euler' or 'heun' "
+            f"with noise_var={noise_var} > 0"
+        )
+    run = _Run(drift_fn, schedule, n_paths, energy, noise_var, chunk_elems)
+    gen = torch.Generator(device=x.device).manual_seed(seed)
+    sigma = math.sqrt(noise_var)
+    rec: dict[str, list[Tensor]] = {k: [] for k in ("t", "E", "G2", "cum", "x")}
+    cum = x.new_zeros(n_paths, 4)  # (P, 4)  dE_int, ito_int, G2_int, mart_int
+
+    def record(t: float, ev: FieldEval) -> None:
+        if not torch.isfinite(ev.velocity).all():
+            raise ConfigError(
+                f"the flow became non-finite at t={t:.4g}: exp(<x_i, B x_j>) overflows; use "
+                "float64, smaller weights or a smaller dt"
+            )
+        rec["t"].append(torch.tensor(t, dtype=torch.float64))
+        rec["E"].append(ev.energy if energy else torch.full_like(ev.g2, math.nan))
+        rec["G2"].append(ev.g2)
+        rec["cum"].append(cum.clone())
+        if record_trajectory:
+            rec["x"].append(x.clone())
+
+    for k in range(n_steps):
+        t = k * dt
+        noise = None
+        if D is not None and noise_var > 0:
+            noise = sigma * symmetric_increment(D.shape, dt, gen, dtype=dtype, device=x.device)
+        x_new, D_new, quad, ev0 = rk_step(run.rates, x, D, t, dt, tableau, noise)
+        if k % record_every == 0:
+            record(t, ev0)
+        cum[:, :3] += quad
+        if energy and noise is not None:
+            cum[:, 3] += (noise * ev0.moment).sum((1, 2, 3))
+        x, D = x_new, D_new
+        if progress is not None:
+            progress(k + 1, n_steps)
+    record(n_steps * dt, run.evaluate(x, D, n_steps * dt))
+    return _result(rec, energy, x, D, config=dict(
+        drift=drift if isinstance(drift, str) else getattr(drift, "__name__", "callable"),
+        noise_var=noise_var, T=T, dt=dt, n_steps=n_steps, n_paths=n_paths, seed=seed,
+        integrator=integrator, record_every=record_every, dtype=str(dtype).split(".")[-1],
+        n_tokens=x.shape[1], d=x.shape[2],
+        n_heads=(schedule.score.shape[1] if schedule is not None else D.shape[1]),
+        weights="schedule" if schedule is not None else "sde",
+    ), trajectory=record_trajectory)
+
+
+def _result(
+    rec, energy: bool, x: Tensor, D: Tensor | None, *, config, trajectory: bool
+) -> FlowResult:
+    cum = torch.stack(rec["cum"], dim=1)  # (P, R, 4)
+    E = torch.stack(rec["E"], dim=1)  # (P, R)
+    dE_int, ito_int, G2_int, mart_int = cum.unbind(-1)
+    if not energy:
+        mart_int = torch.full_like(mart_int, math.nan)
+    residual = (E - E[:, :1]) - (dE_int + ito_int - G2_int + mart_int)
+    return FlowResult(
+        t=torch.stack(rec["t"]),
+        E=E,
+        G2=torch.stack(rec["G2"], dim=1),
+        dE_int=dE_int,
+        ito_int=ito_int,
+        G2_int=G2_int,
+        mart_int=mart_int,
+        residual=residual,
+        energy_defined=energy,
+        x_final=x,
+        x=torch.stack(rec["x"], dim=1) if trajectory else None,
+        weights=D,
+        config=config,
+    )

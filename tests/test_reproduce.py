@@ -1,0 +1,91 @@
+"""The reproduce machinery on a fabricated suite: resume, not-run cells, the report."""
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from tokengeo.errors import ConfigError, DataNotFoundError
+from tokengeo.experiments import reproduce as rp
+from tokengeo.experiments.cells import Cell
+from tokengeo.experiments.claims import Claim
+from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.stats import Region, paired_difference
+
+CALLS: list[str] = []
+STOP_AT: list[str] = []
+
+
+def _measure(seed: int, setting: str) -> dict:
+    if setting in STOP_AT:
+        raise KeyboardInterrupt
+    if setting == "missing":
+        raise DataNotFoundError("source 'x' is not installed; install it with: apt-get install x")
+    CALLS.append(f"{setting}-{seed}")
+    return {"acc": 0.8 + (0.1 if setting == "treated" else 0.0) + 0.001 * seed}
+
+
+def _cells(settings):
+    return [Cell("fake", f"{s}-{seed}", _measure, {"seed": seed, "setting": s})
+            for s in settings["settings"] for seed in range(settings["seeds"])]
+
+
+def _summarise(settings, results, fig_dir):
+    def accs(s):
+        return [results[f"{s}-{i}"].value["acc"] for i in range(settings["seeds"])]
+
+    claims = [Claim("fake", "treated beats baseline", "Fake et al., §1", "0.1", "acc diff",
+                    Region.above(0), measured=paired_difference(accs("treated"), accs("base")))]
+    if "missing" in settings["settings"]:
+        reason = results["missing-0"].not_run
+        claims.append(Claim("fake", "needs a missing source", "Fake, §2", "1", "x",
+                            Region.above(0), not_run=reason))
+    return SuiteOutput("fake", "Fake suite", "Fake et al.", claims)
+
+
+@pytest.fixture
+def fake_suite(tmp_path, monkeypatch):
+    mod = types.ModuleType("fake_suite")
+    mod.cells, mod.summarise = _cells, _summarise
+    monkeypatch.setitem(sys.modules, "fake_suite", mod)
+    monkeypatch.setattr(rp, "SUITES", {"fake": "fake_suite"})
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "fake.toml").write_text(
+        "[quick]\nseeds = 3\nsettings = ['base', 'treated', 'missing']\n"
+        "[full]\nseeds = 5\nsettings = ['base', 'treated']\n")
+    CALLS.clear()
+    STOP_AT.clear()
+    return conf
+
+
+def test_report_verdicts_and_not_run(fake_suite, tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=fake_suite)
+    path, outputs = rp.reproduce(cfg, log=lambda m: None)
+    verdicts = [c.verdict for c in outputs[0].claims]
+    assert verdicts[0] == "reproduced"
+    assert verdicts[1].startswith("not run: source 'x' is not installed")
+    html = path.read_text()
+    assert "treated beats baseline" in html and "not run: source" in html
+    assert (tmp_path / "out" / "report.md").exists()
+    assert not (tmp_path / "out" / "cells" / "fake" / "missing-0.json").exists()
+
+
+def test_interrupted_run_resumes_without_recomputing(fake_suite, tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=fake_suite)
+    STOP_AT.append("treated")
+    with pytest.raises(KeyboardInterrupt):
+        rp.reproduce(cfg, log=lambda m: None)
+    assert CALLS == ["base-0", "base-1", "base-2"]
+    STOP_AT.clear()
+    CALLS.clear()
+    rp.reproduce(cfg, log=lambda m: None)
+    assert CALLS == ["treated-0", "treated-1", "treated-2"]  # base cells came from disk
+
+
+def test_bad_suite_names_and_configs(fake_suite, tmp_path):
+    with pytest.raises(ConfigError, match="unknown suite"):
+        rp.reproduce(rp.ReproduceConfig(out=tmp_path, only=("nope",), config_dir=fake_suite))
+    with pytest.raises(ConfigError, match="not found"):
+        rp.reproduce(rp.ReproduceConfig(out=tmp_path, config_dir=Path(tmp_path / "empty")))
