@@ -24,6 +24,7 @@ from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
+from tokengeo.nn.block import Block
 from tokengeo.nn.lattention import LMultiHeadAttention
 from tokengeo.nn.lproduct import (
     ALL_SLICES,
@@ -126,3 +127,32 @@ class LBlock(nn.Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, d_slice={self.d_slice}, slice_mode={self.slice_mode!r}"
+
+
+def slice_block(lblock: LBlock, k: int) -> Block:
+    """The standard :class:`~tokengeo.nn.block.Block` of width d_s that slice ``k`` runs.
+
+    Its weights are copies of slice k's (``nn.Linear`` stores Wᵀ), so by the equivalence
+    theorem (arXiv 2603.05727, Sec. 3) ``lblock(x̂)[k] == slice_block(lblock, k)(x̂[k])``.
+    """
+    attn = lblock.attn
+    ref = Block(
+        lblock.d_slice, attn.n_heads, head_kinds=attn.head_kinds, causal=attn.causal,
+        mlp_ratio=lblock.mlp.fc1.d_out / lblock.d_slice, bias=attn.qkv.bias is not None,
+        norm_eps=lblock.ln1.eps, dropout=lblock.mlp.drop.p, attn_dropout=attn.attn_dropout,
+    ).to(device=attn.qkv.weight.device, dtype=attn.qkv.weight.dtype)
+    pairs = [(ref.ln1, lblock.ln1), (ref.ln2, lblock.ln2)]
+    linears = [(ref.attn.qkv, attn.qkv), (ref.attn.proj, attn.proj),
+               (ref.mlp.fc1, lblock.mlp.fc1), (ref.mlp.fc2, lblock.mlp.fc2)]
+    with torch.no_grad():
+        for norm, snorm in pairs:
+            norm.weight.copy_(snorm.weight[k])
+            if norm.bias is not None:
+                norm.bias.copy_(snorm.bias[k])
+        for lin, slin in linears:
+            lin.weight.copy_(slin.weight[k].T)
+            if lin.bias is not None:
+                lin.bias.copy_(slin.bias[k])
+        if attn.mix_coef is not None:
+            ref.attn.mix_coef.copy_(attn.mix_coef[k])
+    return ref

@@ -111,13 +111,13 @@ class TubeTransform(nn.Module, abc.ABC):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X̂ = X ×₃ Z: ``x̂[k] = Σ_j Z[k, j] x[j]``; (p, ...) -> (p, ...)."""
-        return self._apply(self.matrix(), x)
+        return self._mode3(self.matrix(), x)
 
     def inverse(self, x: torch.Tensor) -> torch.Tensor:
         """X = X̂ ×₃ Z⁻¹ with Z⁻¹ = Zᵀ; (p, ...) -> (p, ...)."""
-        return self._apply(self.matrix().T, x)
+        return self._mode3(self.matrix().T, x)
 
-    def _apply(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def _mode3(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] != self.p:
             raise ConfigError(f"expected {self.p} slices on the leading axis, got {x.shape[0]}")
         out = z.to(x.dtype) @ x.reshape(self.p, -1)  # (p, p) @ (p, N)
