@@ -11,6 +11,7 @@ import torch
 import tokengeo
 from tokengeo.models.ltransformer import LTransformerConfig, encoder_parameter_count
 from tokengeo.nn.lblock import LBlock, slice_block
+from tokengeo.nn.lposition import ALPHAS, SlicePositionalEncoding, alpha_schedule, sinusoid
 from tokengeo.nn.lproduct import (
     SliceLayerNorm,
     SliceLinear,
@@ -18,7 +19,6 @@ from tokengeo.nn.lproduct import (
     slices_to_tokens,
     tokens_to_slices,
 )
-from tokengeo.nn.lposition import ALPHAS, SlicePositionalEncoding, alpha_schedule, sinusoid
 from tokengeo.nn.transforms import (
     TRANSFORMS,
     LearnableOrthogonal,

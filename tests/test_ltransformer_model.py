@@ -22,7 +22,8 @@ def inputs(vocab: int, B: int = 2, T: int = 12) -> tuple[torch.Tensor, torch.Ten
 
 def assert_every_parameter_gets_a_gradient(model, out):
     out.float().pow(2).mean().backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    missing = [n for n, p in model.named_parameters()
+               if p.grad is None or not p.grad.abs().sum() > 0]
     assert not missing, f"parameters without gradient: {missing}"
 
 
