@@ -239,3 +239,20 @@ def test_encoder_parameters_are_about_a_quarter_at_p4_d768():
     ratio = lt.num_parameters(only_blocks=True) / base.num_parameters(only_blocks=True)
     assert 0.24 <= ratio <= 0.27
     assert ratio == pytest.approx((12 * 768**2 / 4 + 13 * 768) / (12 * 768**2 + 13 * 768))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_slice_layer_norm_matches_layer_norm_with_slice_affine_forward_and_backward(bias):
+    ln = SliceLayerNorm(3, 5, bias=bias).double()
+    randomise(ln)
+    x = torch.randn(3, 2, 4, 5, dtype=torch.float64, requires_grad=True)
+    ref_gain = ln.weight.view(3, 1, 1, 5)
+    ref_bias = ln.bias.view(3, 1, 1, 5) if bias else 0.0
+    expected = torch.nn.functional.layer_norm(x, (5,), eps=ln.eps) * ref_gain + ref_bias
+    assert torch.allclose(ln(x), expected, atol=1e-12)
+    torch.autograd.gradcheck(lambda x_: ln(x_), (x,))
+    grad = torch.randn_like(expected)
+    got = torch.autograd.grad(ln(x), [x, *ln.parameters()], grad)
+    want = torch.autograd.grad(expected, [x, *ln.parameters()], grad)
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w, atol=1e-10)

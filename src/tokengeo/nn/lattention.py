@@ -30,7 +30,7 @@ from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
 from tokengeo.nn.attention import attention_reference, build_attn_mask, combine_heads
 from tokengeo.nn.heads import KIND_COEFFICIENTS, MIXED_INITS, check_head_kinds
-from tokengeo.nn.lproduct import ALL_SLICES, SliceLinear
+from tokengeo.nn.lproduct import ALL_SLICES, SliceLinear, select_slices
 
 
 def heads_to_tokens(z: torch.Tensor, p: int) -> torch.Tensor:
@@ -106,7 +106,7 @@ class LMultiHeadAttention(nn.Module):
         n = len(range(self.p)[sl])
         coef = self.coef_fixed.to(self.qkv.weight.dtype).expand(n, -1, -1).clone()  # (p', H, 2)
         if self.mix_coef is not None:
-            coef[:, self.mixed_index] = self.mix_coef[sl]
+            coef[:, self.mixed_index] = select_slices(self.mix_coef, sl)
         return coef[..., 0], coef[..., 1]
 
     def forward(

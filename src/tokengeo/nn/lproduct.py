@@ -19,10 +19,15 @@ its batch and no copy; :func:`tokens_to_slices` / :func:`slices_to_tokens` conve
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 ALL_SLICES = slice(None)
+
+
+def select_slices(t: torch.Tensor, sl: slice) -> torch.Tensor:
+    """``t[sl]``, or ``t`` itself for all slices (indexing would add a slice-backward copy)."""
+    return t if sl == ALL_SLICES else t[sl]
 
 
 def tokens_to_slices(x: torch.Tensor, p: int) -> torch.Tensor:
@@ -76,16 +81,46 @@ class SliceLinear(nn.Module):
 
     def forward(self, x: torch.Tensor, sl: slice = ALL_SLICES) -> torch.Tensor:
         """(p', ..., d_in) -> (p', ..., d_out), p' the number of slices selected by ``sl``."""
-        w = self.weight[sl]  # (p', d_in, d_out)
+        w = select_slices(self.weight, sl)  # (p', d_in, d_out)
         x2 = x.reshape(x.shape[0], -1, self.d_in)  # (p', N, d_in)
         if self.bias is None:
             y = torch.bmm(x2, w)
         else:
-            y = torch.baddbmm(self.bias[sl].unsqueeze(1), x2, w)  # (p', N, d_out)
+            bias = select_slices(self.bias, sl).unsqueeze(1)  # (p', 1, d_out)
+            y = torch.baddbmm(bias, x2, w)  # (p', N, d_out)
         return y.view(*x.shape[:-1], self.d_out)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, d_in={self.d_in}, d_out={self.d_out}, bias={self.bias is not None}"
+
+
+class SliceLayerNormFunction(torch.autograd.Function):
+    """y = LN(x) ⊙ γ + β over the last axis, one (γ, β) per slice; x (p', N, d_s).
+
+    Saves x and the statistics but not LN(x), which backward recomputes: as much memory as
+    ``nn.LayerNorm``'s fused affine, where LN followed by a broadcast ``addcmul`` would keep
+    one more activation. Backward: ∂γ = Σ_n ∂y ⊙ LN(x), ∂β = Σ_n ∂y, ∂x = LN-backward(∂y ⊙ γ).
+    """
+
+    @staticmethod
+    def forward(ctx, x, gain, bias, eps):  # gain, bias: (p', 1, d_s)
+        d = x.shape[-1]
+        normed, mean, rstd = torch.native_layer_norm(x, (d,), None, None, eps)
+        ctx.save_for_backward(x, mean, rstd, gain)
+        ctx.has_bias = bias is not None
+        return normed.mul_(gain) if bias is None else torch.addcmul(bias, normed, gain)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, mean, rstd, gain = ctx.saved_tensors
+        normed = (x - mean).mul_(rstd)  # recomputed
+        g_gain = (grad * normed).sum(1, keepdim=True)
+        g_bias = grad.sum(1, keepdim=True) if ctx.has_bias else None
+        g_x, _, _ = torch.ops.aten.native_layer_norm_backward(
+            grad * gain, x, [x.shape[-1]], mean, rstd, None, None, [True, False, False]
+        )
+        return g_x, g_gain, g_bias, None
 
 
 class SliceLayerNorm(nn.Module):
@@ -103,13 +138,10 @@ class SliceLayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, sl: slice = ALL_SLICES) -> torch.Tensor:
         """(p', ..., d_s) -> (p', ..., d_s)."""
-        y = F.layer_norm(x, (self.d_slice,), eps=self.eps)
-        shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (self.d_slice,)
-        gain = self.weight[sl].view(shape)
-        if self.bias is None:
-            return y * gain
-        return torch.addcmul(self.bias[sl].view(shape), y, gain)
+        gain = select_slices(self.weight, sl).unsqueeze(1)  # (p', 1, d_s)
+        bias = None if self.bias is None else select_slices(self.bias, sl).unsqueeze(1)
+        x3 = x.reshape(x.shape[0], -1, self.d_slice)  # (p', N, d_s)
+        return SliceLayerNormFunction.apply(x3, gain, bias, self.eps).view(x.shape)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, d_slice={self.d_slice}, eps={self.eps}"
-
