@@ -30,7 +30,7 @@ from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
 from tokengeo.nn.attention import attention_reference, build_attn_mask, combine_heads
 from tokengeo.nn.heads import KIND_COEFFICIENTS, MIXED_INITS, check_head_kinds
-from tokengeo.nn.lproduct import ALL_SLICES, SliceLinear, select_slices
+from tokengeo.nn.lproduct import ALL_SLICES, Affine, SliceLinear, select_slices
 
 
 def heads_to_tokens(z: torch.Tensor, p: int) -> torch.Tensor:
@@ -111,12 +111,15 @@ class LMultiHeadAttention(nn.Module):
 
     def forward(
         self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
-        sl: slice = ALL_SLICES,
+        sl: slice = ALL_SLICES, in_affine: Affine | None = None,
     ) -> torch.Tensor:
-        """(p', B, T, d_s) -> (p', B, T, d_s); ``key_padding_mask`` (B, T), 1 = real token."""
+        """(p', B, T, d_s) -> (p', B, T, d_s); ``key_padding_mask`` (B, T), 1 = real token.
+
+        ``in_affine``: a per-slice (γ, β) applied to ``x`` first, folded into the qkv weights.
+        """
         P, B, T, _ = x.shape
         H, Dh = self.n_heads, self.head_dim
-        qkv = self.qkv(x, sl).view(P * B, T, 3, H, Dh)
+        qkv = self.qkv(x, sl, in_affine).view(P * B, T, 3, H, Dh)
         q, k, v = (self._hook(hp, t, P) for hp, t in
                    zip((self.hook_q, self.hook_k, self.hook_v), qkv.unbind(dim=2), strict=True))
         qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))  # (P·B, H, T, Dh)

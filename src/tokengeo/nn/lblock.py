@@ -28,6 +28,7 @@ from tokengeo.nn.block import Block
 from tokengeo.nn.lattention import LMultiHeadAttention
 from tokengeo.nn.lproduct import (
     ALL_SLICES,
+    Affine,
     SliceLayerNorm,
     SliceLinear,
     slices_to_tokens,
@@ -57,9 +58,11 @@ class LFeedForward(nn.Module):
         self.fc2 = SliceLinear(p, hidden, d_slice, bias=bias)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, sl: slice = ALL_SLICES) -> torch.Tensor:
-        """(p', B, T, d_s) -> (p', B, T, d_s)."""
-        return self.drop(self.fc2(self.act(self.fc1(x, sl)), sl))
+    def forward(
+        self, x: torch.Tensor, sl: slice = ALL_SLICES, in_affine: Affine | None = None
+    ) -> torch.Tensor:
+        """(p', B, T, d_s) -> (p', B, T, d_s); ``in_affine`` is folded into ``fc1``."""
+        return self.drop(self.fc2(self.act(self.fc1(x, sl, in_affine)), sl))
 
 
 class LBlock(nn.Module):
@@ -111,11 +114,12 @@ class LBlock(nn.Module):
         return torch.cat(outs, dim=0)
 
     def _forward(self, x: torch.Tensor, mask: torch.Tensor | None, sl: slice) -> torch.Tensor:
+        # Each LN's (γ, β) is folded into the next slice linear map (see SliceLinear).
         x = hook_slices(self.hook_resid_pre, x)
-        attn_out = hook_slices(self.hook_attn_out, self.attn(self.ln1(x, sl), mask, sl))
-        x = hook_slices(self.hook_resid_mid, x + attn_out)
-        mlp_out = hook_slices(self.hook_mlp_out, self.mlp(self.ln2(x, sl), sl))
-        return hook_slices(self.hook_resid_post, x + mlp_out)
+        attn = self.attn(self.ln1.normalize(x), mask, sl, in_affine=self.ln1.affine(sl))
+        x = hook_slices(self.hook_resid_mid, x + hook_slices(self.hook_attn_out, attn))
+        mlp = self.mlp(self.ln2.normalize(x), sl, in_affine=self.ln2.affine(sl))
+        return hook_slices(self.hook_resid_post, x + hook_slices(self.hook_mlp_out, mlp))
 
     def _check_unhooked(self) -> None:
         hooked = [n for n, m in self.named_modules() if isinstance(m, HookPoint) and m.is_active()]

@@ -19,10 +19,11 @@ its batch and no copy; :func:`tokens_to_slices` / :func:`slices_to_tokens` conve
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
-from torch.autograd.function import once_differentiable
 
 ALL_SLICES = slice(None)
+Affine = tuple[torch.Tensor, torch.Tensor | None]  # (gain, shift), each (p', d)
 
 
 def select_slices(t: torch.Tensor, sl: slice) -> torch.Tensor:
@@ -64,6 +65,11 @@ class SliceLinear(nn.Module):
     ``weight`` (p, d_in, d_out), ``bias`` (p, d_out); one ``baddbmm`` for all slices
     (arXiv 2603.05727, Sec. 3: the L-linear map X ⋆_L W). ``forward(x, sl)`` with
     ``sl = slice(k, k + 1)`` applies slice k's weights only (the sequential mode).
+
+    ``in_affine=(γ, β)``, each (p', d_in), first maps the input by x ⊙ γ + β, folded into the
+    weights: (x ⊙ γ + β) W + b = x (diag(γ) W) + (β W + b). A slice LayerNorm's gain and
+    bias go here, so its normalised output is the only activation stored (as with
+    ``nn.LayerNorm`` + ``nn.Linear``) and the affine costs no pass over the activations.
     """
 
     def __init__(self, p: int, d_in: int, d_out: int, *, bias: bool = True) -> None:
@@ -79,55 +85,40 @@ class SliceLinear(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(self, x: torch.Tensor, sl: slice = ALL_SLICES) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, sl: slice = ALL_SLICES, in_affine: Affine | None = None
+    ) -> torch.Tensor:
         """(p', ..., d_in) -> (p', ..., d_out), p' the number of slices selected by ``sl``."""
-        w = select_slices(self.weight, sl)  # (p', d_in, d_out)
+        w, b = self.folded_parameters(sl, in_affine)  # (p', d_in, d_out), (p', d_out)
         x2 = x.reshape(x.shape[0], -1, self.d_in)  # (p', N, d_in)
-        if self.bias is None:
-            y = torch.bmm(x2, w)
-        else:
-            bias = select_slices(self.bias, sl).unsqueeze(1)  # (p', 1, d_out)
-            y = torch.baddbmm(bias, x2, w)  # (p', N, d_out)
-        return y.view(*x.shape[:-1], self.d_out)
+        y = torch.bmm(x2, w) if b is None else torch.baddbmm(b.unsqueeze(1), x2, w)
+        return y.view(*x.shape[:-1], self.d_out)  # (p', ..., d_out)
+
+    def folded_parameters(
+        self, sl: slice, in_affine: Affine | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The selected slices' (W, b), with ``in_affine`` folded in: (diag(γ) W, β W + b)."""
+        w = select_slices(self.weight, sl)
+        b = None if self.bias is None else select_slices(self.bias, sl)
+        if in_affine is None:
+            return w, b
+        gain, shift = in_affine
+        if shift is not None:
+            folded_shift = torch.bmm(shift.unsqueeze(1), w).squeeze(1)  # (p', d_out)
+            b = folded_shift if b is None else b + folded_shift
+        return gain.unsqueeze(-1) * w, b
 
     def extra_repr(self) -> str:
         return f"p={self.p}, d_in={self.d_in}, d_out={self.d_out}, bias={self.bias is not None}"
 
 
-class SliceLayerNormFunction(torch.autograd.Function):
-    """y = LN(x) ⊙ γ + β over the last axis, one (γ, β) per slice; x (p', N, d_s).
-
-    Saves x and the statistics but not LN(x), which backward recomputes: as much memory as
-    ``nn.LayerNorm``'s fused affine, where LN followed by a broadcast ``addcmul`` would keep
-    one more activation. Backward: ∂γ = Σ_n ∂y ⊙ LN(x), ∂β = Σ_n ∂y, ∂x = LN-backward(∂y ⊙ γ).
-    """
-
-    @staticmethod
-    def forward(ctx, x, gain, bias, eps):  # gain, bias: (p', 1, d_s)
-        d = x.shape[-1]
-        normed, mean, rstd = torch.native_layer_norm(x, (d,), None, None, eps)
-        ctx.save_for_backward(x, mean, rstd, gain)
-        ctx.has_bias = bias is not None
-        return normed.mul_(gain) if bias is None else torch.addcmul(bias, normed, gain)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        x, mean, rstd, gain = ctx.saved_tensors
-        normed = (x - mean).mul_(rstd)  # recomputed
-        g_gain = (grad * normed).sum(1, keepdim=True)
-        g_bias = grad.sum(1, keepdim=True) if ctx.has_bias else None
-        g_x, _, _ = torch.ops.aten.native_layer_norm_backward(
-            grad * gain, x, [x.shape[-1]], mean, rstd, None, None, [True, False, False]
-        )
-        return g_x, g_gain, g_bias, None
-
-
 class SliceLayerNorm(nn.Module):
     """LayerNorm of every slice over its own d_s features, with per-slice gain and bias.
 
-    For slice k: y = (x̂_k − mean(x̂_k)) / √(var(x̂_k) + ε) · γ_k + β_k, the slice-wise
-    normalisation of arXiv 2603.05727 (Sec. 3); γ, β are (p, d_s).
+    For slice k: y = (x̂_k − mean(x̂_k)) / √(var(x̂_k) + ε) ⊙ γ_k + β_k, the slice-wise
+    normalisation of arXiv 2603.05727 (Sec. 3); γ, β are (p, d_s). ``forward`` applies all
+    of it; ``normalize`` and ``affine`` split it so that a following :class:`SliceLinear`
+    can absorb (γ, β) (its ``in_affine``).
     """
 
     def __init__(self, p: int, d_slice: int, *, eps: float = 1e-5, bias: bool = True) -> None:
@@ -136,12 +127,23 @@ class SliceLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(p, d_slice))
         self.bias = nn.Parameter(torch.zeros(p, d_slice)) if bias else None
 
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """(x − mean) / √(var + ε) over the last axis, no affine: (p', ..., d_s)."""
+        return F.layer_norm(x, (self.d_slice,), eps=self.eps)
+
+    def affine(self, sl: slice = ALL_SLICES) -> Affine:
+        """(γ, β) of the selected slices, each (p', d_s); β is None without bias."""
+        bias = None if self.bias is None else select_slices(self.bias, sl)
+        return select_slices(self.weight, sl), bias
+
     def forward(self, x: torch.Tensor, sl: slice = ALL_SLICES) -> torch.Tensor:
         """(p', ..., d_s) -> (p', ..., d_s)."""
-        gain = select_slices(self.weight, sl).unsqueeze(1)  # (p', 1, d_s)
-        bias = None if self.bias is None else select_slices(self.bias, sl).unsqueeze(1)
-        x3 = x.reshape(x.shape[0], -1, self.d_slice)  # (p', N, d_s)
-        return SliceLayerNormFunction.apply(x3, gain, bias, self.eps).view(x.shape)
+        gain, bias = self.affine(sl)
+        shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (self.d_slice,)
+        y = self.normalize(x)
+        if bias is None:
+            return y * gain.view(shape)
+        return torch.addcmul(bias.view(shape), y, gain.view(shape))
 
     def extra_repr(self) -> str:
         return f"p={self.p}, d_slice={self.d_slice}, eps={self.eps}"
