@@ -153,6 +153,26 @@ def test_l_block_equals_p_standard_blocks_conjugated_by_the_transform(kinds, tra
     assert not torch.allclose(y, x, atol=1e-2)  # the block did something
 
 
+def test_causal_l_block_with_pattern_hook_equals_causal_standard_blocks():
+    """The reference path (pattern captured) and causal masking, slice by slice."""
+    p, d_s, B, T = 2, 8, 2, 6
+    lblock = LBlock(p, d_s, 2, head_kinds=("laplacian", "attention"), causal=True)
+    randomise(lblock)
+    x_hat = torch.randn(p, B, T, d_s)
+    patterns = []
+    handle = lblock.attn.hook_pattern.add_hook(lambda pat, hp: patterns.append(pat))
+    try:
+        y = lblock(x_hat, padding_mask(B, T))
+    finally:
+        handle.remove()
+    for k in range(p):
+        ref = slice_block(lblock, k)
+        assert torch.allclose(y[k], ref(x_hat[k], padding_mask(B, T)), atol=1e-5)
+    pattern = patterns[0]  # (B, p·H, T, T)
+    assert pattern.shape == (B, p * 2, T, T)
+    assert torch.all(pattern.triu(1) == 0)  # causal
+
+
 def test_whole_model_equals_p_standard_transformers_on_the_spectral_slices():
     model = tokengeo.create_model("ltransformer-tiny", vocab_size=50, n_laplacian=1,
                                   alpha="exponential", transform="haar").eval()
