@@ -161,3 +161,19 @@ def test_too_long_sequence_is_a_clear_error():
     model = tokengeo.create_model("ltransformer-tiny", max_len=8)
     with pytest.raises(ConfigError, match="max_len=8"):
         model(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_config_round_trips_through_json():
+    import dataclasses
+    import json
+
+    from tokengeo.models.registry import model_from_config
+
+    model = tokengeo.create_model("ltransformer-tiny", laplacian_heads={1: [1]}, alpha="harmonic",
+                                  transform="haar", vocab_size=50)
+    saved = json.loads(json.dumps(dataclasses.asdict(model.config)))
+    again = model_from_config("ltransformer-tiny", saved)
+    assert again.config == model.config
+    again.load_state_dict(model.state_dict())
+    ids, mask = inputs(50)
+    assert torch.allclose(again(ids, mask), model(ids, mask))
