@@ -13,6 +13,7 @@ attention heads of the same size and differ only in their linear maps.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 import torch
@@ -106,6 +107,7 @@ def _target(value: float, lo: float | None, hi: float | None) -> dict:
 
 
 def run(cfg: LTransformerBenchConfig) -> dict:
+    load_before = os.getloadavg()
     rows = [bench_width(cfg, d, h) for d, h in zip(cfg.widths, cfg.baseline_heads, strict=True)]
     by_d = {r["d_model"]: r for r in rows}
     targets = {}
@@ -119,6 +121,7 @@ def run(cfg: LTransformerBenchConfig) -> dict:
         "benchmark": "ltransformer",
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "load_average_1_5_15min": {"before": load_before, "after": os.getloadavg()},
         "config": asdict(cfg),
         "widths": rows,
         "targets": targets,
