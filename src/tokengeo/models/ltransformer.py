@@ -85,7 +85,8 @@ def encoder_parameter_count(cfg: LTransformerConfig) -> int:
 
     times p slices and summed over layers, plus p(p−1)/2 for a learnable transform. With
     p = 1 it is a standard encoder's count, so the ratio at p slices is about 1/p
-    (arXiv 2603.05727, Sec. 4: weights shrink by p, biases and norms do not).
+    (arXiv 2603.05727, "up to lower-order terms such as biases and normalization
+    parameters": weights shrink by p, biases and norms do not).
     """
     d_s, h = cfg.d_slice, int(cfg.mlp_ratio * cfg.d_slice)
     per_slice = 4 * d_s**2 + 2 * d_s * h + 2 * d_s

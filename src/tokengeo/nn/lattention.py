@@ -1,6 +1,6 @@
 """L-MHA: multi-head attention in every spectral slice, as one fused attention call.
 
-El Ichi et al. (arXiv 2603.05727, Sec. 3): in the transform domain slice k computes
+El Ichi et al. (arXiv 2603.05727, L-MHA): in the transform domain slice k computes
 ordinary multi-head attention with its own weights of width d_s,
 
     Q̂_k = X̂_k Ŵ^Q_k,  K̂_k = X̂_k Ŵ^K_k,  V̂_k = X̂_k Ŵ^V_k,

@@ -1,7 +1,8 @@
 """L-Transformer block: a pre-LN transformer block in every spectral slice at once.
 
-El Ichi et al. (arXiv 2603.05727, Sec. 3 and its equivalence theorem): in the transform
-domain an L-Transformer block acts on each slice X̂_k ∈ R^{T×d_s} as an ordinary block,
+El Ichi et al. (arXiv 2603.05727, the L-Transformer block and its equivalence theorem):
+in the transform domain an L-Transformer block acts on each slice X̂_k ∈ R^{T×d_s} as an
+ordinary block,
 
     X̂_k ← X̂_k + L-MHA_k(LN_k(X̂_k)),   X̂_k ← X̂_k + L-FFN_k(LN_k(X̂_k)),
 
@@ -48,7 +49,7 @@ def hook_slices(point: HookPoint, x: torch.Tensor) -> torch.Tensor:
 
 
 class LFeedForward(nn.Module):
-    """L-FFN: Ŷ_k = GELU(X̂_k Ŵ¹_k + b¹_k) Ŵ²_k + b²_k in every slice (arXiv 2603.05727, Sec. 3)."""
+    """L-FFN: Ŷ_k = GELU(X̂_k Ŵ¹_k + b¹_k) Ŵ²_k + b²_k in every slice (arXiv 2603.05727, L-FFN)."""
 
     def __init__(self, p: int, d_slice: int, hidden: int, *, dropout: float = 0.0,
                  bias: bool = True) -> None:
@@ -137,7 +138,7 @@ def slice_block(lblock: LBlock, k: int) -> Block:
     """The standard :class:`~tokengeo.nn.block.Block` of width d_s that slice ``k`` runs.
 
     Its weights are copies of slice k's (``nn.Linear`` stores Wᵀ), so by the equivalence
-    theorem (arXiv 2603.05727, Sec. 3) ``lblock(x̂)[k] == slice_block(lblock, k)(x̂[k])``.
+    theorem (arXiv 2603.05727) ``lblock(x̂)[k] == slice_block(lblock, k)(x̂[k])``.
     """
     attn = lblock.attn
     ref = Block(

@@ -1,8 +1,9 @@
 """Slice-aware sinusoidal positional encoding of the L-Transformer.
 
-El Ichi et al. (arXiv 2603.05727, Sec. 3) give each spectral slice k its own frequency
-scale α_k. tokengeo adds to slice k of X̂ (the transform domain) the sinusoidal code of
-Vaswani et al. (2017, Sec. 3.5) of width d_s with positions scaled by α_k:
+El Ichi et al. (arXiv 2603.05727, slice-aware positional encoding) give each spectral
+slice k its own frequency scale α_k. tokengeo adds to slice k of X̂ (the transform domain)
+the sinusoidal code of Vaswani et al. (2017, Sec. 3.5) of width d_s with positions scaled
+by α_k:
 
     PE_k(t, i) = sin(α_k t ω_⌊i/2⌋) for even i,  cos(α_k t ω_⌊i/2⌋) for odd i,
     ω_j = 10000^(−2j / d_s),   t = 0..T−1,  i = 0..d_s−1,  k = 0..p−1.
@@ -45,7 +46,10 @@ def alpha_schedule(name: str, p: int) -> torch.Tensor:
 
 
 def sinusoid(positions: torch.Tensor, d: int, base: float = 10000.0) -> torch.Tensor:
-    """sin/cos code of real-valued positions: (..., T) -> (..., T, d) (Vaswani et al., Eq. 5)."""
+    """sin/cos code of real-valued positions, (..., T) -> (..., T, d) (Vaswani et al. 2017).
+
+    code[..., t, i] = sin(t ω_⌊i/2⌋) for even i, cos(t ω_⌊i/2⌋) for odd i, ω_j = base^(−2j/d).
+    """
     i = torch.arange(d, device=positions.device)
     omega = base ** (-2.0 * torch.div(i, 2, rounding_mode="floor") / d)  # (d,)
     angle = positions.unsqueeze(-1) * omega.to(positions.dtype)  # (..., T, d)

@@ -1,6 +1,6 @@
 """The L-product and its facewise building blocks, batched over slices.
 
-El Ichi et al. (arXiv 2603.05727, Sec. 2, after Kernfeld, Kilmer & Aeron 2015): for
+El Ichi et al. (arXiv 2603.05727, the L-product, after Kernfeld, Kilmer & Aeron 2015): for
 third-order tensors A ∈ R^{m×n×p}, B ∈ R^{n×l×p} and an invertible Z ∈ R^{p×p},
 
     A ⋆_L B = (Â △ B̂) ×₃ Z⁻¹,   Â = A ×₃ Z,   B̂ = B ×₃ Z,
@@ -49,7 +49,7 @@ def mode3_product(x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
 
 
 def l_product(a: torch.Tensor, b: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """A ⋆_L B = ((A ×₃ Z) △ (B ×₃ Z)) ×₃ Z⁻¹ (arXiv 2603.05727, Sec. 2).
+    """A ⋆_L B = ((A ×₃ Z) △ (B ×₃ Z)) ×₃ Z⁻¹ (arXiv 2603.05727, the L-product).
 
     a: (m, n, p), b: (n, l, p), z: (p, p) invertible; returns (m, l, p). A slow,
     loop-free reference in the paper's (tube-last) layout, used to test the fast modules.
@@ -63,7 +63,7 @@ class SliceLinear(nn.Module):
     """p affine maps applied facewise in the transform domain: Ŷ_k = X̂_k Ŵ_k + b̂_k.
 
     ``weight`` (p, d_in, d_out), ``bias`` (p, d_out); one ``baddbmm`` for all slices
-    (arXiv 2603.05727, Sec. 3: the L-linear map X ⋆_L W). ``forward(x, sl)`` with
+    (arXiv 2603.05727: the L-linear map X ⋆_L W). ``forward(x, sl)`` with
     ``sl = slice(k, k + 1)`` applies slice k's weights only (the sequential mode).
 
     ``in_affine=(γ, β)``, each (p', d_in), first maps the input by x ⊙ γ + β, folded into the
@@ -116,7 +116,7 @@ class SliceLayerNorm(nn.Module):
     """LayerNorm of every slice over its own d_s features, with per-slice gain and bias.
 
     For slice k: y = (x̂_k − mean(x̂_k)) / √(var(x̂_k) + ε) ⊙ γ_k + β_k, the slice-wise
-    normalisation of arXiv 2603.05727 (Sec. 3); γ, β are (p, d_s). ``forward`` applies all
+    normalisation of arXiv 2603.05727; γ, β are (p, d_s). ``forward`` applies all
     of it; ``normalize`` and ``affine`` split it so that a following :class:`SliceLinear`
     can absorb (γ, β) (its ``in_affine``).
     """

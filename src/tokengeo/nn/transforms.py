@@ -1,9 +1,9 @@
 """Invertible transforms along the tube (slice) mode of the L-product.
 
 El Ichi, Jbilou, El Guide & Dufrenois, "Structured Multidimensional Representation
-Learning for Large Language Models" (arXiv 2603.05727, Sec. 2): the L-product of
-third-order tensors moves every tube fibre into a transform domain with an invertible
-matrix Z ∈ R^{p×p},
+Learning for Large Language Models" (arXiv 2603.05727), after Kernfeld, Kilmer & Aeron
+(2015): the L-product of third-order tensors moves every tube fibre into a transform
+domain with an invertible matrix Z ∈ R^{p×p},
 
     X̂ = X ×₃ Z,   X̂[t, i, k] = Σ_j Z[k, j] X[t, i, j],
 
@@ -45,7 +45,7 @@ def check_transform(name: str, p: int) -> None:
 
 
 def dct_matrix(p: int) -> torch.Tensor:
-    """Orthonormal DCT-II, float64 (p, p) (the paper's default transform, Sec. 2).
+    """Orthonormal DCT-II, float64 (p, p) (the paper's default transform).
 
     Z[k, n] = c_k cos(π (2n + 1) k / (2p)),  c_0 = √(1/p),  c_k = √(2/p) for k ≥ 1.
     Row 0 averages the slices (the DC component); row k oscillates k/2 times.
