@@ -34,6 +34,7 @@ def test_registered_model_forward_and_gradients(name, n_laplacian):
         "vit": (2, cfg.__dict__.get("num_classes")),
         "gpt": (2, 12, cfg.__dict__.get("vocab_size")),
         "encoder": (2, cfg.__dict__.get("num_classes")),
+        "ltransformer": (2, cfg.__dict__.get("num_classes")),
     }[model.family]
     assert tuple(out.shape) == expected
     assert torch.isfinite(out).all()

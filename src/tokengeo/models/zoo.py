@@ -32,3 +32,18 @@ register_model(
     "encoder-small", "encoder", EncoderConfig, TextEncoder, "text classifier, mean pooling",
     d_model=256, n_layers=4, n_heads=8, vocab_size=8192, max_len=256, num_classes=2,
 )
+
+# L-Transformer (El Ichi et al., arXiv 2603.05727): the width split into p = 4 spectral slices;
+# n_heads counts heads per slice. Same sizes as encoder-tiny / encoder-small otherwise.
+from tokengeo.models.ltransformer import LTransformer, LTransformerConfig  # noqa: E402
+
+register_model(
+    "ltransformer-tiny", "ltransformer", LTransformerConfig, LTransformer,
+    "L-Transformer text classifier, 4 DCT slices of width 32, 2 heads each",
+    d_model=128, n_layers=2, n_heads=2, p=4, vocab_size=8192, max_len=128, num_classes=2,
+)
+register_model(
+    "ltransformer-small", "ltransformer", LTransformerConfig, LTransformer,
+    "L-Transformer text classifier, 4 DCT slices of width 64, 2 heads each",
+    d_model=256, n_layers=4, n_heads=2, p=4, vocab_size=8192, max_len=256, num_classes=2,
+)

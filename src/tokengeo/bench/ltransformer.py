@@ -1,0 +1,128 @@
+"""Benchmark of the L-Transformer (El Ichi et al., arXiv 2603.05727) against its baseline.
+
+Claims (issue "L-Transformer"): with p = 4 slices run as one batched computation, a
+forward+backward step costs <= 0.5x the standard encoder's at d = 768 and <= 1.0x at
+d = 128 and 256 (the paper, running slices one after another: ~0.93x and ~1.3x); encoder
+parameters are 0.24-0.27x. The same L-Transformer with ``slice_mode="sequential"`` shows
+what batching the slices buys.
+
+Heads: the baseline has head width 32 (d = 128, 256) or 64 (d = 768), and the L-Transformer
+keeps that width with baseline_heads / p heads per slice, so both run the same number of
+attention heads of the same size and differ only in their linear maps.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from tokengeo.bench.measure import interleaved_medians, peak_bytes
+
+
+@dataclass
+class LTransformerBenchConfig:
+    widths: tuple[int, ...] = (128, 256, 768)
+    baseline_heads: tuple[int, ...] = (4, 8, 12)  # head width 32, 32, 64
+    p: int = 4
+    n_layers: int = 4
+    seq_len: int = 128
+    batch: int = 32
+    vocab_size: int = 1000
+    num_classes: int = 2
+    repeats: int = 7
+    device: str = "cpu"
+    seed: int = 0
+
+
+CONTENDERS = ("baseline", "ltransformer", "ltransformer_sequential")
+
+
+def _models(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict[str, torch.nn.Module]:
+    from tokengeo.models.registry import create_model
+
+    shared = dict(d_model=d, n_layers=cfg.n_layers, vocab_size=cfg.vocab_size,
+                  max_len=cfg.seq_len, num_classes=cfg.num_classes, device=cfg.device)
+    torch.manual_seed(cfg.seed)
+    base = create_model("encoder-tiny", n_heads=heads, **shared)
+    lt = create_model("ltransformer-tiny", p=cfg.p, n_heads=heads // cfg.p, **shared)
+    seq = create_model("ltransformer-tiny", p=cfg.p, n_heads=heads // cfg.p,
+                       slice_mode="sequential", **shared)
+    seq.load_state_dict(lt.state_dict())
+    return dict(zip(CONTENDERS, (base, lt, seq), strict=True))
+
+
+def _batch(cfg: LTransformerBenchConfig) -> tuple[torch.Tensor, ...]:
+    """Token ids, a padding mask (lengths uniform in [T/2, T]) and labels."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    B, T = cfg.batch, cfg.seq_len
+    ids = torch.randint(1, cfg.vocab_size, (B, T), generator=g)
+    lengths = torch.randint(T // 2, T + 1, (B,), generator=g)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
+    labels = torch.randint(0, cfg.num_classes, (B,), generator=g)
+    return tuple(t.to(cfg.device) for t in (ids, mask, labels))
+
+
+def _step_fn(model: torch.nn.Module, ids, mask, labels):
+    def step():
+        F.cross_entropy(model(ids, mask), labels).backward()
+        model.zero_grad(set_to_none=True)
+
+    return step
+
+
+def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
+    models = _models(cfg, d, heads)
+    ids, mask, labels = _batch(cfg)
+    with torch.no_grad():
+        seq_err = (models["ltransformer"](ids, mask)
+                   - models["ltransformer_sequential"](ids, mask)).abs().max().item()
+    fns = {name: _step_fn(m, ids, mask, labels) for name, m in models.items()}
+    dev = torch.device(cfg.device)
+    t = interleaved_medians(fns, repeats=cfg.repeats, device=dev)
+    mem = {name: peak_bytes(fn, dev) for name, fn in fns.items()}
+    enc = {name: m.num_parameters(only_blocks=True) for name, m in models.items()}
+    return {
+        "d_model": d,
+        "heads": {"baseline": heads, "ltransformer_per_slice": heads // cfg.p,
+                  "head_dim": d // heads},
+        "median_ms": {k: 1e3 * s for k, s in t.items()},
+        "peak_mb": {k: b / 2**20 for k, b in mem.items()},
+        "encoder_params": enc,
+        "total_params": {name: m.num_parameters() for name, m in models.items()},
+        "step_ratio_vs_baseline": {k: t[k] / t["baseline"] for k in CONTENDERS[1:]},
+        "sequential_over_batched": t["ltransformer_sequential"] / t["ltransformer"],
+        "peak_ratio_vs_baseline": {k: mem[k] / max(mem["baseline"], 1) for k in CONTENDERS[1:]},
+        "encoder_params_ratio": enc["ltransformer"] / enc["baseline"],
+        "sequential_max_abs_diff": seq_err,
+    }
+
+
+def _target(value: float, lo: float | None, hi: float | None) -> dict:
+    met = (lo is None or value >= lo) and (hi is None or value <= hi)
+    text = f"in [{lo}, {hi}]" if lo is not None else f"<= {hi}"
+    return {"value": value, "target": text, "met": met}
+
+
+def run(cfg: LTransformerBenchConfig) -> dict:
+    load_before = os.getloadavg()
+    rows = [bench_width(cfg, d, h) for d, h in zip(cfg.widths, cfg.baseline_heads, strict=True)]
+    by_d = {r["d_model"]: r for r in rows}
+    targets = {}
+    for d, r in by_d.items():
+        hi = 0.5 if d >= 768 else 1.0
+        targets[f"step_ratio_d{d}"] = _target(r["step_ratio_vs_baseline"]["ltransformer"], None, hi)
+    widest = by_d[max(by_d)]
+    targets[f"encoder_params_ratio_d{widest['d_model']}"] = _target(
+        widest["encoder_params_ratio"], 0.24, 0.27)
+    return {
+        "benchmark": "ltransformer",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_average_1_5_15min": {"before": load_before, "after": os.getloadavg()},
+        "config": asdict(cfg),
+        "widths": rows,
+        "targets": targets,
+    }
