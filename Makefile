@@ -1,5 +1,5 @@
 # tokengeo: two commands set everything up on a fresh machine.
-#   make run   - the main job (until `tokengeo reproduce` exists: the Laplacian-heads benchmark)
+#   make run   - the main job: `tokengeo reproduce --quick` (every paper's claims, ~20 min)
 #   make test  - the default test suite (slow tests excluded; `make test-slow` runs them)
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tokengeo-installed
 
-.PHONY: run test test-slow system lint clean
+.PHONY: run bench test test-slow system lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ system:
 	@bash scripts/setup_system.sh
 
 run: $(STAMP) system
+	$(PY) -m tokengeo reproduce --quick --out runs/repro
+
+bench: $(STAMP)
 	$(PY) -m tokengeo bench laplacian --json runs/bench/laplacian_heads.json
 
 test: $(STAMP) system

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tokengeo.commands.bench", "run a benchmark script and print its table"),
     "train": ("tokengeo.commands.train", "train a model on a dataset (or --resume a run)"),
     "reproduce": ("tokengeo.commands.reproduce", "check the papers' claims and write a report"),
+    "probe": ("tokengeo.commands.probe", "token-geometry metrics of a trained run"),
     "flow": ("tokengeo.commands.flow", "simulate tokens on the sphere under multi-head attention"),
 }
 

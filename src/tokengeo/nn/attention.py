@@ -108,6 +108,33 @@ def attention_reference(
     return out, pattern
 
 
+def register_head_kinds(
+    module: nn.Module, kinds: Sequence[str], mixed_init: str, slices: int | None = None
+) -> None:
+    """Give ``module`` its per-head kinds as data (one place for every attention module).
+
+    Sets ``head_kinds``, ``n_laplacian``, buffers ``coef_fixed`` (H, 2) (the fixed (a, b)
+    of each head), ``laplacian_mask`` (H,), ``mixed_index``, and the learnable ``mix_coef``
+    ((n_mixed, 2), or (slices, n_mixed, 2) for per-slice heads) initialised as
+    ``mixed_init``; ``mix_coef`` is None without mixed heads.
+    """
+    module.head_kinds = check_head_kinds(kinds, module.n_heads)
+    fixed = [KIND_COEFFICIENTS.get(k, (0.0, 0.0)) for k in module.head_kinds]
+    module.register_buffer("coef_fixed", torch.tensor(fixed), persistent=False)  # (H, 2)
+    lap = torch.tensor([k == "laplacian" for k in module.head_kinds])
+    module.n_laplacian = module.head_kinds.count("laplacian")
+    module.register_buffer("laplacian_mask", lap, persistent=False)  # (H,)
+    mixed = [h for h, k in enumerate(module.head_kinds) if k == "mixed"]
+    module.register_buffer("mixed_index", torch.tensor(mixed, dtype=torch.long),
+                           persistent=False)
+    module.mix_coef = None
+    if mixed:
+        if mixed_init not in MIXED_INITS:
+            raise ConfigError(f"mixed_init={mixed_init!r}; choose one of {list(MIXED_INITS)}")
+        init = torch.tensor([KIND_COEFFICIENTS[mixed_init]] * len(mixed))  # (n_mixed, 2)
+        module.mix_coef = nn.Parameter(init if slices is None else init.repeat(slices, 1, 1))
+
+
 class MultiHeadAttention(nn.Module):
     """Self-attention with per-head kinds (``attention`` / ``laplacian`` / ``mixed``).
 
@@ -136,26 +163,9 @@ class MultiHeadAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.proj_drop = nn.Dropout(proj_dropout)
-        self._init_head_kinds(head_kinds or ("attention",) * n_heads, mixed_init)
+        register_head_kinds(self, head_kinds or ("attention",) * n_heads, mixed_init)
         for name in ("hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z"):
             setattr(self, name, HookPoint())
-
-    def _init_head_kinds(self, kinds: Sequence[str], mixed_init: str) -> None:
-        self.head_kinds = check_head_kinds(kinds, self.n_heads)
-        fixed = [KIND_COEFFICIENTS.get(k, (0.0, 0.0)) for k in self.head_kinds]
-        self.register_buffer("coef_fixed", torch.tensor(fixed), persistent=False)  # (H, 2)
-        lap = torch.tensor([k == "laplacian" for k in self.head_kinds])
-        self.n_laplacian = self.head_kinds.count("laplacian")
-        self.register_buffer("laplacian_mask", lap, persistent=False)  # (H,)
-        mixed = [h for h, k in enumerate(self.head_kinds) if k == "mixed"]
-        self.register_buffer("mixed_index", torch.tensor(mixed, dtype=torch.long), persistent=False)
-        if mixed:
-            if mixed_init not in MIXED_INITS:
-                raise ConfigError(f"mixed_init={mixed_init!r}; choose one of {list(MIXED_INITS)}")
-            init = torch.tensor([KIND_COEFFICIENTS[mixed_init]] * len(mixed))
-            self.mix_coef = nn.Parameter(init)  # (n_mixed, 2): (a, b) per mixed head
-        else:
-            self.mix_coef = None
 
     def head_coefficients(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(a, b), each (H,): head h outputs a_h V + b_h P V."""

@@ -28,8 +28,12 @@ from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
-from tokengeo.nn.attention import attention_reference, build_attn_mask, combine_heads
-from tokengeo.nn.heads import KIND_COEFFICIENTS, MIXED_INITS, check_head_kinds
+from tokengeo.nn.attention import (
+    attention_reference,
+    build_attn_mask,
+    combine_heads,
+    register_head_kinds,
+)
 from tokengeo.nn.lproduct import ALL_SLICES, Affine, SliceLinear, select_slices
 
 
@@ -81,25 +85,9 @@ class LMultiHeadAttention(nn.Module):
         self.qkv = SliceLinear(p, d_slice, 3 * d_slice, bias=bias)
         self.proj = SliceLinear(p, d_slice, d_slice, bias=bias)
         self.proj_drop = nn.Dropout(proj_dropout)
-        self._init_head_kinds(head_kinds or ("attention",) * n_heads, mixed_init)
+        register_head_kinds(self, head_kinds or ("attention",) * n_heads, mixed_init, slices=p)
         for name in ("hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z"):
             setattr(self, name, HookPoint())
-
-    def _init_head_kinds(self, kinds: Sequence[str], mixed_init: str) -> None:
-        self.head_kinds = check_head_kinds(kinds, self.n_heads)
-        fixed = [KIND_COEFFICIENTS.get(k, (0.0, 0.0)) for k in self.head_kinds]
-        self.register_buffer("coef_fixed", torch.tensor(fixed), persistent=False)  # (H, 2)
-        lap = torch.tensor([k == "laplacian" for k in self.head_kinds])
-        self.n_laplacian = int(lap.sum())
-        self.register_buffer("laplacian_mask", lap, persistent=False)  # (H,)
-        mixed = [h for h, k in enumerate(self.head_kinds) if k == "mixed"]
-        self.register_buffer("mixed_index", torch.tensor(mixed, dtype=torch.long), persistent=False)
-        self.mix_coef = None
-        if mixed:
-            if mixed_init not in MIXED_INITS:
-                raise ConfigError(f"mixed_init={mixed_init!r}; choose one of {list(MIXED_INITS)}")
-            init = torch.tensor([KIND_COEFFICIENTS[mixed_init]] * len(mixed))
-            self.mix_coef = nn.Parameter(init.repeat(self.p, 1, 1))  # (p, n_mixed, 2)
 
     def head_coefficients(self, sl: slice = ALL_SLICES) -> tuple[torch.Tensor, torch.Tensor]:
         """(a, b), each (p', H): head h of slice k outputs a_kh V + b_kh P V."""

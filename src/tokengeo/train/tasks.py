@@ -155,7 +155,7 @@ class ImageClassification(_Classification):
 
 class TextClassification(_Classification):
     kind = "text-classification"
-    families = ("encoder",)
+    families = ("encoder", "ltransformer")
 
     @staticmethod
     def model_sizes(data: Any) -> dict[str, Any]:
