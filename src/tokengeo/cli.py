@@ -18,6 +18,7 @@ from tokengeo.errors import TokengeoError
 COMMANDS: dict[str, tuple[str, str]] = {
     "list-models": ("tokengeo.commands.list_models", "list the registered model variants"),
     "bench": ("tokengeo.commands.bench", "run a benchmark script and print its table"),
+    "similarity": ("tokengeo.commands.similarity", "head-output similarity analysis of an encoder"),
 }
 
 

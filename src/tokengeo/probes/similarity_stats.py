@@ -1,0 +1,215 @@
+"""Streaming corpus statistics of per-head context-similarity matrices.
+
+Halevi et al. ("Self-attention vector output similarities reveal how machines pay
+attention", arXiv 2512.21956) study ``S^{l,h}_{ij} = <z_i, z_j>`` (diagonal zeroed, see
+:mod:`tokengeo.probes.similarity`) over 20,000 fixed-length inputs. The
+:class:`HeadSimilarityAccumulator` keeps only sums whose size depends on (L, H, T, V),
+never on the number of samples, and :meth:`compute` turns them into a
+:class:`~tokengeo.probes.similarity_result.HeadSimilarityResult`. Per layer l and head h:
+
+* **mean matrix** ``M = E[S]`` by position (kept as its upper triangle: S is symmetric);
+  **distance profile** ``m(d) = mean_i M_{i, i+d}``;
+* **short-range mass** ``sum_{1<=|i-j|<=w} M+_ij / sum_{i!=j} M+_ij`` with
+  ``M+ = max(M, 0)`` (the positive part of the mean matrix), against its chance
+  level (the share of off-diagonal pairs with ``|i-j| <= w``);
+* **top pairs**: in every input the ``k`` pairs ``i < j`` with the largest ``S_ij``. Of these:
+  the share in the same sentence, against two chance levels (the share of all pairs in the
+  same sentence, given that input's sentence lengths; and the *distance-matched* level
+  ``E[p_b(d)]``, ``p_b(d)`` = share of pairs at distance ``d`` of input ``b`` in one
+  sentence); the share of repeated tokens (same id) against the share among all pairs;
+  the share at distance ``<= w`` and their mean distance;
+* **dominant token**: the (non-special) token id most often an endpoint of a top pair;
+* **attention lift** (the paper locates high-similarity regions with high attention): the
+  mean of ``T (P_ij + P_ji) / 2`` over the top pairs, against its mean over all pairs;
+* **separator attention**: attention mass ``mean_i sum_{j: x_j in seps} P_ij`` on the
+  separator tokens ('.' and ',') and, separately, on the special tokens, against the
+  share of those tokens among the keys (the mass of uniform attention);
+* **sentence contrast** (distance-matched): ``sum_d n_d (E[S|same, d] - E[S|cross, d]) /
+  sum_d n_d`` with ``n_d = min(#same, #cross)`` pairs at distance d, divided by
+  ``std(S | unrelated)`` (below);
+* **signal-to-noise** (tokengeo's measure, the paper gives none): a pair is *related*
+  when both tokens are in one sentence or are the same token, otherwise *unrelated*
+  ("noise": high similarity without a linguistic relation). ``noise_share`` is the share
+  of top pairs that are unrelated (against the unrelated share among all pairs), and
+  ``snr = (E[S|related] - E[S|unrelated]) / std(S|unrelated)``, a d' over non-special pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from tokengeo.config import check_positive
+from tokengeo.errors import ConfigError
+
+F64 = torch.float64
+
+
+@dataclass
+class _Batch:
+    """Per-batch quantities shared by every layer; ``P`` = upper-triangle pairs i < j.
+
+    Pair masks are float (0/1) so they multiply and gather without conversions.
+    """
+
+    ids: torch.Tensor  # (B, T)
+    same_u: torch.Tensor  # (B, P) same sentence, both non-special
+    cross_u: torch.Tensor  # (B, P) different sentences, both non-special
+    rep_u: torch.Tensor  # (B, P) same token id
+    unrelated_u: torch.Tensor  # (B, P) neither same sentence nor same token
+    rel_flat: torch.Tensor  # (B*P,) related and non-special
+    unrel_flat: torch.Tensor  # (B*P,) unrelated and non-special
+    p_dist: torch.Tensor  # (B, T) share of pairs at distance d in one sentence (F64)
+    keys: torch.Tensor  # (B, T, 2) separator tokens, special tokens
+
+
+class HeadSimilarityAccumulator:
+    """Sums over inputs of every statistic listed in the module docstring."""
+
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, vocab_size: int, *,
+                 top_k: int = 128, short_range: int = 8, separator_ids=(), special_ids=()):
+        for field, value in [("n_layers", n_layers), ("n_heads", n_heads),
+                             ("top_k", top_k), ("short_range", short_range)]:
+            check_positive(field, value)
+        n_pairs = seq_len * (seq_len - 1) // 2
+        if top_k > n_pairs:
+            raise ConfigError(f"top_k={top_k} exceeds the {n_pairs} token pairs of seq_len="
+                              f"{seq_len}")
+        L, H, T = n_layers, n_heads, seq_len
+        self.shape = (L, H, T)
+        self.vocab_size, self.top_k, self.short_range = vocab_size, top_k, short_range
+        self.separator_ids = torch.tensor(sorted(separator_ids), dtype=torch.long)
+        self.special_ids = torch.tensor(sorted(special_ids), dtype=torch.long)
+        iu = torch.triu_indices(T, T, 1)  # (2, P)
+        self.iu, self.dist = iu, iu[1] - iu[0]  # (2, P), (P,)
+        z = lambda *s: torch.zeros(*s, dtype=F64)  # noqa: E731
+        self.n_samples = 0
+        self.n_pattern = z(L)
+        self.sum_s = z(L, H, self.iu.shape[1])  # (L, H, P) sums of S_ij, i < j
+        self.top = {k: z(L, H) for k in ("within", "dm_chance", "repeat", "short", "distance",
+                                         "lift", "unrelated", "special")}
+        self.lift_all, self.sep_mass, self.special_mass = z(L, H), z(L, H), z(L, H)
+        self.same_by_d, self.cross_by_d = z(L, H, T), z(L, H, T)
+        self.same_n_d, self.cross_n_d = z(T), z(T)
+        self.rel_sum, self.unrel_sum, self.unrel_sq = z(L, H), z(L, H), z(L, H)
+        self.rel_n, self.unrel_n = z(()), z(())
+        self.chance = {k: z(()) for k in ("within", "repeat", "unrelated", "sep", "special")}
+        self.endpoint_counts = torch.zeros(L, H * vocab_size, dtype=torch.long)
+        self.token_counts = torch.zeros(vocab_size, dtype=torch.long)
+
+    # ----------------------------------------------------------------- updates
+    def update(self, z: list[torch.Tensor], input_ids: torch.Tensor,
+               sentence_ids: torch.Tensor, patterns: list[torch.Tensor] | None = None):
+        """Add a batch: ``z[l]`` ``(B, T, H, Dh)``, ids and sentence ids ``(B, T)``,
+        ``patterns[l]`` ``(B, H, T, T)`` (optional: without them the attention statistics
+        stay empty)."""
+        L, H, T = self.shape
+        if len(z) != L or tuple(input_ids.shape[1:]) != (T,):
+            raise ConfigError(f"expected {L} layers and windows of {T} tokens, got "
+                              f"{len(z)} layers and input shape {tuple(input_ids.shape)}")
+        batch = self._batch(input_ids.cpu(), sentence_ids.cpu())
+        for l in range(L):
+            top_i = self._update_layer(l, z[l].float().cpu(), batch)
+            if patterns is not None:
+                self._update_attention(l, top_i, patterns[l].float().cpu(), batch)
+        self.n_samples += int(input_ids.shape[0])
+
+    def _batch(self, ids: torch.Tensor, sent: torch.Tensor) -> _Batch:
+        i, j = self.iu
+        T = self.shape[2]
+        special = torch.isin(ids, self.special_ids)  # (B, T)
+        plain_u = ~special[:, i] & ~special[:, j]  # (B, P)
+        same_u = (sent[:, i] == sent[:, j]) & (sent[:, i] >= 0) & plain_u
+        rep_u = ids[:, i] == ids[:, j]
+        cross_u = plain_u & ~same_u
+        unrelated_u = ~(same_u | rep_u)
+        rel_u = plain_u & ~unrelated_u
+        n_at_d = torch.bincount(self.dist, minlength=T).to(F64)  # (T,)
+        same_at_d = torch.zeros(ids.shape[0], T, dtype=F64).index_add_(1, self.dist,
+                                                                       same_u.to(F64))
+        self.same_n_d += same_at_d.sum(0)
+        self.cross_n_d.index_add_(0, self.dist, cross_u.sum(0).to(F64))
+        self.chance["within"] += same_u.to(F64).mean(1).sum()
+        self.chance["repeat"] += rep_u.to(F64).mean(1).sum()
+        self.chance["unrelated"] += unrelated_u.to(F64).mean(1).sum()
+        self.rel_n += rel_u.sum()
+        self.unrel_n += (plain_u & unrelated_u).sum()
+        self.token_counts += torch.bincount(ids.flatten(), minlength=self.vocab_size)
+        keys = torch.stack([torch.isin(ids, self.separator_ids), special], -1).float()
+        return _Batch(
+            ids=ids, same_u=same_u.float(), cross_u=cross_u.float(), rep_u=rep_u.float(),
+            unrelated_u=unrelated_u.float(), rel_flat=rel_u.reshape(-1).float(),
+            unrel_flat=(plain_u & unrelated_u).reshape(-1).float(),
+            p_dist=same_at_d / n_at_d.clamp_min(1), keys=keys)
+
+    def _update_layer(self, l: int, z: torch.Tensor, b: _Batch):
+        """``z``: (B, T, H, Dh). Returns the top-k pair indices ``(H, B, k)``."""
+        i, j = self.iu
+        zh = z.permute(2, 0, 1, 3)  # (H, B, T, Dh)
+        su = (zh @ zh.transpose(-1, -2))[..., i, j]  # (H, B, P): S_ij for i < j
+        H = su.shape[0]
+        self.sum_s[l] += su.sum(1).double()
+        same_sum = (su * b.same_u).sum(1)  # (H, P)
+        cross_sum = (su * b.cross_u).sum(1)
+        self.same_by_d[l].index_add_(1, self.dist, same_sum.double())
+        self.cross_by_d[l].index_add_(1, self.dist, cross_sum.double())
+        flat = su.reshape(H, -1)  # (H, B*P)
+        self.rel_sum[l] += (flat @ b.rel_flat).double()
+        self.unrel_sum[l] += (flat @ b.unrel_flat).double()
+        self.unrel_sq[l] += (flat.square() @ b.unrel_flat).double()
+        top_i = su.topk(self.top_k, dim=-1, sorted=False).indices  # (H, B, k)
+        self._update_top(l, top_i, b)
+        return top_i
+
+    def _update_top(self, l: int, top_i: torch.Tensor, b: _Batch) -> None:
+        H = top_i.shape[0]
+        pick = lambda m: m.expand(H, -1, -1).gather(-1, top_i).sum((1, 2)).double()  # noqa: E731
+        d_top = self.dist[top_i]  # (H, B, k)
+        self.top["within"][l] += pick(b.same_u[None])
+        self.top["repeat"][l] += pick(b.rep_u[None])
+        self.top["unrelated"][l] += pick(b.unrelated_u[None])
+        self.top["dm_chance"][l] += b.p_dist[None].expand(H, -1, -1).gather(-1, d_top).sum(
+            (1, 2), dtype=F64)
+        self.top["short"][l] += (d_top <= self.short_range).sum((1, 2), dtype=F64)
+        self.top["distance"][l] += d_top.sum((1, 2), dtype=F64)
+        ids = b.ids[None].expand(H, -1, -1)  # (H, B, T)
+        ends = torch.cat([ids.gather(-1, self.iu[0][top_i]), ids.gather(-1, self.iu[1][top_i])],
+                         dim=-1)  # (H, B, 2k)
+        special = torch.isin(ends, self.special_ids)
+        self.top["special"][l] += special.sum((1, 2), dtype=F64)
+        offset = (torch.arange(H) * self.vocab_size)[:, None, None]
+        flat = (ends + offset)[~special]
+        self.endpoint_counts[l] += torch.bincount(flat, minlength=H * self.vocab_size)
+
+    def _update_attention(self, l: int, top_i, p: torch.Tensor, b: _Batch) -> None:
+        """``p``: (B, H, T, T) attention weights, rows summing to 1.
+
+        Over all pairs, ``sum_{i<j} (P_ij + P_ji) = T - tr P``, so the mean lift needs only
+        the diagonal; over the top pairs it is gathered at ``(i, j)`` and ``(j, i)``.
+        """
+        B, H, T, _ = p.shape
+        mass = (p @ b.keys[:, None, :, :]).mean(2)  # (B, H, 2): separators, specials
+        self.sep_mass[l] += mass[..., 0].sum(0).double()
+        self.special_mass[l] += mass[..., 1].sum(0).double()
+        n_pairs = self.iu.shape[1]
+        trace = p.diagonal(dim1=-2, dim2=-1).sum(-1)  # (B, H)
+        self.lift_all[l] += ((T - trace) * (T / 2 / n_pairs)).sum(0).double()
+        a = p.transpose(0, 1).reshape(H, B, T * T)  # (H, B, T*T)
+        i, j = self.iu[0][top_i], self.iu[1][top_i]  # (H, B, k)
+        lift = (a.gather(-1, i * T + j) + a.gather(-1, j * T + i)) * (T / 2)
+        self.top["lift"][l] += lift.sum((1, 2), dtype=F64)
+        self.n_pattern[l] += B
+        if l == 0:
+            self.chance["sep"] += b.keys[..., 0].mean(1, dtype=F64).sum()
+            self.chance["special"] += b.keys[..., 1].mean(1, dtype=F64).sum()
+
+    # ----------------------------------------------------------------- result
+    def compute(self):
+        """The :class:`HeadSimilarityResult` of everything added so far."""
+        from tokengeo.probes.similarity_result import result_from_accumulator
+
+        if self.n_samples == 0:
+            raise ConfigError("no samples were added to the similarity accumulator")
+        return result_from_accumulator(self)
+
