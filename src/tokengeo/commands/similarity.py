@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=2000, help="number of windows")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per window")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--top-k", type=int, default=128, help="top pairs per input and head")
+    parser.add_argument("--top-k", type=int, default=64, help="top pairs per input and head")
     parser.add_argument("--short-range", type=int, default=8,
                         help="largest token distance counted as short range")
     parser.add_argument("--seed", type=int, default=0, help="seed of the window sample")

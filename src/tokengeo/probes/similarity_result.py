@@ -28,6 +28,7 @@ class HeadSimilarityResult:
     short_range_chance: float  # share of off-diagonal pairs at |i-j| <= w
     top_short_range_share: torch.Tensor  # (L, H) share of top pairs at distance <= w
     top_mean_distance: torch.Tensor  # (L, H)
+    top_distance_histogram: torch.Tensor  # (L, H, T) top pairs per distance (index = d)
     within_sentence_share: torch.Tensor  # (L, H) of top pairs
     within_sentence_chance: float  # share of all pairs in one sentence
     within_sentence_chance_distance_matched: torch.Tensor  # (L, H)
@@ -149,6 +150,8 @@ def result_from_accumulator(acc) -> HeadSimilarityResult:
     off = ~torch.eye(T, dtype=torch.bool)
     near = ((torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() <= w) & off
     attn = _attention_fields(acc)
+    codes = acc.top_codes.to(F64)  # (L, H, 4)
+    hist = acc.top_dist.to(F64)  # (L, H, T)
     dominant = _dominant_tokens(acc)
     return HeadSimilarityResult(
         n_samples=n, seq_len=T, top_k=k, short_range=w,
@@ -156,18 +159,18 @@ def result_from_accumulator(acc) -> HeadSimilarityResult:
         distance_profile=_distance_profile(mean),
         short_range_mass=(pos * near).sum((-1, -2)) / (pos * off).sum((-1, -2)),
         short_range_chance=float(near.sum() / off.sum()),
-        top_short_range_share=acc.top["short"] / n_top,
-        top_mean_distance=acc.top["distance"] / n_top,
-        within_sentence_share=acc.top["within"] / n_top,
+        top_short_range_share=hist[..., : w + 1].sum(-1) / n_top,
+        top_mean_distance=(hist * torch.arange(T)).sum(-1) / n_top,
+        top_distance_histogram=hist,
+        within_sentence_share=(codes[..., 1] + codes[..., 3]) / n_top,
         within_sentence_chance=float(acc.chance["within"] / n),
         within_sentence_chance_distance_matched=acc.top["dm_chance"] / n_top,
         sentence_contrast=_sentence_contrast(acc),
-        repeated_token_share=acc.top["repeat"] / n_top,
+        repeated_token_share=(codes[..., 2] + codes[..., 3]) / n_top,
         repeated_token_chance=float(acc.chance["repeat"] / n),
-        noise_share=acc.top["unrelated"] / n_top,
+        noise_share=codes[..., 0] / n_top,
         noise_chance=float(acc.chance["unrelated"] / n),
         snr=_snr(acc),
-        special_endpoint_share=acc.top["special"] / (2 * n_top),
         **dominant,
         **attn,
     )
@@ -211,12 +214,16 @@ def _dominant_tokens(acc) -> dict:
     L, H, _ = acc.shape
     V = acc.vocab_size
     counts = acc.endpoint_counts.view(L, H, V).to(F64)
+    special = counts[..., acc.special_ids].sum(-1)
+    all_ends = counts.sum(-1)
+    counts[..., acc.special_ids] = 0
     total = counts.sum(-1).clamp_min(1)
     best = counts.argmax(-1)  # (L, H)
     share = counts.gather(-1, best[..., None])[..., 0] / total
     freq = acc.token_counts.to(F64) / acc.token_counts.sum()
     per_layer = torch.tensor([len(set(best[l].tolist())) / H for l in range(L)], dtype=F64)
     return {
+        "special_endpoint_share": special / all_ends.clamp_min(1),
         "dominant_token": best,
         "dominant_token_share": share,
         "dominant_token_lift": share / freq[best].clamp_min(1e-12),

@@ -37,7 +37,7 @@ class SimilarityConfig:
     samples: int = 2000
     seq_len: int = 128
     batch_size: int = 32
-    top_k: int = 128
+    top_k: int = 64
     short_range: int = 8
     seed: int = 0
 
@@ -77,37 +77,79 @@ def check_seq_len(model: nn.Module, seq_len: int) -> None:
                           f"--seq-len <= {limit}")
 
 
-@torch.no_grad()
+class SimilarityStream:
+    """Hooks a model and accumulates the statistics of the batches given to :meth:`add`.
+
+    Use as a context manager (the hooks are removed on exit, also on error)::
+
+        with SimilarityStream(model, seq_len=128, vocab_size=30522) as stream:
+            for ids, sentence_ids in batches:
+                stream.add(ids, sentence_ids)
+        result = stream.result()
+    """
+
+    def __init__(self, model: nn.Module, *, seq_len: int, vocab_size: int, top_k: int = 64,
+                 short_range: int = 8, separator_ids=(), special_ids=(),
+                 attention: bool = True) -> None:
+        check_seq_len(model, seq_len)
+        sites = hook_sites(model)
+        self.z_names = _layer_names(sites, "attn.hook_z")
+        self.p_names = _layer_names(sites, "attn.hook_pattern") if attention else []
+        if not self.z_names:
+            raise ConfigError(f"{type(model).__name__} has no '{Z_PATTERN}' hook sites")
+        self.model, self.seq_len, self.vocab_size = model, seq_len, vocab_size
+        self.options = dict(top_k=top_k, short_range=short_range,
+                            separator_ids=separator_ids, special_ids=special_ids)
+        self.acc: HeadSimilarityAccumulator | None = None
+        self._capture = None
+
+    def __enter__(self) -> SimilarityStream:
+        self._capture = capture(self.model, self.z_names + self.p_names)
+        self.cache = self._capture.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._capture.__exit__(*exc)
+
+    @torch.no_grad()
+    def add(self, input_ids: torch.Tensor, sentence_ids: torch.Tensor) -> None:
+        """One forward pass of ``input_ids`` ``(B, T)``; accumulate its statistics."""
+        forward_tokens(self.model, input_ids)
+        zs = [self.cache[n] for n in self.z_names]  # L x (B, T, H, Dh)
+        if self.acc is None:
+            self.acc = HeadSimilarityAccumulator(len(zs), zs[0].shape[2], self.seq_len,
+                                                 self.vocab_size, **self.options)
+        pats = [self.cache[n] for n in self.p_names] if self.p_names else None
+        self.acc.update(zs, input_ids, sentence_ids, pats)
+
+    def result(self) -> HeadSimilarityResult:
+        if self.acc is None:
+            raise ConfigError("no batches were added to the similarity analysis")
+        return self.acc.compute()
+
+
 def analyze_windows(model: nn.Module, windows: Windows, *, batch_size: int = 32,
-                    top_k: int = 128, short_range: int = 8, separator_ids=(),
+                    top_k: int = 64, short_range: int = 8, separator_ids=(),
                     attention: bool = True, vocab_size: int | None = None,
                     progress: bool = False) -> HeadSimilarityResult:
     """Stream ``windows`` through ``model`` and return the similarity statistics."""
-    check_seq_len(model, windows.seq_len)
-    sites = hook_sites(model)
-    z_names = sorted((n for n in sites if _matches(n, "attn.hook_z")), key=layer_index)
-    p_names = sorted((n for n in sites if _matches(n, "attn.hook_pattern")), key=layer_index)
-    if not z_names:
-        raise ConfigError(f"{type(model).__name__} has no '{Z_PATTERN}' hook sites")
-    acc = None
+    check_positive("batch_size", batch_size)
     vocab = vocab_size or int(windows.input_ids.max()) + 1
-    names = z_names + (p_names if attention else [])
     start = time.perf_counter()
-    with capture(model, names) as cache:
+    with SimilarityStream(model, seq_len=windows.seq_len, vocab_size=vocab, top_k=top_k,
+                          short_range=short_range, separator_ids=separator_ids,
+                          special_ids=windows.special_ids, attention=attention) as stream:
         for s in range(0, len(windows), batch_size):
-            ids = windows.input_ids[s : s + batch_size]
-            forward_tokens(model, ids)
-            zs = [cache[n] for n in z_names]
-            if acc is None:
-                acc = HeadSimilarityAccumulator(
-                    len(zs), zs[0].shape[2], windows.seq_len, vocab, top_k=top_k,
-                    short_range=short_range, separator_ids=separator_ids,
-                    special_ids=windows.special_ids)
-            pats = [cache[n] for n in p_names] if attention else None
-            acc.update(zs, ids, windows.sentence_ids[s : s + batch_size], pats)
+            stream.add(windows.input_ids[s : s + batch_size],
+                       windows.sentence_ids[s : s + batch_size])
             if progress:
-                _report(s + len(ids), len(windows), time.perf_counter() - start)
-    return acc.compute()
+                _report(min(s + batch_size, len(windows)), len(windows),
+                        time.perf_counter() - start)
+    return stream.result()
+
+
+def _layer_names(sites, suffix: str) -> list[str]:
+    return sorted((n for n in sites if _matches(n, suffix)), key=layer_index)
 
 
 def _matches(name: str, suffix: str) -> bool:

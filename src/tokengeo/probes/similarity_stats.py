@@ -54,10 +54,10 @@ class _Batch:
     """
 
     ids: torch.Tensor  # (B, T)
+    ones_u: torch.Tensor  # (B, P) all ones
     same_u: torch.Tensor  # (B, P) same sentence, both non-special
     cross_u: torch.Tensor  # (B, P) different sentences, both non-special
-    rep_u: torch.Tensor  # (B, P) same token id
-    unrelated_u: torch.Tensor  # (B, P) neither same sentence nor same token
+    code: torch.Tensor  # (B, P) long: 1 * same sentence + 2 * same token
     rel_flat: torch.Tensor  # (B*P,) related and non-special
     unrel_flat: torch.Tensor  # (B*P,) unrelated and non-special
     p_dist: torch.Tensor  # (B, T) share of pairs at distance d in one sentence (F64)
@@ -68,7 +68,7 @@ class HeadSimilarityAccumulator:
     """Sums over inputs of every statistic listed in the module docstring."""
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, vocab_size: int, *,
-                 top_k: int = 128, short_range: int = 8, separator_ids=(), special_ids=()):
+                 top_k: int = 64, short_range: int = 8, separator_ids=(), special_ids=()):
         for field, value in [("n_layers", n_layers), ("n_heads", n_heads),
                              ("top_k", top_k), ("short_range", short_range)]:
             check_positive(field, value)
@@ -83,12 +83,15 @@ class HeadSimilarityAccumulator:
         self.special_ids = torch.tensor(sorted(special_ids), dtype=torch.long)
         iu = torch.triu_indices(T, T, 1)  # (2, P)
         self.iu, self.dist = iu, iu[1] - iu[0]  # (2, P), (P,)
+        self.flat_iu = iu[0] * T + iu[1]  # (P,) positions in a flattened (T, T)
+        self._workspace: dict[str, torch.Tensor] = {}
         z = lambda *s: torch.zeros(*s, dtype=F64)  # noqa: E731
         self.n_samples = 0
         self.n_pattern = z(L)
         self.sum_s = z(L, H, self.iu.shape[1])  # (L, H, P) sums of S_ij, i < j
-        self.top = {k: z(L, H) for k in ("within", "dm_chance", "repeat", "short", "distance",
-                                         "lift", "unrelated", "special")}
+        self.top = {k: z(L, H) for k in ("dm_chance", "lift")}
+        self.top_codes = torch.zeros(L, H, 4, dtype=torch.long)  # relation code counts
+        self.top_dist = torch.zeros(L, H, T, dtype=torch.long)  # distance histogram
         self.lift_all, self.sep_mass, self.special_mass = z(L, H), z(L, H), z(L, H)
         self.same_by_d, self.cross_by_d = z(L, H, T), z(L, H, T)
         self.same_n_d, self.cross_n_d = z(T), z(T)
@@ -138,48 +141,63 @@ class HeadSimilarityAccumulator:
         self.token_counts += torch.bincount(ids.flatten(), minlength=self.vocab_size)
         keys = torch.stack([torch.isin(ids, self.separator_ids), special], -1).float()
         return _Batch(
-            ids=ids, same_u=same_u.float(), cross_u=cross_u.float(), rep_u=rep_u.float(),
-            unrelated_u=unrelated_u.float(), rel_flat=rel_u.reshape(-1).float(),
+            ids=ids, ones_u=torch.ones(same_u.shape), same_u=same_u.float(),
+            cross_u=cross_u.float(), code=same_u.long() + 2 * rep_u.long(),
+            rel_flat=rel_u.reshape(-1).float(),
             unrel_flat=(plain_u & unrelated_u).reshape(-1).float(),
             p_dist=same_at_d / n_at_d.clamp_min(1), keys=keys)
 
     def _update_layer(self, l: int, z: torch.Tensor, b: _Batch):
-        """``z``: (B, T, H, Dh). Returns the top-k pair indices ``(H, B, k)``."""
-        i, j = self.iu
-        zh = z.permute(2, 0, 1, 3)  # (H, B, T, Dh)
-        su = (zh @ zh.transpose(-1, -2))[..., i, j]  # (H, B, P): S_ij for i < j
-        H = su.shape[0]
-        self.sum_s[l] += su.sum(1).double()
-        same_sum = (su * b.same_u).sum(1)  # (H, P)
-        cross_sum = (su * b.cross_u).sum(1)
-        self.same_by_d[l].index_add_(1, self.dist, same_sum.double())
-        self.cross_by_d[l].index_add_(1, self.dist, cross_sum.double())
-        flat = su.reshape(H, -1)  # (H, B*P)
+        """``z``: (B, T, H, Dh). Returns the top-k pair indices ``(H, B, k)``.
+
+        Large temporaries live in reused buffers: fresh multi-MB allocations page-fault
+        on every batch and cost as much as the arithmetic.
+        """
+        B, T, H, _ = z.shape
+        n_pairs = self.iu.shape[1]
+        zh = z.permute(2, 0, 1, 3).contiguous()  # (H, B, T, Dh)
+        s = torch.matmul(zh, zh.transpose(-1, -2), out=self._buf("s", (H, B, T, T)))
+        su = torch.index_select(s.view(H * B, T * T), 1, self.flat_iu,
+                                out=self._buf("su", (H * B, n_pairs))).view(H, B, n_pairs)
+        self.sum_s[l] += torch.einsum("hbp,bp->hp", su, b.ones_u)
+        same = torch.einsum("hbp,bp->hp", su, b.same_u)
+        self.same_by_d[l].index_add_(1, self.dist, same.double())
+        cross = torch.einsum("hbp,bp->hp", su, b.cross_u)
+        self.cross_by_d[l].index_add_(1, self.dist, cross.double())
+        flat = su.view(H, -1)  # (H, B*P)
         self.rel_sum[l] += (flat @ b.rel_flat).double()
         self.unrel_sum[l] += (flat @ b.unrel_flat).double()
-        self.unrel_sq[l] += (flat.square() @ b.unrel_flat).double()
-        top_i = su.topk(self.top_k, dim=-1, sorted=False).indices  # (H, B, k)
-        self._update_top(l, top_i, b)
-        return top_i
+        sq = torch.mul(flat, flat, out=self._buf("sq", flat.shape))
+        self.unrel_sq[l] += (sq @ b.unrel_flat).double()
+        k = self.top_k
+        top = torch.topk(su, k, dim=-1, sorted=False,
+                         out=(self._buf("top_v", (H, B, k)),
+                              self._buf("top_i", (H, B, k), torch.long)))
+        self._update_top(l, top.indices, b)
+        return top.indices
+
+    def _buf(self, name: str, shape, dtype=torch.float32) -> torch.Tensor:
+        """A reusable workspace tensor (its size depends on the batch, never on the corpus)."""
+        buf = self._workspace.get(name)
+        if buf is None or tuple(buf.shape) != tuple(shape) or buf.dtype != dtype:
+            buf = self._workspace[name] = torch.empty(shape, dtype=dtype)
+        return buf
 
     def _update_top(self, l: int, top_i: torch.Tensor, b: _Batch) -> None:
-        H = top_i.shape[0]
-        pick = lambda m: m.expand(H, -1, -1).gather(-1, top_i).sum((1, 2)).double()  # noqa: E731
-        d_top = self.dist[top_i]  # (H, B, k)
-        self.top["within"][l] += pick(b.same_u[None])
-        self.top["repeat"][l] += pick(b.rep_u[None])
-        self.top["unrelated"][l] += pick(b.unrelated_u[None])
-        self.top["dm_chance"][l] += b.p_dist[None].expand(H, -1, -1).gather(-1, d_top).sum(
-            (1, 2), dtype=F64)
-        self.top["short"][l] += (d_top <= self.short_range).sum((1, 2), dtype=F64)
-        self.top["distance"][l] += d_top.sum((1, 2), dtype=F64)
-        ids = b.ids[None].expand(H, -1, -1)  # (H, B, T)
-        ends = torch.cat([ids.gather(-1, self.iu[0][top_i]), ids.gather(-1, self.iu[1][top_i])],
-                         dim=-1)  # (H, B, 2k)
-        special = torch.isin(ends, self.special_ids)
-        self.top["special"][l] += special.sum((1, 2), dtype=F64)
-        offset = (torch.arange(H) * self.vocab_size)[:, None, None]
-        flat = (ends + offset)[~special]
+        """Few, fused ops: relation codes and distances are counted with one bincount each."""
+        H, B, k = top_i.shape
+        T = self.shape[2]
+        idx = top_i.permute(1, 0, 2).reshape(B, H * k)  # (B, H*k) pair indices
+        head = torch.arange(H).repeat_interleave(k)  # (H*k,) head of each column
+        code = b.code.gather(1, idx)  # (B, H*k): 1 same sentence + 2 same token
+        self.top_codes[l] += torch.bincount((head * 4 + code).flatten(), minlength=4 * H).view(
+            H, 4)
+        d_top = self.dist[idx]  # (B, H*k)
+        self.top_dist[l] += torch.bincount((head * T + d_top).flatten(), minlength=H * T).view(
+            H, T)
+        self.top["dm_chance"][l] += b.p_dist.gather(1, d_top).view(B, H, k).sum((0, 2))
+        ends = torch.stack([b.ids.gather(1, self.iu[0][idx]), b.ids.gather(1, self.iu[1][idx])])
+        flat = (ends + head * self.vocab_size).flatten()  # (2*B*H*k,)
         self.endpoint_counts[l] += torch.bincount(flat, minlength=H * self.vocab_size)
 
     def _update_attention(self, l: int, top_i, p: torch.Tensor, b: _Batch) -> None:
@@ -189,20 +207,25 @@ class HeadSimilarityAccumulator:
         the diagonal; over the top pairs it is gathered at ``(i, j)`` and ``(j, i)``.
         """
         B, H, T, _ = p.shape
-        mass = (p @ b.keys[:, None, :, :]).mean(2)  # (B, H, 2): separators, specials
-        self.sep_mass[l] += mass[..., 0].sum(0).double()
-        self.special_mass[l] += mass[..., 1].sum(0).double()
+        col = torch.matmul(self._ones(T), p)  # (B, H, T): attention received by each key
+        mass = torch.einsum("bhj,bjm->bhm", col, b.keys) / T  # (B, H, 2) seps, specials
+        self.sep_mass[l] += mass[..., 0].sum(0, dtype=F64)
+        self.special_mass[l] += mass[..., 1].sum(0, dtype=F64)
         n_pairs = self.iu.shape[1]
         trace = p.diagonal(dim1=-2, dim2=-1).sum(-1)  # (B, H)
-        self.lift_all[l] += ((T - trace) * (T / 2 / n_pairs)).sum(0).double()
-        a = p.transpose(0, 1).reshape(H, B, T * T)  # (H, B, T*T)
-        i, j = self.iu[0][top_i], self.iu[1][top_i]  # (H, B, k)
+        self.lift_all[l] += ((T - trace) * (T / 2 / n_pairs)).sum(0, dtype=F64)
+        a = p.reshape(B, H, T * T)
+        idx = top_i.permute(1, 0, 2)  # (B, H, k)
+        i, j = self.iu[0][idx], self.iu[1][idx]
         lift = (a.gather(-1, i * T + j) + a.gather(-1, j * T + i)) * (T / 2)
-        self.top["lift"][l] += lift.sum((1, 2), dtype=F64)
+        self.top["lift"][l] += lift.sum((0, 2), dtype=F64)
         self.n_pattern[l] += B
         if l == 0:
             self.chance["sep"] += b.keys[..., 0].mean(1, dtype=F64).sum()
             self.chance["special"] += b.keys[..., 1].mean(1, dtype=F64).sum()
+
+    def _ones(self, n: int) -> torch.Tensor:
+        return self._buf("ones", (n,)).fill_(1.0)
 
     # ----------------------------------------------------------------- result
     def compute(self):
