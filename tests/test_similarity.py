@@ -159,3 +159,59 @@ def test_accumulator_rejects_bad_shapes_and_empty_results():
                    torch.zeros(1, 6, dtype=torch.long))
     with pytest.raises(ConfigError, match="top_k"):
         _acc(1, 1, 4, top_k=7)
+
+
+class _Attn(torch.nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        from tokengeo.hooks import HookPoint
+
+        self.h, self.qkv, self.out = h, torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.hook_pattern, self.hook_z = HookPoint(), HookPoint()
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.h, D // self.h).unbind(2)  # (B, T, H, Dh)
+        p = torch.softmax(torch.einsum("bihd,bjhd->bhij", q, k), -1)
+        if self.hook_pattern.is_active():
+            p = self.hook_pattern(p)
+        z = self.hook_z(torch.einsum("bhij,bjhd->bihd", p, v))  # (B, T, H, Dh)
+        return x + self.out(z.reshape(B, T, D))
+
+
+class _TinyHooked(torch.nn.Module):
+    """A stand-in for a tokengeo model: HookPoints named blocks.{l}.attn.hook_*."""
+
+    def __init__(self, vocab=20, d=8, h=2, layers=2):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.blocks = torch.nn.ModuleList(torch.nn.Module() for _ in range(layers))
+        for b in self.blocks:
+            b.attn = _Attn(d, h)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        for b in self.blocks:
+            x = b.attn(x)
+        return x
+
+
+def test_hooked_model_similarity_and_corpus_analysis():
+    from tokengeo.probes.capture import run_with_cache
+    from tokengeo.probes.corpus_windows import Windows
+    from tokengeo.probes.similarity import head_output_similarity
+    from tokengeo.probes.similarity_run import analyze_windows
+
+    model = _TinyHooked().eval()
+    ids = torch.randint(0, 20, (3, 7))
+    sim = head_output_similarity(model, ids)
+    _, cache = run_with_cache(model, ids, names=["blocks.1.attn.hook_z"])
+    torch.testing.assert_close(sim[1], context_similarity(cache["blocks.1.attn.hook_z"]))
+    assert sim.shape == (2, 2, 3, 7, 7)
+    sent = torch.arange(7).div(3, rounding_mode="floor").expand(3, 7).contiguous()
+    windows = Windows(ids, sent, special_ids=())
+    r = analyze_windows(model, windows, batch_size=2, top_k=4, short_range=2)
+    assert r.n_samples == 3 and r.separator_attention is not None
+    torch.testing.assert_close(r.mean_similarity, sim.mean(2).float(), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ConfigError, match="attention_mask"):
+        head_output_similarity(model, ids, torch.ones(3, 7))
