@@ -10,7 +10,8 @@ and then through :class:`tokengeo.probes.similarity_run.SimilarityStream` (hooks
 times; ratio = median plain batch time / median analysis batch time, in wall time and in
 process CPU time (the machines are shared: CPU time is less disturbed by other jobs).
 Memory: two child processes each run one plain batch (peak RSS A), then analyse
-``--memory-samples`` windows (peak RSS B); B - A is the analysis' extra peak.
+``--memory-samples`` windows (peak RSS B); the peak mark is reset before each part
+(``/proc/self/clear_refs``), so B is the analysis' own peak, not the process lifetime's.
 Prints one JSON object.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -81,21 +81,34 @@ def throughput(args) -> dict:
             "n_timed_batches": len(plain), "result_compute_s": compute_s}
 
 
+def _reset_peak() -> None:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+
 def memory_child(n: int, args) -> dict:
-    """Peak RSS of one plain forward batch, then of the analysis of ``n`` windows."""
+    """Peak RSS during one plain forward batch, then during the analysis of ``n`` windows."""
     model, tok, windows, seps = _setup(n, args.seq_len)
+    B = args.batch_size
+    base = _status_mib("VmRSS")
+    _reset_peak()
     with torch.no_grad():
-        model(input_ids=windows.input_ids[: args.batch_size])
-    after_plain = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        model(input_ids=windows.input_ids[:B])
+    plain_peak = _status_mib("VmHWM")
+    _reset_peak()
     with _stream(model, tok, windows, seps) as stream:
-        for s in range(0, n, args.batch_size):
-            stream.add(windows.input_ids[s : s + args.batch_size],
-                       windows.sentence_ids[s : s + args.batch_size])
+        for s in range(0, n, B):
+            stream.add(windows.input_ids[s : s + B], windows.sentence_ids[s : s + B])
     stream.result()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"samples": n, "peak_rss_after_plain_forward_mib": after_plain / 1024,
-            "peak_rss_after_analysis_mib": peak / 1024,
-            "analysis_extra_peak_mib": (peak - after_plain) / 1024}
+    peak = _status_mib("VmHWM")
+    return {"samples": n, "rss_before_mib": base, "peak_rss_plain_forward_mib": plain_peak,
+            "peak_rss_analysis_mib": peak, "analysis_peak_minus_plain_peak_mib": peak - plain_peak}
 
 
 def memory(args) -> list[dict]:

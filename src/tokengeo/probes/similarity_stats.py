@@ -60,7 +60,7 @@ class _Batch:
     code: torch.Tensor  # (B, P) long: 1 * same sentence + 2 * same token
     rel_flat: torch.Tensor  # (B*P,) related and non-special
     unrel_flat: torch.Tensor  # (B*P,) unrelated and non-special
-    p_dist: torch.Tensor  # (B, T) share of pairs at distance d in one sentence (F64)
+    p_dist: torch.Tensor  # (B, T) share of pairs at distance d in one sentence
     keys: torch.Tensor  # (B, T, 2) separator tokens, special tokens
 
 
@@ -121,30 +121,34 @@ class HeadSimilarityAccumulator:
     def _batch(self, ids: torch.Tensor, sent: torch.Tensor) -> _Batch:
         i, j = self.iu
         T = self.shape[2]
+        B = ids.shape[0]
         special = torch.isin(ids, self.special_ids)  # (B, T)
-        plain_u = ~special[:, i] & ~special[:, j]  # (B, P)
-        same_u = (sent[:, i] == sent[:, j]) & (sent[:, i] >= 0) & plain_u
-        rep_u = ids[:, i] == ids[:, j]
+        plain = ~special
+        plain_u = plain.index_select(1, i) & plain.index_select(1, j)  # (B, P)
+        sent_i = sent.index_select(1, i)
+        same_u = (sent_i == sent.index_select(1, j)) & (sent_i >= 0) & plain_u
+        rep_u = ids.index_select(1, i) == ids.index_select(1, j)
         cross_u = plain_u & ~same_u
         unrelated_u = ~(same_u | rep_u)
         rel_u = plain_u & ~unrelated_u
-        n_at_d = torch.bincount(self.dist, minlength=T).to(F64)  # (T,)
-        same_at_d = torch.zeros(ids.shape[0], T, dtype=F64).index_add_(1, self.dist,
-                                                                       same_u.to(F64))
+        unrel_u = plain_u & unrelated_u
+        same_f = same_u.float()
+        n_at_d = torch.bincount(self.dist, minlength=T).float()  # (T,)
+        same_at_d = torch.zeros(B, T).index_add_(1, self.dist, same_f)  # (B, T)
         self.same_n_d += same_at_d.sum(0)
         self.cross_n_d.index_add_(0, self.dist, cross_u.sum(0).to(F64))
-        self.chance["within"] += same_u.to(F64).mean(1).sum()
-        self.chance["repeat"] += rep_u.to(F64).mean(1).sum()
-        self.chance["unrelated"] += unrelated_u.to(F64).mean(1).sum()
+        n_pairs = i.shape[0]
+        self.chance["within"] += float(same_at_d.sum()) / n_pairs
+        self.chance["repeat"] += float(rep_u.sum()) / n_pairs
+        self.chance["unrelated"] += float(unrelated_u.sum()) / n_pairs
         self.rel_n += rel_u.sum()
-        self.unrel_n += (plain_u & unrelated_u).sum()
+        self.unrel_n += unrel_u.sum()
         self.token_counts += torch.bincount(ids.flatten(), minlength=self.vocab_size)
         keys = torch.stack([torch.isin(ids, self.separator_ids), special], -1).float()
         return _Batch(
-            ids=ids, ones_u=torch.ones(same_u.shape), same_u=same_u.float(),
-            cross_u=cross_u.float(), code=same_u.long() + 2 * rep_u.long(),
-            rel_flat=rel_u.reshape(-1).float(),
-            unrel_flat=(plain_u & unrelated_u).reshape(-1).float(),
+            ids=ids, ones_u=torch.ones(B, n_pairs), same_u=same_f, cross_u=cross_u.float(),
+            code=same_u.long() + 2 * rep_u.long(), rel_flat=rel_u.reshape(-1).float(),
+            unrel_flat=unrel_u.reshape(-1).float(),
             p_dist=same_at_d / n_at_d.clamp_min(1), keys=keys)
 
     def _update_layer(self, l: int, z: torch.Tensor, b: _Batch):
@@ -159,16 +163,16 @@ class HeadSimilarityAccumulator:
         s = torch.matmul(zh, zh.transpose(-1, -2), out=self._buf("s", (H, B, T, T)))
         su = torch.index_select(s.view(H * B, T * T), 1, self.flat_iu,
                                 out=self._buf("su", (H * B, n_pairs))).view(H, B, n_pairs)
-        self.sum_s[l] += torch.einsum("hbp,bp->hp", su, b.ones_u)
+        self.sum_s[l].add_(torch.einsum("hbp,bp->hp", su, b.ones_u))
         same = torch.einsum("hbp,bp->hp", su, b.same_u)
-        self.same_by_d[l].index_add_(1, self.dist, same.double())
+        self.same_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, same))
         cross = torch.einsum("hbp,bp->hp", su, b.cross_u)
-        self.cross_by_d[l].index_add_(1, self.dist, cross.double())
+        self.cross_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, cross))
         flat = su.view(H, -1)  # (H, B*P)
-        self.rel_sum[l] += (flat @ b.rel_flat).double()
-        self.unrel_sum[l] += (flat @ b.unrel_flat).double()
+        self.rel_sum[l].add_(flat @ b.rel_flat)
+        self.unrel_sum[l].add_(flat @ b.unrel_flat)
         sq = torch.mul(flat, flat, out=self._buf("sq", flat.shape))
-        self.unrel_sq[l] += (sq @ b.unrel_flat).double()
+        self.unrel_sq[l].add_(sq @ b.unrel_flat)
         k = self.top_k
         top = torch.topk(su, k, dim=-1, sorted=False,
                          out=(self._buf("top_v", (H, B, k)),
@@ -192,11 +196,12 @@ class HeadSimilarityAccumulator:
         code = b.code.gather(1, idx)  # (B, H*k): 1 same sentence + 2 same token
         self.top_codes[l] += torch.bincount((head * 4 + code).flatten(), minlength=4 * H).view(
             H, 4)
-        d_top = self.dist[idx]  # (B, H*k)
+        d_top = self.dist.take(idx)  # (B, H*k)
         self.top_dist[l] += torch.bincount((head * T + d_top).flatten(), minlength=H * T).view(
             H, T)
-        self.top["dm_chance"][l] += b.p_dist.gather(1, d_top).view(B, H, k).sum((0, 2))
-        ends = torch.stack([b.ids.gather(1, self.iu[0][idx]), b.ids.gather(1, self.iu[1][idx])])
+        self.top["dm_chance"][l].add_(b.p_dist.gather(1, d_top).view(B, H, k).sum((0, 2)))
+        ends = torch.stack([b.ids.gather(1, self.iu[0].take(idx)),
+                            b.ids.gather(1, self.iu[1].take(idx))])
         flat = (ends + head * self.vocab_size).flatten()  # (2*B*H*k,)
         self.endpoint_counts[l] += torch.bincount(flat, minlength=H * self.vocab_size)
 
@@ -216,7 +221,7 @@ class HeadSimilarityAccumulator:
         self.lift_all[l] += ((T - trace) * (T / 2 / n_pairs)).sum(0, dtype=F64)
         a = p.reshape(B, H, T * T)
         idx = top_i.permute(1, 0, 2)  # (B, H, k)
-        i, j = self.iu[0][idx], self.iu[1][idx]
+        i, j = self.iu[0].take(idx), self.iu[1].take(idx)
         lift = (a.gather(-1, i * T + j) + a.gather(-1, j * T + i)) * (T / 2)
         self.top["lift"][l] += lift.sum((0, 2), dtype=F64)
         self.n_pattern[l] += B
