@@ -2,6 +2,7 @@
 
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
@@ -141,6 +142,20 @@ def test_mean_matrix_profile_and_snr_match_dense_reference():
                                                                            dtype=torch.float64)
         snr = (rel.mean() - unrel.mean()) / unrel.std(unbiased=False)
         assert float(r.snr[0, h]) == pytest.approx(float(snr), rel=1e-4)
+        # distance-matched same- vs cross-sentence contrast, by explicit loops
+        same, cross = {}, {}
+        for b, i, j in itertools.product(range(B), range(T), range(T)):
+            if i >= j or ids[b, i] == 0 or ids[b, j] == 0:
+                continue
+            bucket = same if bool(sent[b, i] == sent[b, j]) else cross
+            bucket.setdefault(j - i, []).append(float(s[h, b, i, j]))
+        num = den = 0.0
+        for d in set(same) & set(cross):
+            w = min(len(same[d]), len(cross[d]))
+            num += w * (np.mean(same[d]) - np.mean(cross[d]))
+            den += w
+        assert float(r.sentence_contrast[0, h]) == pytest.approx(
+            num / den / float(unrel.std(unbiased=False)), rel=1e-4)
         # top pairs: explicit per-sample sort
         hits = 0
         for b in range(B):

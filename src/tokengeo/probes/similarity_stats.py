@@ -54,9 +54,8 @@ class _Batch:
     """
 
     ids: torch.Tensor  # (B, T)
-    ones_u: torch.Tensor  # (B, P) all ones
+    plain_t: torch.Tensor  # (B, T) 1 on non-special tokens
     same_u: torch.Tensor  # (B, P) same sentence, both non-special
-    cross_u: torch.Tensor  # (B, P) different sentences, both non-special
     code: torch.Tensor  # (B, P) long: 1 * same sentence + 2 * same token
     rel_flat: torch.Tensor  # (B*P,) related and non-special
     unrel_flat: torch.Tensor  # (B*P,) unrelated and non-special
@@ -146,7 +145,7 @@ class HeadSimilarityAccumulator:
         self.token_counts += torch.bincount(ids.flatten(), minlength=self.vocab_size)
         keys = torch.stack([torch.isin(ids, self.separator_ids), special], -1).float()
         return _Batch(
-            ids=ids, ones_u=torch.ones(B, n_pairs), same_u=same_f, cross_u=cross_u.float(),
+            ids=ids, plain_t=plain.float(), same_u=same_f,
             code=same_u.long() + 2 * rep_u.long(), rel_flat=rel_u.reshape(-1).float(),
             unrel_flat=unrel_u.reshape(-1).float(),
             p_dist=same_at_d / n_at_d.clamp_min(1), keys=keys)
@@ -163,11 +162,13 @@ class HeadSimilarityAccumulator:
         s = torch.matmul(zh, zh.transpose(-1, -2), out=self._buf("s", (H, B, T, T)))
         su = torch.index_select(s.view(H * B, T * T), 1, self.flat_iu,
                                 out=self._buf("su", (H * B, n_pairs))).view(H, B, n_pairs)
-        self.sum_s[l].add_(torch.einsum("hbp,bp->hp", su, b.ones_u))
+        # sums over the batch by pair: Gram matrices of the (B*Dh)-long stacked outputs give
+        # sum_b S_b (all pairs) and, with special tokens zeroed, the sum over plain pairs
+        self.sum_s[l].add_(self._batch_sum(zh))
+        plain_sum = self._batch_sum(zh * b.plain_t[None, :, :, None])  # (H, P)
         same = torch.einsum("hbp,bp->hp", su, b.same_u)
         self.same_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, same))
-        cross = torch.einsum("hbp,bp->hp", su, b.cross_u)
-        self.cross_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, cross))
+        self.cross_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, plain_sum - same))
         flat = su.view(H, -1)  # (H, B*P)
         self.rel_sum[l].add_(flat @ b.rel_flat)
         self.unrel_sum[l].add_(flat @ b.unrel_flat)
@@ -179,6 +180,13 @@ class HeadSimilarityAccumulator:
                               self._buf("top_i", (H, B, k), torch.long)))
         self._update_top(l, top.indices, b)
         return top.indices
+
+    def _batch_sum(self, zh: torch.Tensor) -> torch.Tensor:
+        """``sum_b <z_bi, z_bj>`` for pairs i < j: ``(H, B, T, Dh)`` -> ``(H, P)``."""
+        H, B, T, Dh = zh.shape
+        zt = zh.permute(0, 2, 1, 3).reshape(H, T, B * Dh)
+        gram = torch.matmul(zt, zt.transpose(1, 2))  # (H, T, T)
+        return gram.view(H, T * T).index_select(1, self.flat_iu)
 
     def _buf(self, name: str, shape, dtype=torch.float32) -> torch.Tensor:
         """A reusable workspace tensor (its size depends on the batch, never on the corpus)."""
