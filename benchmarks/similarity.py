@@ -11,7 +11,8 @@ times; ratio = median plain batch time / median analysis batch time, in wall tim
 process CPU time (the machines are shared: CPU time is less disturbed by other jobs).
 Memory: two child processes each run one plain batch (peak RSS A), then analyse
 ``--memory-samples`` windows (peak RSS B); the peak mark is reset before each part
-(``/proc/self/clear_refs``), so B is the analysis' own peak, not the process lifetime's.
+(``/proc/self/clear_refs``), so B is the analysis' own peak, not the process lifetime's;
+the children run with ``MALLOC_MMAP_THRESHOLD_`` fixed so RSS follows live memory.
 Prints one JSON object.
 """
 
@@ -116,7 +117,10 @@ def memory(args) -> list[dict]:
     for n in args.memory_samples:
         cmd = [sys.executable, __file__, "--memory-child", str(n), "--batch-size",
                str(args.batch_size), "--seq-len", str(args.seq_len)]
-        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        # a fixed mmap threshold returns freed blocks to the OS at once, so RSS tracks the
+        # live tensors instead of the allocator's free lists
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
         out.append(json.loads(res.stdout.strip().splitlines()[-1]))
     return out
 

@@ -25,7 +25,7 @@ Attention patterns: Hugging Face returns attention weights only from the ``"eage
 attention implementation (``sdpa`` and flash kernels never form them). Attaching to
 ``hook_pattern`` on a model loaded otherwise raises :class:`ConfigError` asking to load
 it with ``attn_implementation="eager"``; every other site works with any implementation.
-Eager attention always forms the pattern, so capturing it costs only the copy.
+Eager attention always forms the pattern, so capturing it adds no computation.
 
 Every site may also *replace* its activation (``fn`` returns a tensor), except
 ``hook_pattern``, whose replacement would not reach the output (the weights were

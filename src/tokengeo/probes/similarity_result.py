@@ -32,12 +32,12 @@ class HeadSimilarityResult:
     within_sentence_share: torch.Tensor  # (L, H) of top pairs
     within_sentence_chance: float  # share of all pairs in one sentence
     within_sentence_chance_distance_matched: torch.Tensor  # (L, H)
-    sentence_contrast: torch.Tensor  # (L, H) distance-matched, in units of std(S|unrelated)
+    sentence_contrast: torch.Tensor  # (L, H) distance-matched, in units of std(S)
     repeated_token_share: torch.Tensor  # (L, H) of top pairs
     repeated_token_chance: float
     noise_share: torch.Tensor  # (L, H) top pairs with no sentence / repetition relation
     noise_chance: float
-    snr: torch.Tensor  # (L, H) d' of related vs unrelated pairs
+    snr: torch.Tensor  # (L, H) d' of related vs unrelated pairs (pooled std)
     special_endpoint_share: torch.Tensor  # (L, H) top-pair endpoints that are special tokens
     dominant_token: torch.Tensor  # (L, H) long: most frequent non-special top-pair endpoint
     dominant_token_share: torch.Tensor  # (L, H) its share of non-special endpoints
@@ -196,18 +196,21 @@ def _sentence_contrast(acc) -> torch.Tensor:
     if float(weight.sum()) == 0:
         return torch.full(acc.shape[:2], float("nan"), dtype=F64)
     diff = ((same - cross) * weight).sum(-1) / weight.sum()
-    return diff / _unrelated_std(acc)
+    return diff / _plain_std(acc)
 
 
-def _unrelated_std(acc) -> torch.Tensor:
-    mu = acc.unrel_sum / acc.unrel_n
-    return (acc.unrel_sq / acc.unrel_n - mu.square()).clamp_min(0).sqrt()
+def _plain_std(acc) -> torch.Tensor:
+    """std of S over non-special pairs (L, H)."""
+    mu = acc.plain_sum / acc.plain_n
+    return (acc.plain_sq / acc.plain_n - mu.square()).clamp_min(0).sqrt()
 
 
 def _snr(acc) -> torch.Tensor:
-    if float(acc.rel_n) == 0 or float(acc.unrel_n) < 2:
+    unrel_n = acc.plain_n - acc.rel_n
+    if float(acc.rel_n) == 0 or float(unrel_n) == 0:
         return torch.full(acc.shape[:2], float("nan"), dtype=F64)
-    return (acc.rel_sum / acc.rel_n - acc.unrel_sum / acc.unrel_n) / _unrelated_std(acc)
+    unrel_mean = (acc.plain_sum - acc.rel_sum) / unrel_n
+    return (acc.rel_sum / acc.rel_n - unrel_mean) / _plain_std(acc)
 
 
 def _dominant_tokens(acc) -> dict:

@@ -31,7 +31,9 @@ never on the number of samples, and :meth:`compute` turns them into a
   when both tokens are in one sentence or are the same token, otherwise *unrelated*
   ("noise": high similarity without a linguistic relation). ``noise_share`` is the share
   of top pairs that are unrelated (against the unrelated share among all pairs), and
-  ``snr = (E[S|related] - E[S|unrelated]) / std(S|unrelated)``, a d' over non-special pairs.
+  ``snr = (E[S|related] - E[S|unrelated]) / std(S)``, a d' over non-special pairs (the std
+  pools both groups; its sum of squares comes from ``Dh x Dh`` Gram matrices, see
+  :func:`_pair_square_sum`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,6 @@ class _Batch:
     same_u: torch.Tensor  # (B, P) same sentence, both non-special
     code: torch.Tensor  # (B, P) long: 1 * same sentence + 2 * same token
     rel_flat: torch.Tensor  # (B*P,) related and non-special
-    unrel_flat: torch.Tensor  # (B*P,) unrelated and non-special
     p_dist: torch.Tensor  # (B, T) share of pairs at distance d in one sentence
     keys: torch.Tensor  # (B, T, 2) separator tokens, special tokens
 
@@ -94,8 +95,8 @@ class HeadSimilarityAccumulator:
         self.lift_all, self.sep_mass, self.special_mass = z(L, H), z(L, H), z(L, H)
         self.same_by_d, self.cross_by_d = z(L, H, T), z(L, H, T)
         self.same_n_d, self.cross_n_d = z(T), z(T)
-        self.rel_sum, self.unrel_sum, self.unrel_sq = z(L, H), z(L, H), z(L, H)
-        self.rel_n, self.unrel_n = z(()), z(())
+        self.rel_sum, self.plain_sum, self.plain_sq = z(L, H), z(L, H), z(L, H)
+        self.rel_n, self.plain_n = z(()), z(())
         self.chance = {k: z(()) for k in ("within", "repeat", "unrelated", "sep", "special")}
         self.endpoint_counts = torch.zeros(L, H * vocab_size, dtype=torch.long)
         self.token_counts = torch.zeros(vocab_size, dtype=torch.long)
@@ -130,7 +131,6 @@ class HeadSimilarityAccumulator:
         cross_u = plain_u & ~same_u
         unrelated_u = ~(same_u | rep_u)
         rel_u = plain_u & ~unrelated_u
-        unrel_u = plain_u & unrelated_u
         same_f = same_u.float()
         n_at_d = torch.bincount(self.dist, minlength=T).float()  # (T,)
         same_at_d = torch.zeros(B, T).index_add_(1, self.dist, same_f)  # (B, T)
@@ -141,13 +141,12 @@ class HeadSimilarityAccumulator:
         self.chance["repeat"] += float(rep_u.sum()) / n_pairs
         self.chance["unrelated"] += float(unrelated_u.sum()) / n_pairs
         self.rel_n += rel_u.sum()
-        self.unrel_n += unrel_u.sum()
+        self.plain_n += plain_u.sum()
         self.token_counts += torch.bincount(ids.flatten(), minlength=self.vocab_size)
         keys = torch.stack([torch.isin(ids, self.separator_ids), special], -1).float()
         return _Batch(
             ids=ids, plain_t=plain.float(), same_u=same_f,
             code=same_u.long() + 2 * rep_u.long(), rel_flat=rel_u.reshape(-1).float(),
-            unrel_flat=unrel_u.reshape(-1).float(),
             p_dist=same_at_d / n_at_d.clamp_min(1), keys=keys)
 
     def _update_layer(self, l: int, z: torch.Tensor, b: _Batch):
@@ -165,15 +164,14 @@ class HeadSimilarityAccumulator:
         # sums over the batch by pair: Gram matrices of the (B*Dh)-long stacked outputs give
         # sum_b S_b (all pairs) and, with special tokens zeroed, the sum over plain pairs
         self.sum_s[l].add_(self._batch_sum(zh))
-        plain_sum = self._batch_sum(zh * b.plain_t[None, :, :, None])  # (H, P)
+        zp = zh * b.plain_t[None, :, :, None]  # special tokens zeroed
+        plain_sum = self._batch_sum(zp)  # (H, P)
+        self.plain_sum[l].add_(plain_sum.sum(1))
+        self.plain_sq[l].add_(_pair_square_sum(zp))
         same = torch.einsum("hbp,bp->hp", su, b.same_u)
         self.same_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, same))
         self.cross_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, plain_sum - same))
-        flat = su.view(H, -1)  # (H, B*P)
-        self.rel_sum[l].add_(flat @ b.rel_flat)
-        self.unrel_sum[l].add_(flat @ b.unrel_flat)
-        sq = torch.mul(flat, flat, out=self._buf("sq", flat.shape))
-        self.unrel_sq[l].add_(sq @ b.unrel_flat)
+        self.rel_sum[l].add_(su.view(H, -1) @ b.rel_flat)
         k = self.top_k
         top = torch.topk(su, k, dim=-1, sorted=False,
                          out=(self._buf("top_v", (H, B, k)),
@@ -249,3 +247,13 @@ class HeadSimilarityAccumulator:
             raise ConfigError("no samples were added to the similarity accumulator")
         return result_from_accumulator(self)
 
+
+def _pair_square_sum(zh: torch.Tensor) -> torch.Tensor:
+    """``sum_b sum_{i<j} <z_bi, z_bj>^2`` per head without forming S: (H, B, T, Dh) -> (H,).
+
+    ``sum_{i,j} S_ij^2 = ||Z Z^T||_F^2 = ||Z^T Z||_F^2`` (a ``Dh x Dh`` Gram matrix), minus the
+    diagonal ``sum_i ||z_i||^4``, halved for ``i < j``.
+    """
+    gram = torch.matmul(zh.transpose(-1, -2), zh).double()  # (H, B, Dh, Dh)
+    diag = zh.square().sum(-1).double().square().sum(-1)  # (H, B)
+    return ((gram.square().sum((-1, -2)) - diag) / 2).sum(1)
