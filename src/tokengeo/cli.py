@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("tokengeo.commands.reproduce", "check the papers' claims and write a report"),
     "probe": ("tokengeo.commands.probe", "token-geometry metrics of a trained run"),
     "flow": ("tokengeo.commands.flow", "simulate tokens on the sphere under multi-head attention"),
+    "similarity": ("tokengeo.commands.similarity", "head-output similarity analysis of an encoder"),
 }
 
 

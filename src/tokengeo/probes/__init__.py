@@ -1,1 +1,46 @@
-"""tokengeo.probes"""
+"""tokengeo.probes: capture activations, token-geometry metrics, head-output similarity.
+
+Imported lazily (``tokengeo.probes.head_output_similarity`` loads only what it needs)::
+
+    probes.capture.capture(model, ["blocks.*.attn.hook_z"])  # context manager -> {name: x}
+    head_output_similarity(model, input_ids)            # (L, H, B, T, T), diagonal zeroed
+    analyze_windows(model, windows)                     # streaming corpus statistics
+    variance_decomposition / neural_collapse / spectral_decay / next_token_separability
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "run_with_cache": "tokengeo.probes.capture",
+    "hook_sites": "tokengeo.probes.capture",
+    "hf_hook_sites": "tokengeo.probes.hf_sites",
+    "head_output_similarity": "tokengeo.probes.similarity",
+    "context_similarity": "tokengeo.probes.similarity",
+    "HeadSimilarityAccumulator": "tokengeo.probes.similarity_stats",
+    "HeadSimilarityResult": "tokengeo.probes.similarity_result",
+    "SimilarityStream": "tokengeo.probes.similarity_run",
+    "SimilarityConfig": "tokengeo.probes.similarity_run",
+    "analyze_windows": "tokengeo.probes.similarity_run",
+    "run_similarity": "tokengeo.probes.similarity_run",
+    "make_windows": "tokengeo.probes.corpus_windows",
+    "read_corpus": "tokengeo.probes.corpus_windows",
+    "Windows": "tokengeo.probes.corpus_windows",
+}
+_GEOMETRY = [
+    "NeuralCollapse", "NeuralCollapseAccumulator", "neural_collapse",
+    "neural_collapse_sequences", "neural_collapse_tokens", "NextTokenAccumulator",
+    "NextTokenSeparability", "next_token_separability", "SpectralDecay",
+    "SpectrumAccumulator", "spectral_decay", "VarianceAccumulator", "VarianceDecomposition",
+    "variance_decomposition",
+]
+_LAZY.update({name: "tokengeo.probes.geometry" for name in _GEOMETRY})
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tokengeo.probes' has no attribute {name!r}")

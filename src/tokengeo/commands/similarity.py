@@ -1,0 +1,74 @@
+"""``tokengeo similarity``: head-output similarity analysis of a pretrained encoder.
+
+Writes ``similarity.json`` (statistics per layer and head), ``mean_similarity.npy``
+(the ``(L, H, T, T)`` mean matrices), ``config.json`` and three PNG figures to ``--out``,
+and prints a per-layer table. The output folder is filled in a temporary sibling and
+renamed at the end, so an interrupted run leaves no partial results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from tokengeo.errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="minilm",
+                        help="'minilm' (all-MiniLM-L6-v2) or a local Hugging Face BERT-like folder")
+    parser.add_argument("--corpus", default="shakespeare+python-docs",
+                        help="shakespeare, python-docs, a text file or folder, or a+b")
+    parser.add_argument("--samples", type=int, default=2000, help="number of windows")
+    parser.add_argument("--seq-len", type=int, default=128, help="tokens per window")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--top-k", type=int, default=64, help="top pairs per input and head")
+    parser.add_argument("--short-range", type=int, default=8,
+                        help="largest token distance counted as short range")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the window sample")
+    parser.add_argument("--out", required=True, help="output folder (must be new or empty)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tokengeo.probes.similarity_run import SimilarityConfig, run_similarity
+
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
+        raise ConfigError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
+    cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
+                           seq_len=args.seq_len, batch_size=args.batch_size, top_k=args.top_k,
+                           short_range=args.short_range, seed=args.seed)
+    start = time.perf_counter()
+    result = run_similarity(cfg, progress=True)
+    seconds = time.perf_counter() - start
+    _write(out, result, cfg, seconds, figures=not args.no_figures)
+    print(result.table())
+    print(f"{result.n_samples} windows in {seconds:.0f} s; results in {out}")
+    return 0
+
+
+def _write(out: Path, result, cfg, seconds: float, *, figures: bool) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    tmp.chmod(0o755)
+    try:
+        result.save(tmp)
+        meta = {"config": dataclasses.asdict(cfg), "seconds": seconds}
+        (tmp / "config.json").write_text(json.dumps(meta, indent=1))
+        if figures:
+            from tokengeo.probes.similarity_plots import save_figures
+
+            save_figures(result, tmp)
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

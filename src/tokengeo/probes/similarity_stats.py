@@ -1,0 +1,259 @@
+"""Streaming corpus statistics of per-head context-similarity matrices.
+
+Halevi et al. ("Self-attention vector output similarities reveal how machines pay
+attention", arXiv 2512.21956) study ``S^{l,h}_{ij} = <z_i, z_j>`` (diagonal zeroed, see
+:mod:`tokengeo.probes.similarity`) over 20,000 fixed-length inputs. The
+:class:`HeadSimilarityAccumulator` keeps only sums whose size depends on (L, H, T, V),
+never on the number of samples, and :meth:`compute` turns them into a
+:class:`~tokengeo.probes.similarity_result.HeadSimilarityResult`. Per layer l and head h:
+
+* **mean matrix** ``M = E[S]`` by position (kept as its upper triangle: S is symmetric);
+  **distance profile** ``m(d) = mean_i M_{i, i+d}``;
+* **short-range mass** ``sum_{1<=|i-j|<=w} M+_ij / sum_{i!=j} M+_ij`` with
+  ``M+ = max(M, 0)`` (the positive part of the mean matrix), against its chance
+  level (the share of off-diagonal pairs with ``|i-j| <= w``);
+* **top pairs**: in every input the ``k`` pairs ``i < j`` with the largest ``S_ij``. Of these:
+  the share in the same sentence, against two chance levels (the share of all pairs in the
+  same sentence, given that input's sentence lengths; and the *distance-matched* level
+  ``E[p_b(d)]``, ``p_b(d)`` = share of pairs at distance ``d`` of input ``b`` in one
+  sentence); the share of repeated tokens (same id) against the share among all pairs;
+  the share at distance ``<= w`` and their mean distance;
+* **dominant token**: the (non-special) token id most often an endpoint of a top pair;
+* **attention lift** (the paper locates high-similarity regions with high attention): the
+  mean of ``T (P_ij + P_ji) / 2`` over the top pairs, against its mean over all pairs;
+* **separator attention**: attention mass ``mean_i sum_{j: x_j in seps} P_ij`` on the
+  separator tokens ('.' and ',') and, separately, on the special tokens, against the
+  share of those tokens among the keys (the mass of uniform attention);
+* **sentence contrast** (distance-matched): ``sum_d n_d (E[S|same, d] - E[S|cross, d]) /
+  sum_d n_d`` with ``n_d = min(#same, #cross)`` pairs at distance d, divided by
+  ``std(S | unrelated)`` (below);
+* **signal-to-noise** (tokengeo's measure, the paper gives none): a pair is *related*
+  when both tokens are in one sentence or are the same token, otherwise *unrelated*
+  ("noise": high similarity without a linguistic relation). ``noise_share`` is the share
+  of top pairs that are unrelated (against the unrelated share among all pairs), and
+  ``snr = (E[S|related] - E[S|unrelated]) / std(S)``, a d' over non-special pairs (the std
+  pools both groups; its sum of squares comes from ``Dh x Dh`` Gram matrices, see
+  :func:`_pair_square_sum`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from tokengeo.config import check_positive
+from tokengeo.errors import ConfigError
+
+F64 = torch.float64
+
+
+@dataclass
+class _Batch:
+    """Per-batch quantities shared by every layer; ``P`` = upper-triangle pairs i < j.
+
+    Pair masks are float (0/1) so they multiply and gather without conversions.
+    """
+
+    ids: torch.Tensor  # (B, T)
+    plain_t: torch.Tensor  # (B, T) 1 on non-special tokens
+    same_u: torch.Tensor  # (B, P) same sentence, both non-special
+    code: torch.Tensor  # (B, P) long: 1 * same sentence + 2 * same token
+    rel_flat: torch.Tensor  # (B*P,) related and non-special
+    p_dist: torch.Tensor  # (B, T) share of pairs at distance d in one sentence
+    keys: torch.Tensor  # (B, T, 2) separator tokens, special tokens
+
+
+class HeadSimilarityAccumulator:
+    """Sums over inputs of every statistic listed in the module docstring."""
+
+    def __init__(self, n_layers: int, n_heads: int, seq_len: int, vocab_size: int, *,
+                 top_k: int = 64, short_range: int = 8, separator_ids=(), special_ids=()):
+        for field, value in [("n_layers", n_layers), ("n_heads", n_heads),
+                             ("top_k", top_k), ("short_range", short_range)]:
+            check_positive(field, value)
+        n_pairs = seq_len * (seq_len - 1) // 2
+        if top_k > n_pairs:
+            raise ConfigError(f"top_k={top_k} exceeds the {n_pairs} token pairs of seq_len="
+                              f"{seq_len}")
+        L, H, T = n_layers, n_heads, seq_len
+        self.shape = (L, H, T)
+        self.vocab_size, self.top_k, self.short_range = vocab_size, top_k, short_range
+        self.separator_ids = torch.tensor(sorted(separator_ids), dtype=torch.long)
+        self.special_ids = torch.tensor(sorted(special_ids), dtype=torch.long)
+        iu = torch.triu_indices(T, T, 1)  # (2, P)
+        self.iu, self.dist = iu, iu[1] - iu[0]  # (2, P), (P,)
+        self.flat_iu = iu[0] * T + iu[1]  # (P,) positions in a flattened (T, T)
+        self._workspace: dict[str, torch.Tensor] = {}
+        z = lambda *s: torch.zeros(*s, dtype=F64)  # noqa: E731
+        self.n_samples = 0
+        self.n_pattern = z(L)
+        self.sum_s = z(L, H, self.iu.shape[1])  # (L, H, P) sums of S_ij, i < j
+        self.top = {k: z(L, H) for k in ("dm_chance", "lift")}
+        self.top_codes = torch.zeros(L, H, 4, dtype=torch.long)  # relation code counts
+        self.top_dist = torch.zeros(L, H, T, dtype=torch.long)  # distance histogram
+        self.lift_all, self.sep_mass, self.special_mass = z(L, H), z(L, H), z(L, H)
+        self.same_by_d, self.cross_by_d = z(L, H, T), z(L, H, T)
+        self.same_n_d, self.cross_n_d = z(T), z(T)
+        self.rel_sum, self.plain_sum, self.plain_sq = z(L, H), z(L, H), z(L, H)
+        self.rel_n, self.plain_n = z(()), z(())
+        self.chance = {k: z(()) for k in ("within", "repeat", "unrelated", "sep", "special")}
+        self.endpoint_counts = torch.zeros(L, H * vocab_size, dtype=torch.long)
+        self.token_counts = torch.zeros(vocab_size, dtype=torch.long)
+
+    # ----------------------------------------------------------------- updates
+    def update(self, z: list[torch.Tensor], input_ids: torch.Tensor,
+               sentence_ids: torch.Tensor, patterns: list[torch.Tensor] | None = None):
+        """Add a batch: ``z[l]`` ``(B, T, H, Dh)``, ids and sentence ids ``(B, T)``,
+        ``patterns[l]`` ``(B, H, T, T)`` (optional: without them the attention statistics
+        stay empty)."""
+        L, H, T = self.shape
+        if len(z) != L or tuple(input_ids.shape[1:]) != (T,):
+            raise ConfigError(f"expected {L} layers and windows of {T} tokens, got "
+                              f"{len(z)} layers and input shape {tuple(input_ids.shape)}")
+        batch = self._batch(input_ids.cpu(), sentence_ids.cpu())
+        for l in range(L):
+            top_i = self._update_layer(l, z[l].float().cpu(), batch)
+            if patterns is not None:
+                self._update_attention(l, top_i, patterns[l].float().cpu(), batch)
+        self.n_samples += int(input_ids.shape[0])
+
+    def _batch(self, ids: torch.Tensor, sent: torch.Tensor) -> _Batch:
+        i, j = self.iu
+        T = self.shape[2]
+        B = ids.shape[0]
+        special = torch.isin(ids, self.special_ids)  # (B, T)
+        plain = ~special
+        plain_u = plain.index_select(1, i) & plain.index_select(1, j)  # (B, P)
+        sent_i = sent.index_select(1, i)
+        same_u = (sent_i == sent.index_select(1, j)) & (sent_i >= 0) & plain_u
+        rep_u = ids.index_select(1, i) == ids.index_select(1, j)
+        cross_u = plain_u & ~same_u
+        unrelated_u = ~(same_u | rep_u)
+        rel_u = plain_u & ~unrelated_u
+        same_f = same_u.float()
+        n_at_d = torch.bincount(self.dist, minlength=T).float()  # (T,)
+        same_at_d = torch.zeros(B, T).index_add_(1, self.dist, same_f)  # (B, T)
+        self.same_n_d += same_at_d.sum(0)
+        self.cross_n_d.index_add_(0, self.dist, cross_u.sum(0).to(F64))
+        n_pairs = i.shape[0]
+        self.chance["within"] += float(same_at_d.sum()) / n_pairs
+        self.chance["repeat"] += float(rep_u.sum()) / n_pairs
+        self.chance["unrelated"] += float(unrelated_u.sum()) / n_pairs
+        self.rel_n += rel_u.sum()
+        self.plain_n += plain_u.sum()
+        self.token_counts += torch.bincount(ids.flatten(), minlength=self.vocab_size)
+        keys = torch.stack([torch.isin(ids, self.separator_ids), special], -1).float()
+        return _Batch(
+            ids=ids, plain_t=plain.float(), same_u=same_f,
+            code=same_u.long() + 2 * rep_u.long(), rel_flat=rel_u.reshape(-1).float(),
+            p_dist=same_at_d / n_at_d.clamp_min(1), keys=keys)
+
+    def _update_layer(self, l: int, z: torch.Tensor, b: _Batch):
+        """``z``: (B, T, H, Dh). Returns the top-k pair indices ``(H, B, k)``.
+
+        Large temporaries live in reused buffers: fresh multi-MB allocations page-fault
+        on every batch and cost as much as the arithmetic.
+        """
+        B, T, H, _ = z.shape
+        n_pairs = self.iu.shape[1]
+        zh = z.permute(2, 0, 1, 3).contiguous()  # (H, B, T, Dh)
+        s = torch.matmul(zh, zh.transpose(-1, -2), out=self._buf("s", (H, B, T, T)))
+        su = torch.index_select(s.view(H * B, T * T), 1, self.flat_iu,
+                                out=self._buf("su", (H * B, n_pairs))).view(H, B, n_pairs)
+        # sums over the batch by pair: Gram matrices of the (B*Dh)-long stacked outputs give
+        # sum_b S_b (all pairs) and, with special tokens zeroed, the sum over plain pairs
+        self.sum_s[l].add_(self._batch_sum(zh))
+        zp = zh * b.plain_t[None, :, :, None]  # special tokens zeroed
+        plain_sum = self._batch_sum(zp)  # (H, P)
+        self.plain_sum[l].add_(plain_sum.sum(1))
+        self.plain_sq[l].add_(_pair_square_sum(zp))
+        same = torch.einsum("hbp,bp->hp", su, b.same_u)
+        self.same_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, same))
+        self.cross_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, plain_sum - same))
+        self.rel_sum[l].add_(su.view(H, -1) @ b.rel_flat)
+        k = self.top_k
+        top = torch.topk(su, k, dim=-1, sorted=False,
+                         out=(self._buf("top_v", (H, B, k)),
+                              self._buf("top_i", (H, B, k), torch.long)))
+        self._update_top(l, top.indices, b)
+        return top.indices
+
+    def _batch_sum(self, zh: torch.Tensor) -> torch.Tensor:
+        """``sum_b <z_bi, z_bj>`` for pairs i < j: ``(H, B, T, Dh)`` -> ``(H, P)``."""
+        H, B, T, Dh = zh.shape
+        zt = zh.permute(0, 2, 1, 3).reshape(H, T, B * Dh)
+        gram = torch.matmul(zt, zt.transpose(1, 2))  # (H, T, T)
+        return gram.view(H, T * T).index_select(1, self.flat_iu)
+
+    def _buf(self, name: str, shape, dtype=torch.float32) -> torch.Tensor:
+        """A reusable workspace tensor (its size depends on the batch, never on the corpus)."""
+        buf = self._workspace.get(name)
+        if buf is None or tuple(buf.shape) != tuple(shape) or buf.dtype != dtype:
+            buf = self._workspace[name] = torch.empty(shape, dtype=dtype)
+        return buf
+
+    def _update_top(self, l: int, top_i: torch.Tensor, b: _Batch) -> None:
+        """Few, fused ops: relation codes and distances are counted with one bincount each."""
+        H, B, k = top_i.shape
+        T = self.shape[2]
+        idx = top_i.permute(1, 0, 2).reshape(B, H * k)  # (B, H*k) pair indices
+        head = torch.arange(H).repeat_interleave(k)  # (H*k,) head of each column
+        code = b.code.gather(1, idx)  # (B, H*k): 1 same sentence + 2 same token
+        self.top_codes[l] += torch.bincount((head * 4 + code).flatten(), minlength=4 * H).view(
+            H, 4)
+        d_top = self.dist.take(idx)  # (B, H*k)
+        self.top_dist[l] += torch.bincount((head * T + d_top).flatten(), minlength=H * T).view(
+            H, T)
+        self.top["dm_chance"][l].add_(b.p_dist.gather(1, d_top).view(B, H, k).sum((0, 2)))
+        ends = torch.stack([b.ids.gather(1, self.iu[0].take(idx)),
+                            b.ids.gather(1, self.iu[1].take(idx))])
+        flat = (ends + head * self.vocab_size).flatten()  # (2*B*H*k,)
+        self.endpoint_counts[l] += torch.bincount(flat, minlength=H * self.vocab_size)
+
+    def _update_attention(self, l: int, top_i, p: torch.Tensor, b: _Batch) -> None:
+        """``p``: (B, H, T, T) attention weights, rows summing to 1.
+
+        Over all pairs, ``sum_{i<j} (P_ij + P_ji) = T - tr P``, so the mean lift needs only
+        the diagonal; over the top pairs it is gathered at ``(i, j)`` and ``(j, i)``.
+        """
+        B, H, T, _ = p.shape
+        col = torch.matmul(self._ones(T), p)  # (B, H, T): attention received by each key
+        mass = torch.einsum("bhj,bjm->bhm", col, b.keys) / T  # (B, H, 2) seps, specials
+        self.sep_mass[l] += mass[..., 0].sum(0, dtype=F64)
+        self.special_mass[l] += mass[..., 1].sum(0, dtype=F64)
+        n_pairs = self.iu.shape[1]
+        trace = p.diagonal(dim1=-2, dim2=-1).sum(-1)  # (B, H)
+        self.lift_all[l] += ((T - trace) * (T / 2 / n_pairs)).sum(0, dtype=F64)
+        a = p.reshape(B, H, T * T)
+        idx = top_i.permute(1, 0, 2)  # (B, H, k)
+        i, j = self.iu[0].take(idx), self.iu[1].take(idx)
+        lift = (a.gather(-1, i * T + j) + a.gather(-1, j * T + i)) * (T / 2)
+        self.top["lift"][l] += lift.sum((0, 2), dtype=F64)
+        self.n_pattern[l] += B
+        if l == 0:
+            self.chance["sep"] += b.keys[..., 0].mean(1, dtype=F64).sum()
+            self.chance["special"] += b.keys[..., 1].mean(1, dtype=F64).sum()
+
+    def _ones(self, n: int) -> torch.Tensor:
+        return self._buf("ones", (n,)).fill_(1.0)
+
+    # ----------------------------------------------------------------- result
+    def compute(self):
+        """The :class:`HeadSimilarityResult` of everything added so far."""
+        from tokengeo.probes.similarity_result import result_from_accumulator
+
+        if self.n_samples == 0:
+            raise ConfigError("no samples were added to the similarity accumulator")
+        return result_from_accumulator(self)
+
+
+def _pair_square_sum(zh: torch.Tensor) -> torch.Tensor:
+    """``sum_b sum_{i<j} <z_bi, z_bj>^2`` per head without forming S: (H, B, T, Dh) -> (H,).
+
+    ``sum_{i,j} S_ij^2 = ||Z Z^T||_F^2 = ||Z^T Z||_F^2`` (a ``Dh x Dh`` Gram matrix), minus the
+    diagonal ``sum_i ||z_i||^4``, halved for ``i < j``.
+    """
+    gram = torch.matmul(zh.transpose(-1, -2), zh).double()  # (H, B, Dh, Dh)
+    diag = zh.square().sum(-1).double().square().sum(-1)  # (H, B)
+    return ((gram.square().sum((-1, -2)) - diag) / 2).sum(1)
