@@ -29,6 +29,16 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
     return cells
 
 
+def k_variants(ks: list[int]) -> dict[str, dict]:
+    """One training variant per number k of Laplacian heads per layer."""
+    return {f"k={k}": {"n_laplacian": k} for k in ks}
+
+
+def geometry_metric(key: str) -> Callable[[dict], float]:
+    """Getter of a token-geometry number from a training cell's result."""
+    return lambda v: v["geometry"][key]
+
+
 class SweepResults:
     """Per-variant lists over seeds of any metric, and the first reason a cell did not run."""
 

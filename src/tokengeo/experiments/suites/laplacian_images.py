@@ -14,6 +14,7 @@ from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.sweep import (
     SweepResults,
     difference_claim,
+    k_variants,
     line_figure,
     metric_table,
     training_cells,
@@ -31,13 +32,8 @@ def _acc(v: dict) -> float:
     return v["final"]["test"]["accuracy"]
 
 
-def _geo(key: str):
-    return lambda v: v["geometry"][key]
-
-
 def cells(settings: dict) -> list[Cell]:
-    variants = {f"k={k}": {"n_laplacian": k} for k in settings["ks"]}
-    return training_cells(NAME, settings, variants, geometry="classification")
+    return training_cells(NAME, settings, k_variants(settings["ks"]), geometry="classification")
 
 
 def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
@@ -51,7 +47,7 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
                          lab, "k=0", "test accuracy", _acc, higher=True)
         for lab in labels[1:]
     ]
-    geo = [
+    geometry_claims = [
         ("within-sequence variance share falls", "within_sequence_share", False, "lower"),
         ("between-class variance share (of sequence means) rises", "between_class_share", True,
          "higher"),
@@ -59,15 +55,15 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         ("fewer principal components explain 99% of token variance", "components_99", False,
          "fewer"),
     ]
-    for text, key, higher, paper in geo:
+    for text, key, higher, paper in geometry_claims:
         claims.append(difference_claim(NAME, sweep, f"{g}: {text}", SRC_GEO, paper, g, "k=0",
-                                       key, _geo(key), higher))
+                                       key, geo(key), higher))
     out = SuiteOutput(NAME, TITLE, PAPER, claims)
     if sweep.not_run():
         return out
-    cols = {"test acc": _acc, "within-seq share": _geo("within_sequence_share"),
-            "between-class share": _geo("between_class_share"), "NC1": _geo("nc1"),
-            "PCs for 99%": _geo("components_99"), "train s": lambda v: v["wall_time_s"]}
+    cols = {"test acc": _acc, "within-seq share": geo("within_sequence_share"),
+            "between-class share": geo("between_class_share"), "NC1": geo("nc1"),
+            "PCs for 99%": geo("components_99"), "train s": lambda v: v["wall_time_s"]}
     header, rows = metric_table(sweep, cols)
     out.tables.append(("by number of Laplacian heads (mean ± std over seeds)", header, rows))
     out.figures.append(line_figure(
@@ -77,8 +73,8 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         f"{settings['train']['data']}"))
     out.figures.append(line_figure(
         fig_dir / "geometry_vs_k.png", ks,
-        {"within-seq share": [sweep.values(l, _geo("within_sequence_share")) for l in labels],
-         "between-class share": [sweep.values(l, _geo("between_class_share")) for l in labels]},
+        {"within-seq share": [sweep.values(l, geo("within_sequence_share")) for l in labels],
+         "between-class share": [sweep.values(l, geo("between_class_share")) for l in labels]},
         "Laplacian heads per layer (k)", "share of token variance", "token geometry (test)"))
     n_geo = settings.get("geometry_examples", 1000)
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry of "

@@ -14,9 +14,13 @@ from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.sweep import (
     SweepResults,
     difference_claim,
+    k_variants,
     line_figure,
     metric_table,
     training_cells,
+)
+from tokengeo.experiments.sweep import (
+    geometry_metric as geo,
 )
 
 NAME = "laplacian-language"
@@ -30,13 +34,8 @@ def _bpc(v: dict) -> float:
     return v["final"]["val"]["bits_per_char"]
 
 
-def _geo(key: str):
-    return lambda v: v["geometry"][key]
-
-
 def cells(settings: dict) -> list[Cell]:
-    variants = {f"k={k}": {"n_laplacian": k} for k in settings["ks"]}
-    return training_cells(NAME, settings, variants, geometry="language")
+    return training_cells(NAME, settings, k_variants(settings["ks"]), geometry="language")
 
 
 def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
@@ -52,17 +51,17 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
     ]
     claims.append(difference_claim(
         NAME, sweep, f"{full} (all heads Laplacian): fewer components for 99% of variance",
-        SRC, "547.7 → 430.4 components", full, "k=0", "PCs for 99%", _geo("components_99"),
+        SRC, "547.7 → 430.4 components", full, "k=0", "PCs for 99%", geo("components_99"),
         higher=False))
     claims.append(difference_claim(
         NAME, sweep, f"{full}: next-token classes more separable (CDNV falls)", SRC,
-        "stronger linguistic collapse", full, "k=0", "CDNV", _geo("cdnv_mean"), higher=False))
+        "stronger linguistic collapse", full, "k=0", "CDNV", geo("cdnv_mean"), higher=False))
     out = SuiteOutput(NAME, TITLE, PAPER, claims)
     if sweep.not_run():
         return out
-    cols = {"val bits/char": _bpc, "PCs for 99%": _geo("components_99"),
-            "decay α": _geo("decay_alpha"), "CDNV": _geo("cdnv_mean"),
-            "next-token NM acc": _geo("next_token_nm_accuracy"),
+    cols = {"val bits/char": _bpc, "PCs for 99%": geo("components_99"),
+            "decay α": geo("decay_alpha"), "CDNV": geo("cdnv_mean"),
+            "next-token NM acc": geo("next_token_nm_accuracy"),
             "train s": lambda v: v["wall_time_s"]}
     header, rows = metric_table(sweep, cols)
     out.tables.append(("by number of Laplacian heads (mean ± std over seeds)", header, rows))
@@ -72,7 +71,7 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         f"{settings['train']['model']} on {settings['train']['data']}"))
     out.figures.append(line_figure(
         fig_dir / "components_vs_k.png", ks,
-        {"PCs for 99%": [sweep.values(l, _geo("components_99")) for l in labels]},
+        {"PCs for 99%": [sweep.values(l, geo("components_99")) for l in labels]},
         "Laplacian heads per layer (k)", "components for 99% variance", "spectral decay (val)"))
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry on "
                      f"{settings.get('geometry_examples')} validation windows.")
