@@ -14,6 +14,7 @@ from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.sweep import (
     SweepResults,
     difference_claim,
+    geometry_metric as geo,
     k_variants,
     line_figure,
     metric_table,
