@@ -14,11 +14,13 @@ from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.sweep import (
     SweepResults,
     difference_claim,
-    geometry_metric as geo,
     k_variants,
     line_figure,
     metric_table,
     training_cells,
+)
+from tokengeo.experiments.sweep import (
+    geometry_metric as geo,
 )
 
 NAME = "laplacian-images"
