@@ -69,7 +69,7 @@ def test_report_verdicts_and_not_run(fake_suite, tmp_path):
     html = path.read_text()
     assert "treated beats baseline" in html and "not run: source" in html
     assert (tmp_path / "out" / "report.md").exists()
-    assert not (tmp_path / "out" / "cells" / "fake" / "missing-0.json").exists()
+    assert not list((tmp_path / "out" / "cells" / "fake").glob("missing-0*"))
 
 
 def test_interrupted_run_resumes_without_recomputing(fake_suite, tmp_path):
@@ -89,3 +89,13 @@ def test_bad_suite_names_and_configs(fake_suite, tmp_path):
         rp.reproduce(rp.ReproduceConfig(out=tmp_path, only=("nope",), config_dir=fake_suite))
     with pytest.raises(ConfigError, match="not found"):
         rp.reproduce(rp.ReproduceConfig(out=tmp_path, config_dir=Path(tmp_path / "empty")))
+
+
+def test_changed_settings_recompute_only_the_changed_cells(fake_suite, tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=fake_suite)
+    rp.reproduce(cfg, log=lambda m: None)
+    CALLS.clear()
+    (fake_suite / "fake.toml").write_text(
+        "[quick]\nseeds = 4\nsettings = ['base', 'treated']\n")
+    rp.reproduce(cfg, log=lambda m: None)
+    assert CALLS == ["base-3", "treated-3"]  # seeds 0-2 unchanged: read from disk

@@ -1,13 +1,16 @@
 """Resumable cells: each unit of work (one training run, one simulation) is computed once.
 
 A cell's result is a JSON object stored atomically at ``OUT/cells/<suite>/<key>.json``;
-re-running ``tokengeo reproduce`` reads finished cells instead of recomputing them. A cell
+re-running ``tokengeo reproduce`` reads finished cells instead of recomputing them. The file
+name carries a hash of the cell's arguments, so editing a suite's settings recomputes
+exactly the cells whose work changed. A cell
 whose source is missing (data, optional dependency) is recorded as not run, *not* cached,
 so installing the source and re-running computes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -36,12 +39,19 @@ class CellResult:
     cached: bool = False
 
 
+def arguments_hash(cell: Cell) -> str:
+    """Short digest of what the cell computes: its function and arguments."""
+    text = json.dumps({"fn": f"{cell.fn.__module__}.{cell.fn.__qualname__}",
+                       "kwargs": cell.kwargs}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 class CellStore:
     def __init__(self, out: Path) -> None:
         self.root = Path(out) / "cells"
 
     def path(self, cell: Cell) -> Path:
-        return self.root / cell.suite / f"{cell.key}.json"
+        return self.root / cell.suite / f"{cell.key}-{arguments_hash(cell)}.json"
 
     def load(self, cell: Cell) -> dict | None:
         p = self.path(cell)
