@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,8 +22,9 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
     for label, overrides in variants.items():
         for seed in settings["seeds"]:
             cfg = {**base, **overrides, "seed": seed}
+            run = f"{label}-s{seed}-{config_digest(cfg)}"  # edited settings: a new run
             cells.append(Cell(suite, f"{label}-s{seed}", train_cell,
-                              {"run_dir": str(runs / f"{label}-s{seed}"), "config": cfg,
+                              {"run_dir": str(runs / run), "config": cfg,
                                "geometry": geometry,
                                "geometry_split": settings.get("geometry_split", "test"),
                                "geometry_examples": settings.get("geometry_examples", 1000)},
@@ -37,6 +40,10 @@ def k_variants(ks: list[int]) -> dict[str, dict]:
 def geometry_metric(key: str) -> Callable[[dict], float]:
     """Getter of a token-geometry number from a training cell's result."""
     return lambda v: v["geometry"][key]
+
+
+def config_digest(cfg: dict) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:8]
 
 
 class SweepResults:

@@ -61,7 +61,7 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
     tol = float(settings["accuracy_tolerance"])
     claims = []
     for lab in labels[1:]:
-        c = difference_claim(NAME, sweep, f"{lab}: accuracy within {tol:.0%} of the baseline",
+        c = difference_claim(NAME, sweep, f"{lab}: accuracy within {100 * tol:g} point of baseline",
                              SRC, "IMDB 80.77 → 82.02 (d = 128)", lab, "baseline",
                              "test accuracy", _acc, higher=True)
         c.region = Region.above(-tol)
