@@ -77,6 +77,6 @@ class CellStore:
         try:
             value = cell.fn(**cell.kwargs)
         except (DataNotFoundError, MissingDependencyError) as exc:
-            return CellResult(cell.key, None, not_run=str(exc).split(";")[0])
+            return CellResult(cell.key, None, not_run=str(exc))
         self.save(cell, value)
         return CellResult(cell.key, value)

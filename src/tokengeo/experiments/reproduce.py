@@ -65,6 +65,7 @@ def run_suite(name: str, cfg: ReproduceConfig, store: CellStore, log) -> SuiteOu
     fig_dir = cfg.out / "figures" / name
     fig_dir.mkdir(parents=True, exist_ok=True)
     settings["_figure_dir"] = str(fig_dir)
+    settings["_out_dir"] = str(cfg.out)
     cells = module.cells(settings)
     results: dict[str, CellResult] = {}
     for i, cell in enumerate(cells, 1):

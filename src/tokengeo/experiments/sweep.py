@@ -16,7 +16,7 @@ from tokengeo.experiments.training import train_cell
 def training_cells(suite: str, settings: dict, variants: dict[str, dict],
                    geometry: str | None) -> list[Cell]:
     """One cell per (variant, seed); ``variants`` maps a label to TrainConfig overrides."""
-    runs = Path(settings["_figure_dir"]).parent.parent / "runs" / suite
+    runs = Path(settings["_out_dir"]) / "runs" / suite
     base = dict(settings["train"])
     cells = []
     for label, overrides in variants.items():
