@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tokengeo.errors import ConfigError
 from tokengeo.models.config import EncoderConfig
-from tokengeo.models.transformer import TokengeoModel
+from tokengeo.models.transformer import TokengeoModel, check_length, mask_with_prefix
 
 
 class TextEncoder(TokengeoModel):
@@ -32,17 +31,11 @@ class TextEncoder(TokengeoModel):
         self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = ids.shape
-        if T > self.config.max_len:
-            raise ConfigError(
-                f"sequence length {T} exceeds max_len={self.config.max_len}; truncate the "
-                "inputs or create the model with a larger max_len"
-            )
+        check_length(T, self.config.max_len, "max_len")
         x = self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))  # (B, T, d)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)  # (B, 1 + T, d)
-            if attention_mask is not None:
-                ones = attention_mask.new_ones(B, 1)
-                attention_mask = torch.cat([ones, attention_mask], dim=1)
+            attention_mask = mask_with_prefix(attention_mask)
         return self.drop(x), attention_mask
 
     def forward_head(

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tokengeo.errors import ConfigError
 from tokengeo.models.config import GPTConfig
-from tokengeo.models.transformer import TokengeoModel
+from tokengeo.models.transformer import TokengeoModel, check_length
 
 
 class GPT(TokengeoModel):
@@ -29,11 +28,7 @@ class GPT(TokengeoModel):
         self, idx: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = idx.shape
-        if T > self.config.block_size:
-            raise ConfigError(
-                f"sequence length {T} exceeds block_size={self.config.block_size}; "
-                "use shorter sequences or a model with a larger block_size"
-            )
+        check_length(T, self.config.block_size, "block_size")
         pos = torch.arange(T, device=idx.device)
         return self.drop(self.tok_emb(idx) + self.pos_emb(pos)), attention_mask  # (B, T, d)
 

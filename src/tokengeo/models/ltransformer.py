@@ -28,7 +28,7 @@ from tokengeo.config import check_choice, check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models.config import EncoderConfig
-from tokengeo.models.transformer import init_weights
+from tokengeo.models.transformer import check_length, init_weights, mask_with_prefix
 from tokengeo.nn.lblock import SLICE_MODES, LBlock, hook_slices
 from tokengeo.nn.lposition import SlicePositionalEncoding, check_alpha
 from tokengeo.nn.lproduct import SliceLayerNorm, slices_to_tokens, tokens_to_slices
@@ -138,17 +138,12 @@ class LTransformer(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """X̂ = (√d · Embed(ids)) ×₃ Z + PE_k(t), (p, B, T, d_s), and the padding mask."""
         B, T = ids.shape
-        if T > self.config.max_len:
-            raise ConfigError(
-                f"sequence length {T} exceeds max_len={self.config.max_len}; truncate the "
-                "inputs or create the model with a larger max_len"
-            )
+        check_length(T, self.config.max_len, "max_len")
         x = tokens_to_slices(self.tok_emb(ids) * self.emb_scale, self.config.p)  # (p, B, T, d_s)
         x = self.transform(x) + self.pos_enc(T)  # (p, B, T, d_s)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(-1, B, -1, -1), x], dim=2)  # (p, B, 1 + T, d_s)
-            if attention_mask is not None:
-                attention_mask = torch.cat([attention_mask.new_ones(B, 1), attention_mask], 1)
+            attention_mask = mask_with_prefix(attention_mask)
         return self.drop(x), attention_mask
 
     def forward_features(

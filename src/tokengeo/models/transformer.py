@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models.config import TransformerConfig
 from tokengeo.nn.block import Block
@@ -71,6 +72,23 @@ class TokengeoModel(nn.Module):
     def num_parameters(self, *, only_blocks: bool = False) -> int:
         params = self.blocks.parameters() if only_blocks else self.parameters()
         return sum(p.numel() for p in params)
+
+
+def check_length(seq_len: int, limit: int, field: str) -> None:
+    """Refuse sequences longer than the model's positions (``max_len`` / ``block_size``)."""
+    if seq_len > limit:
+        raise ConfigError(
+            f"sequence length {seq_len} exceeds {field}={limit}; truncate the inputs or "
+            f"create the model with a larger {field}"
+        )
+
+
+def mask_with_prefix(attention_mask: torch.Tensor | None, n_prefix: int = 1):
+    """The (B, T) padding mask extended by ``n_prefix`` real tokens in front (a cls token)."""
+    if attention_mask is None:
+        return None
+    ones = attention_mask.new_ones(attention_mask.shape[0], n_prefix)
+    return torch.cat([ones, attention_mask], dim=1)  # (B, n_prefix + T)
 
 
 def init_weights(module: nn.Module) -> None:
