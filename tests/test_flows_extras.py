@@ -21,12 +21,7 @@ from tokengeo.flows.scaling import run_h_scaling
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class StandInAttention(nn.Module):
@@ -211,6 +206,7 @@ def test_cli_flow_writes_json(tmp_path):
     assert [r["n_heads"] for r in data["runs"]] == [1, 2]
     assert data["fit"]["heads"] == [1, 2] and data["main_run"]["n_heads"] == 2
     assert len(data["main_run"]["t"]) == len(data["main_run"]["E"]["mean"]) == 6
+    assert not (out / "flow.partial.json").exists()  # only kept while a run is unfinished
 
 
 def test_cli_flow_bad_input_is_one_line_exit_2(tmp_path, capsys):

@@ -44,6 +44,14 @@ preset = { T = 0.2, dt = 0.02, n_tokens = 12, n_paths = 3, record_every = 2 }
 [quick]
 analysis = { model = "minilm", corpus = "shakespeare", samples = 8, seq_len = 32, batch_size = 4 }
 """,
+    "dino": """
+[quick]
+seeds = [0, 1]
+ks = [0, 3]
+n_heads = 4
+evaluation = { n_train = 200, n_test = 60 }
+train = { model = "vit-tiny", data = "digits", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, model_overrides = { d_model = 16, n_layers = 1 }, task_options = { out_dim = 32, hidden_dim = 16, bottleneck_dim = 8, knn_bank = 200, crops = { local_size = 4, n_local = 2 } } }
+""",
 }
 
 
@@ -69,3 +77,10 @@ def test_suite_runs_at_micro_size(suite, tmp_path):
     # a second run reuses every cell: nothing is recomputed, the report is identical in claims
     again = reproduce(cfg, log=lambda m: None)[1][0]
     assert [c.measured for c in again.claims] == [c.measured for c in out.claims]
+
+
+def test_dino_quick_setting_is_reported_as_full_only(tmp_path):
+    cfg = ReproduceConfig(out=tmp_path / "out", only=("dino",))
+    path, (out,) = reproduce(cfg, log=lambda m: None)
+    assert out.claims and all(c.verdict.startswith("not run: runs only with") for c in out.claims)
+    assert "reproduce --full" in path.read_text()

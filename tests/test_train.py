@@ -26,13 +26,7 @@ TINY_GPT = {"d_model": 32, "n_layers": 2, "n_heads": 4, "block_size": 16, "dropo
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(120))
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: on a shared, loaded 2-core machine two threads oversubscribe it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def vit_config(out, **kw) -> TrainConfig:

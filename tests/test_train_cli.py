@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from tokengeo.cli import main
 from tokengeo.train.tasks import ImageClassification
@@ -21,13 +20,7 @@ TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
         "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: on a shared, loaded 2-core machine two threads oversubscribe it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(autouse=True)

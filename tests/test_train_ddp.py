@@ -27,13 +27,7 @@ CONFIG = dict(model="vit-tiny", data="digits", steps=4, batch_size=32, warmup=1,
               model_overrides={"d_model": 32, "n_layers": 2, "mlp_ratio": 2.0})
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: on a shared, loaded 2-core machine two threads oversubscribe it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _free_port() -> int:

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         "main_run": {"n_heads": preset.n_heads, **main.to_dict()},
     }
     _write_json(out / "flow.json", payload)
+    (out / "flow.partial.json").unlink(missing_ok=True)  # flow.json now holds every run
     log(f"wrote {out / 'flow.json'}")
     if not args.no_plots:
         _figures(preset, scaling, main, out, gif=args.gif)

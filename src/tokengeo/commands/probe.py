@@ -19,22 +19,58 @@ def run(args: argparse.Namespace) -> int:
     from tokengeo.errors import ConfigError
     from tokengeo.probes.run_geometry import GEOMETRY
     from tokengeo.train.loading import load_run
-    from tokengeo.train.rundir import write_json_atomic
 
     if args.examples < 1:
         raise ConfigError(f"--examples {args.examples} must be >= 1")
     loaded = load_run(args.run_dir)
+    if loaded.task.name == "dino":
+        return _probe_dino(loaded, args)
     kind = "language" if loaded.task.kind == "language-modeling" else "classification"
     split = args.split or ("val" if kind == "language" else "test")
     if split not in loaded.task.eval_splits:
         raise ConfigError(f"--split {split!r} is not an evaluation split of this run; "
                           f"choose one of {list(loaded.task.eval_splits)}")
     geometry = GEOMETRY[kind](loaded.model, loaded.task, split, args.examples)
-    result = {"run": str(Path(args.run_dir)), "step": loaded.step, "split": split,
-              "geometry": geometry}
-    write_json_atomic(Path(args.run_dir) / "probe.json", result)
-    width = max(map(len, geometry))
-    for k, v in geometry.items():
+    return _write(args.run_dir, {"run": str(Path(args.run_dir)), "step": loaded.step,
+                                 "split": split, "geometry": geometry}, geometry)
+
+
+def _write(run_dir, result: dict, shown: dict) -> int:
+    from pathlib import Path
+
+    from tokengeo.train.rundir import write_json_atomic
+
+    write_json_atomic(Path(run_dir) / "probe.json", result)
+    width = max(map(len, shown))
+    for k, v in shown.items():
         print(f"{k:<{width}}  {v:.6g}" if isinstance(v, float) else f"{k:<{width}}  {v}")
-    print(f"written: {Path(args.run_dir) / 'probe.json'}")
+    print(f"written: {Path(run_dir) / 'probe.json'}")
     return 0
+
+
+def _probe_dino(loaded, args: argparse.Namespace) -> int:
+    """A DINO run: its teacher backbone's k-NN / linear-probe accuracy, patch spectrum and
+    PCA-foreground IoU on ``--examples`` test images, and the PCA picture of 8 of them."""
+    from pathlib import Path
+
+    import torch
+
+    from tokengeo.dino.evaluate import evaluate_backbone
+    from tokengeo.dino.segmentation import save_pca_figure
+    from tokengeo.errors import ConfigError
+    from tokengeo.train.tasks import evenly_spaced
+
+    if args.split not in (None, "test"):
+        raise ConfigError("a DINO run is probed on the test split; drop --split")
+    backbone, data = loaded.model.teacher, loaded.task.data
+    metrics = evaluate_backbone(backbone, data, n_test=args.examples).to_dict()
+    test = data.split("test")
+    images, _ = test[evenly_spaced(len(test), 8)]
+    with torch.no_grad():
+        patches = backbone.patch_tokens(backbone.forward_features(data.normalize(images)))
+    grid = backbone.config.image_size // backbone.config.patch_size
+    figure = save_pca_figure(images, {f"k={backbone.config.n_laplacian}": patches}, grid,
+                             Path(args.run_dir) / "pca_patch_tokens.png")
+    print(f"written: {figure}")
+    return _write(args.run_dir, {"run": str(Path(args.run_dir)), "step": loaded.step,
+                                 "split": "test", "backbone": metrics}, metrics)

@@ -15,7 +15,8 @@ import argparse
 _FLAGS = {
     "--model": ("model", str, "registered model variant (tokengeo list-models)"),
     "--data": ("data", str, "dataset name or path to your own data"),
-    "--task": ("task", str, "auto (from the data), image-classification, ..."),
+    "--task": ("task", str, "auto (from the data), image-classification, "
+               "text-classification, language-modeling or dino (self-supervised ViT)"),
     "--n-laplacian": ("n_laplacian", int, "Laplacian heads per layer (k of H)"),
     "--steps": ("steps", int, "optimiser updates"),
     "--batch-size": ("batch_size", int, "global batch size (split over ranks)"),

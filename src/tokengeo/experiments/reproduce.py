@@ -26,6 +26,7 @@ SUITES: dict[str, str] = {
     "ltransformer": "tokengeo.experiments.suites.ltransformer",
     "flows": "tokengeo.experiments.suites.flows",
     "similarity": "tokengeo.experiments.suites.similarity",
+    "dino": "tokengeo.experiments.suites.dino",
 }
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
 

@@ -33,17 +33,41 @@ class ViT(TokengeoModel):
             nn.init.normal_(self.cls_token, std=1e-6)
 
     def embed(self, images: torch.Tensor, attention_mask=None) -> tuple[torch.Tensor, None]:
+        """Patch tokens (+ cls) with position embeddings, (B, N + prefix, d).
+
+        Square images of another size than ``image_size`` (a multiple of ``patch_size``,
+        e.g. DINO's local crops) get the position grid resized bicubically, as in DINO.
+        """
         cfg = self.config
-        expected = (cfg.in_chans, cfg.image_size, cfg.image_size)
-        if images.dim() != 4 or tuple(images.shape[1:]) != expected:
+        size = images.shape[-1] if images.dim() == 4 else -1
+        if (images.dim() != 4 or images.shape[1] != cfg.in_chans or images.shape[2] != size
+                or size % cfg.patch_size):
             raise ConfigError(
-                f"ViT expects images shaped (B, {', '.join(map(str, expected))}); "
-                f"got {tuple(images.shape)} (set image_size / in_chans to match the data)"
+                f"ViT expects images shaped (B, {cfg.in_chans}, {cfg.image_size}, "
+                f"{cfg.image_size}) (or square with a side divisible by patch_size="
+                f"{cfg.patch_size}); got {tuple(images.shape)} (set image_size / in_chans "
+                "to match the data)"
             )
         x = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, N, d)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        return x + self.pos_embed, None  # (B, N + prefix, d)
+        return x + self.position_embedding(size // cfg.patch_size), None
+
+    def position_embedding(self, grid: int) -> torch.Tensor:
+        """Position embeddings for a ``grid`` x ``grid`` patch layout, (1, prefix + grid², d).
+
+        The learned grid is resized with bicubic interpolation when ``grid`` differs from
+        the training grid (Caron et al. 2021, ``interpolate_pos_encoding``).
+        """
+        native = self.config.image_size // self.config.patch_size
+        if grid == native:
+            return self.pos_embed
+        prefix, patches = self.pos_embed[:, : self.num_prefix], self.pos_embed[:, self.num_prefix:]
+        d = patches.shape[-1]
+        square = patches.reshape(1, native, native, d).permute(0, 3, 1, 2)  # (1, d, g, g)
+        resized = nn.functional.interpolate(square, size=(grid, grid), mode="bicubic",
+                                            align_corners=False)
+        return torch.cat([prefix, resized.permute(0, 2, 3, 1).reshape(1, grid * grid, d)], dim=1)
 
     def forward_head(self, features: torch.Tensor, attention_mask=None) -> torch.Tensor:
         pooled = features[:, 0] if self.cls_token is not None else features.mean(dim=1)

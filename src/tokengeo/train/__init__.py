@@ -10,18 +10,18 @@ from tokengeo.train.config import TrainConfig, build_config, parse_set
 from tokengeo.train.distributed import DistEnv, init_distributed
 from tokengeo.train.schedule import WarmupCosine
 from tokengeo.train.tasks import (
-    TASKS,
     Batch,
     ImageClassification,
     LanguageModeling,
     Task,
     TextClassification,
+    task_class,
 )
 from tokengeo.train.trainer import NonFiniteLossError, Trainer, train
 
 __all__ = [
-    "TASKS", "Batch", "Checkpoint", "DistEnv", "ImageClassification", "LanguageModeling",
+    "Batch", "Checkpoint", "DistEnv", "ImageClassification", "LanguageModeling",
     "NonFiniteLossError", "Task", "TextClassification", "TrainConfig", "Trainer",
     "WarmupCosine", "build_config", "init_distributed", "latest_checkpoint", "load_checkpoint",
-    "parse_set", "train",
+    "parse_set", "task_class", "train",
 ]  # fmt: skip

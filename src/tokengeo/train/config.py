@@ -18,7 +18,7 @@ from typing import Any
 from tokengeo.config import check_choice, check_positive, check_range, replace_checked
 from tokengeo.errors import ConfigError
 
-TASKS = ("auto", "image-classification", "text-classification", "language-modeling")
+TASKS = ("auto", "image-classification", "text-classification", "language-modeling", "dino")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 # Fields that may differ between a run and its resumption (they change no numbers).
@@ -40,6 +40,7 @@ class TrainConfig:
     model: str = "vit-tiny"
     data: str = "fashion-mnist"
     task: str = "auto"
+    task_options: dict[str, Any] = field(default_factory=dict)
     n_laplacian: int = 0
     head_kind: str = "laplacian"
     model_overrides: dict[str, Any] = field(default_factory=dict)
@@ -66,6 +67,9 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         check_choice("task", self.task, TASKS)
+        from tokengeo.train.tasks import check_task_options
+
+        check_task_options(self.task, self.task_options)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("device", self.device, DEVICES)
         for name in ("steps", "batch_size", "lr", "keep_checkpoints", "log_every"):

@@ -42,8 +42,9 @@ def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
     data = load_data(cfg)
     cls = task_class(cfg.task, data.kind)
     model_cfg = cfg.model_config(**cls.model_sizes(data))
-    task = cls(data, model_cfg)
+    task = cls(data, model_cfg, cfg.task_options)
     model = model_from_config(cfg.model, dataclasses.asdict(model_cfg), device=device)
+    model = task.wrap_model(model, cfg.steps)  # DINO: student + teacher
     checkpoint = ckpt.load_checkpoint(latest)
     ckpt.restore_model(model, checkpoint)
     return LoadedRun(cfg, model.eval(), task, int(checkpoint.state["step"]))

@@ -31,13 +31,17 @@ from tokengeo.errors import ConfigError
 
 @dataclass
 class Batch:
-    inputs: torch.Tensor  # (B, C, H, W) float images or (B, T) int64 token ids
+    inputs: Any  # (B, C, H, W) float images, (B, T) int64 token ids, or a tuple of views
     targets: torch.Tensor  # (B,) class ids or (B, T) next-token ids
     attention_mask: torch.Tensor | None = None  # (B, T), 1 = real token
 
     def to(self, device: torch.device) -> Batch:
         mask = None if self.attention_mask is None else self.attention_mask.to(device)
-        return Batch(self.inputs.to(device), self.targets.to(device), mask)
+        if isinstance(self.inputs, tuple):  # several views (DINO), some possibly None
+            inputs = tuple(None if x is None else x.to(device) for x in self.inputs)
+        else:
+            inputs = self.inputs.to(device)
+        return Batch(inputs, self.targets.to(device), mask)
 
     def __len__(self) -> int:
         return self.targets.shape[0]
@@ -51,19 +55,52 @@ def evenly_spaced(n: int, limit: int) -> torch.Tensor:
 
 
 class Task(ABC):
-    """A dataset bundle of one ``kind`` + the model ``families`` that fit it + loss/metrics."""
+    """A dataset bundle of one ``kind`` + the model ``families`` that fit it + loss/metrics.
 
+    Hooks with do-nothing defaults let a task change the training step: ``wrap_model``
+    (e.g. add a teacher), ``before_update`` (after backward and clipping),
+    ``after_update`` (after the optimiser step), ``evaluate`` (its own evaluation instead
+    of summed ``stats``) and ``summary_extras`` (fields added to ``summary.json``).
+    """
+
+    name: ClassVar[str]  # what --task selects; the data kind for the supervised tasks
     kind: ClassVar[str]
     families: ClassVar[tuple[str, ...]]
     unit: ClassVar[str]  # what throughput counts: examples or tokens
     stat_names: ClassVar[tuple[str, ...]]
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
 
-    def __init__(self, data: Any, model_config: Any) -> None:
+    def __init__(self, data: Any, model_config: Any, options: dict | None = None) -> None:
+        if options:
+            self.check_options(options)
         if data.kind != self.kind:
             raise ConfigError(f"task {self.kind!r} cannot use {data.kind} data {data.name!r}")
         self.data = data
         self.model_config = model_config
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        """Refuse ``task_options`` the task does not understand (none by default)."""
+        if options:
+            raise ConfigError(f"task {cls.name!r} takes no task_options; drop {sorted(options)}")
+
+    def wrap_model(self, model: Any, total_steps: int) -> Any:
+        return model
+
+    def before_update(self, model: Any) -> None:  # noqa: B027 (optional hook)
+        """Called after backward and clipping, before the optimiser step."""
+
+    def after_update(self, model: Any) -> None:  # noqa: B027 (optional hook)
+        """Called after the optimiser step."""
+
+    def evaluate(self, model: Any, split: str, max_examples: int,
+                 batch_size: int) -> dict[str, float] | None:
+        """Metrics of ``split`` computed by the task itself, or None for the trainer's
+        sum of ``stats`` over batches."""
+        return None
+
+    def summary_extras(self, model: Any, final: dict[str, dict]) -> dict[str, Any]:
+        return {}
 
     @staticmethod
     @abstractmethod
@@ -138,7 +175,7 @@ class _Classification(Task):
 
 
 class ImageClassification(_Classification):
-    kind = "image-classification"
+    name = kind = "image-classification"
     families = ("vit",)
 
     @staticmethod
@@ -154,7 +191,7 @@ class ImageClassification(_Classification):
 
 
 class TextClassification(_Classification):
-    kind = "text-classification"
+    name = kind = "text-classification"
     families = ("encoder", "ltransformer")
 
     @staticmethod
@@ -169,14 +206,14 @@ class TextClassification(_Classification):
 
 
 class LanguageModeling(Task):
-    kind = "language-modeling"
+    name = kind = "language-modeling"
     families = ("gpt",)
     unit = "tok"
     stat_names = ("loss_sum", "tokens")
     eval_splits = ("val",)
 
-    def __init__(self, data: Any, model_config: Any) -> None:
-        super().__init__(data, model_config)
+    def __init__(self, data: Any, model_config: Any, options: dict | None = None) -> None:
+        super().__init__(data, model_config, options)
         block = model_config.block_size
         self.windows = {s: data.windows(s, block) for s in ("train", "val")}
 
@@ -228,16 +265,33 @@ class LanguageModeling(Task):
         }
 
 
-TASKS: dict[str, type[Task]] = {
-    t.kind: t for t in (ImageClassification, TextClassification, LanguageModeling)
-}
+def _tasks() -> dict[str, type[Task]]:
+    """Every task by name (the self-supervised ones live in their own packages)."""
+    from tokengeo.dino.task import DINOTask
+
+    return {t.name: t for t in (ImageClassification, TextClassification, LanguageModeling,
+                                DINOTask)}
 
 
-def task_class(name: str, data_kind: str) -> type[Task]:
-    """The task ``name`` (``auto``: the one that fits the data kind)."""
-    chosen = data_kind if name == "auto" else name
-    if chosen not in TASKS:
-        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *TASKS]}")
-    if TASKS[chosen].kind != data_kind:
-        raise ConfigError(f"task {name!r} does not fit {data_kind} data; use task='auto'")
-    return TASKS[chosen]
+def task_class(name: str, data_kind: str | None = None) -> type[Task]:
+    """The task ``name`` (``auto``: the supervised task of the data kind)."""
+    tasks = _tasks()
+    if name == "auto":
+        if data_kind is None:
+            raise ConfigError("task='auto' needs the data kind")
+        name = data_kind
+    if name not in tasks:
+        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *tasks]}")
+    if data_kind is not None and tasks[name].kind != data_kind:
+        raise ConfigError(f"task {name!r} needs {tasks[name].kind} data, not {data_kind} "
+                          "data; pick another --data or task='auto'")
+    return tasks[name]
+
+
+def check_task_options(name: str, options: dict) -> None:
+    """Validate ``task_options`` before anything is loaded."""
+    if name == "auto":
+        if options:
+            raise ConfigError(f"task_options {sorted(options)} need an explicit --task")
+        return
+    task_class(name).check_options(options)

@@ -131,10 +131,10 @@ class Trainer:
         cls = task_class(self.cfg.task, self.data.kind)
         cls.check_family(self.cfg.model, get_entry(self.cfg.model).family)
         model_cfg = self.cfg.model_config(**cls.model_sizes(self.data))
-        task = cls(self.data, model_cfg)
+        task = cls(self.data, model_cfg, self.cfg.task_options)
         model = model_from_config(self.cfg.model, dataclasses.asdict(model_cfg),
                                   device=self.env.device)
-        return task, model
+        return task, task.wrap_model(model, self.cfg.steps)
 
     def _start_run_dir(self, saved_config: dict[str, Any] | None) -> None:
         """Fresh run: create the directory. Resume: restore the latest checkpoint."""
@@ -226,8 +226,10 @@ class Trainer:
         global_loss = self._global_mean(loss.detach())
         self._check_finite("loss", global_loss)
         grad_norm = self._clip_gradients()
+        self.task.before_update(self.model)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        self.task.after_update(self.model)
         items = self.task.items(batch) * self.env.world_size
         return StepResult(global_loss, lr, grad_norm, items)
 
@@ -262,6 +264,9 @@ class Trainer:
     def evaluate(self, split: str, max_examples: int = 0) -> dict[str, float]:
         """Metrics of the fixed evaluation examples of ``split``, sharded over ranks."""
         self.model.eval()
+        own = self.task.evaluate(self.model, split, max_examples, self.cfg.batch_size)
+        if own is not None:
+            return own
         idx = self.task.eval_indices(split, max_examples)  # (N,)
         sums = torch.zeros(len(self.task.stat_names), dtype=torch.float64, device=self.env.device)
         for chunk in torch.split(idx, self.cfg.batch_size):
@@ -342,8 +347,9 @@ class Trainer:
             "model": {"name": self.cfg.model, "family": self.model.family,
                       "config": _jsonable(self.model.config)},
             "data": {"name": getattr(self.data, "name", self.cfg.data), "kind": self.data.kind},
-            "task": self.task.kind,
+            "task": self.task.name,
             "config": self.cfg.to_dict(),
+            **self.task.summary_extras(self.model, final),
         }
 
 

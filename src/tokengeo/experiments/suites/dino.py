@@ -1,0 +1,180 @@
+"""Suite ``dino``: Zhang & Papyan (arXiv 2602.09297), self-supervised setting.
+
+DINO pre-training (Caron et al. 2021) of a ViT on Fashion-MNIST images with k of H heads
+Laplacian in every layer, several seeds; the frozen teacher backbone is scored by k-NN and
+linear-probe accuracy, the spectrum of its patch tokens and the IoU of a PCA foreground
+segmentation (``tokengeo.dino``); randomly initialised backbones of the same
+architectures give the floor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.sweep import (
+    SweepResults,
+    config_digest,
+    difference_claim,
+    line_figure,
+    metric_table,
+)
+
+NAME = "dino"
+TITLE = "Laplacian heads: self-supervised DINO"
+PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
+         "Representations\", arXiv 2602.09297 (DINO: Caron et al., ICCV 2021)")
+SRC = "Zhang & Papyan 2026, Sec. 5.3 (DINO ViT-S, ImageNet-1k; ADE20K)"
+SRC_DINO = "Caron et al. 2021, Sec. 4 (k-NN of DINO features)"
+PCA_IMAGES = 8  # test images shown in the PCA-of-patch-tokens figure
+
+
+def _evaluate(model, data, ev: dict, with_patches: bool) -> dict:
+    import torch
+
+    from tokengeo.dino.evaluate import evaluate_backbone
+    from tokengeo.train.tasks import evenly_spaced
+
+    out = evaluate_backbone(model, data, ev["n_train"], ev["n_test"]).to_dict()
+    if with_patches:
+        images, _ = data.split("test")[evenly_spaced(len(data.split("test")), PCA_IMAGES)]
+        with torch.no_grad():
+            patches = model.patch_tokens(model.forward_features(data.normalize(images)))
+        out["pca_patches"] = [[[round(v, 5) for v in tok] for tok in img]
+                              for img in patches.tolist()]
+    return out
+
+
+def dino_cell(run_dir: str, config: dict[str, Any], evaluation: dict) -> dict:
+    """Pre-train DINO in ``run_dir`` (resuming an interrupted run) and score its teacher."""
+    from tokengeo.experiments.training import _trainer
+
+    trainer = _trainer(Path(run_dir), config)
+    summary = trainer.fit()
+    value = _evaluate(trainer.model.teacher, trainer.data, evaluation, with_patches=True)
+    return {**value, "wall_time_s": summary["wall_time_s"], "step": summary["step"],
+            "summary_knn_accuracy": summary["knn_accuracy"], "warnings": summary["warnings"]}
+
+
+def random_cell(config: dict[str, Any], evaluation: dict) -> dict:
+    """The same evaluation of a randomly initialised backbone (the trainer's seeding)."""
+    import torch
+
+    from tokengeo.data import load_dataset
+    from tokengeo.models.registry import create_model
+    from tokengeo.train.tasks import ImageClassification
+
+    data = load_dataset(config["data"], **config.get("data_options", {}))
+    torch.manual_seed(config["seed"])
+    sizes = ImageClassification.model_sizes(data)
+    model = create_model(config["model"], **{**config.get("model_overrides", {}), **sizes,
+                                             "n_laplacian": config.get("n_laplacian", 0)})
+    return _evaluate(model, data, evaluation, with_patches=False)
+
+
+def _labels(settings: dict) -> list[str]:
+    return [f"k={k}" for k in settings["ks"]]
+
+
+def cells(settings: dict) -> list[Cell]:
+    if settings.get("full_only"):
+        return []
+    runs = Path(settings["_out_dir"]) / "runs" / NAME
+    base = {**settings["train"], "task": "dino"}
+    evaluation = dict(settings["evaluation"])
+    out = []
+    for k in settings["ks"]:
+        for seed in settings["seeds"]:
+            cfg = {**base, "n_laplacian": k, "seed": seed}
+            run = runs / f"k={k}-s{seed}-{config_digest(cfg)}"
+            out.append(Cell(NAME, f"k={k}-s{seed}", dino_cell,
+                            {"run_dir": str(run), "config": cfg, "evaluation": evaluation},
+                            label=f"DINO k={k}, seed {seed}"))
+            out.append(Cell(NAME, f"random-k={k}-s{seed}", random_cell,
+                            {"config": cfg, "evaluation": evaluation},
+                            label=f"random init k={k}, seed {seed}"))
+    return out
+
+
+def _get(key: str):
+    return lambda v: v[key]
+
+
+def _claims(settings: dict, sweep: SweepResults) -> list:
+    H = settings["n_heads"]
+    labels = _labels(settings)
+    base, main = "k=0", f"k={H - 1}"
+    claims = [difference_claim(NAME, sweep, "DINO pre-training beats a random backbone in "
+                               "k-NN accuracy (k=0)", SRC_DINO, "far above random",
+                               "k=0", "random-k=0", "k-NN accuracy", _get("knn_accuracy"),
+                               higher=True)]
+    for lab in labels[1:]:
+        claims.append(difference_claim(
+            NAME, sweep, f"{lab} Laplacian heads raise linear-probe accuracy", SRC,
+            "ImageNet linear probe improves", lab, base, "linear-probe accuracy",
+            _get("linear_accuracy"), higher=True))
+    claims.append(difference_claim(
+        NAME, sweep, f"{main}: PCA foreground IoU of patch tokens rises", SRC,
+        "ADE20K mIoU 29.81 → 32.27 (5 of 6 heads)", main, base, "IoU", _get("iou"),
+        higher=True))
+    claims.append(difference_claim(
+        NAME, sweep, f"{main}: fewer components explain 99% of patch-token variance", SRC,
+        "faster spectral decay", main, base, "PCs for 99%", _get("patch_components_99"),
+        higher=False))
+    return claims
+
+
+def _pca_figure(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> Path | None:
+    import torch
+
+    from tokengeo.data import load_dataset
+    from tokengeo.dino.segmentation import save_pca_figure
+    from tokengeo.train.tasks import evenly_spaced
+
+    seed, H = settings["seeds"][0], settings["n_heads"]
+    shown = [k for k in (0, H // 2, H - 1, H) if k in settings["ks"]]
+    rows = {f"k={k}": torch.tensor(results[f"k={k}-s{seed}"].value["pca_patches"])
+            for k in shown}
+    data = load_dataset(settings["train"]["data"])
+    images, _ = data.split("test")[evenly_spaced(len(data.split("test")), PCA_IMAGES)]
+    grid = int(next(iter(rows.values())).shape[1] ** 0.5)
+    return save_pca_figure(images, rows, grid, fig_dir / "pca_patch_tokens.png",
+                           "first 3 principal components of patch tokens (RGB), seed "
+                           f"{seed}")
+
+
+def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
+    labels = _labels(settings)
+    if settings.get("full_only"):  # every claim is reported as not run, with the reason
+        results = {"_": CellResult("_", None, not_run=settings["full_only"])}
+    sweep = SweepResults(results, labels + [f"random-{lab}" for lab in labels],
+                         list(settings["seeds"]))
+    out = SuiteOutput(NAME, TITLE, PAPER, _claims(settings, sweep))
+    if sweep.not_run():
+        return out
+    cols = {"k-NN acc": _get("knn_accuracy"), "linear acc": _get("linear_accuracy"),
+            "PCA IoU": _get("iou"), "patch PCs 99%": _get("patch_components_99"),
+            "decay α": _get("patch_decay_alpha"), "spread": _get("embedding_spread")}
+    header, rows = metric_table(sweep, cols)
+    out.tables.append(("DINO backbones and random ones (mean ± std over seeds)", header, rows))
+    ks = list(settings["ks"])
+    out.figures.append(line_figure(
+        fig_dir / "accuracy_vs_k.png", ks,
+        {name: [sweep.values(f"{pre}{lab}", _get(key)) for lab in labels]
+         for name, pre, key in (("k-NN (DINO)", "", "knn_accuracy"),
+                                ("linear (DINO)", "", "linear_accuracy"),
+                                ("k-NN (random)", "random-", "knn_accuracy"))},
+        "Laplacian heads per layer (k)", "test accuracy", "frozen-feature accuracy"))
+    out.figures.append(_pca_figure(settings, results, fig_dir))
+    warnings = sorted({w for r in results.values() for w in r.value.get("warnings", [])})
+    ev = settings["evaluation"]
+    out.notes.append(
+        f"Pre-training: {settings['train']}; seeds {settings['seeds']}. Teacher backbones "
+        f"scored on {ev['n_test']} test images with {ev['n_train']} training images "
+        "(k-NN bank, probe training set); the probe's L2 penalty is chosen on validation "
+        "images. IoU: first principal component of each image's patch tokens thresholded "
+        "at 0, its sign matched to the mask (so a random backbone is the chance level).")
+    out.notes.extend(f"Warning from a run: {w}" for w in warnings)
+    return out
