@@ -57,6 +57,7 @@ class _Batch:
 
     ids: torch.Tensor  # (B, T)
     plain_t: torch.Tensor  # (B, T) 1 on non-special tokens
+    plain_u: torch.Tensor  # (B, P) both tokens non-special
     same_u: torch.Tensor  # (B, P) same sentence, both non-special
     code: torch.Tensor  # (B, P) long: 1 * same sentence + 2 * same token
     rel_flat: torch.Tensor  # (B*P,) related and non-special
@@ -145,7 +146,7 @@ class HeadSimilarityAccumulator:
         self.token_counts += torch.bincount(ids.flatten(), minlength=self.vocab_size)
         keys = torch.stack([torch.isin(ids, self.separator_ids), special], -1).float()
         return _Batch(
-            ids=ids, plain_t=plain.float(), same_u=same_f,
+            ids=ids, plain_t=plain.float(), plain_u=plain_u.float(), same_u=same_f,
             code=same_u.long() + 2 * rep_u.long(), rel_flat=rel_u.reshape(-1).float(),
             p_dist=same_at_d / n_at_d.clamp_min(1), keys=keys)
 
@@ -156,19 +157,15 @@ class HeadSimilarityAccumulator:
         on every batch and cost as much as the arithmetic.
         """
         B, T, H, _ = z.shape
-        n_pairs = self.iu.shape[1]
         zh = z.permute(2, 0, 1, 3).contiguous()  # (H, B, T, Dh)
-        s = torch.matmul(zh, zh.transpose(-1, -2), out=self._buf("s", (H, B, T, T)))
-        su = torch.index_select(s.view(H * B, T * T), 1, self.flat_iu,
-                                out=self._buf("su", (H * B, n_pairs))).view(H, B, n_pairs)
-        # sums over the batch by pair: Gram matrices of the (B*Dh)-long stacked outputs give
-        # sum_b S_b (all pairs) and, with special tokens zeroed, the sum over plain pairs
-        self.sum_s[l].add_(self._batch_sum(zh))
-        zp = zh * b.plain_t[None, :, :, None]  # special tokens zeroed
-        plain_sum = self._batch_sum(zp)  # (H, P)
+        su = self._pair_similarities(zh)  # (H, B, P)
+        # sums over the batch by pair (reductions of su: far cheaper than more matmuls)
+        self.sum_s[l].add_(su.sum(1))
+        plain_sum = self._weighted_batch_sum(su, b.plain_u)  # (H, P) both non-special
         self.plain_sum[l].add_(plain_sum.sum(1))
+        zp = zh * b.plain_t[None, :, :, None]  # special tokens zeroed
         self.plain_sq[l].add_(_pair_square_sum(zp))
-        same = torch.einsum("hbp,bp->hp", su, b.same_u)
+        same = self._weighted_batch_sum(su, b.same_u)
         self.same_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, same))
         self.cross_by_d[l].add_(torch.zeros(H, T).index_add_(1, self.dist, plain_sum - same))
         self.rel_sum[l].add_(su.view(H, -1) @ b.rel_flat)
@@ -179,12 +176,20 @@ class HeadSimilarityAccumulator:
         self._update_top(l, top.indices, b)
         return top.indices
 
-    def _batch_sum(self, zh: torch.Tensor) -> torch.Tensor:
-        """``sum_b <z_bi, z_bj>`` for pairs i < j: ``(H, B, T, Dh)`` -> ``(H, P)``."""
-        H, B, T, Dh = zh.shape
-        zt = zh.permute(0, 2, 1, 3).reshape(H, T, B * Dh)
-        gram = torch.matmul(zt, zt.transpose(1, 2))  # (H, T, T)
-        return gram.view(H, T * T).index_select(1, self.flat_iu)
+    def _pair_similarities(self, zh: torch.Tensor) -> torch.Tensor:
+        """``S_ij = <z_i, z_j>`` for pairs i < j: ``(H, B, T, Dh)`` -> ``(H, B, P)``, one head
+        at a time so that each (B, T, T) block is still in cache when its triangle is read."""
+        H, B, T, _ = zh.shape
+        su = self._buf("su", (H, B, self.iu.shape[1]))
+        s = self._buf("s", (B, T, T))
+        for h in range(H):
+            torch.matmul(zh[h], zh[h].transpose(-1, -2), out=s)
+            torch.index_select(s.view(B, T * T), 1, self.flat_iu, out=su[h])
+        return su
+
+    def _weighted_batch_sum(self, su: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """``sum_b su[h, b, p] * weight[b, p]``: ``(H, B, P)``, ``(B, P)`` -> ``(H, P)``."""
+        return torch.mul(su, weight, out=self._buf("weighted", su.shape)).sum(1)
 
     def _buf(self, name: str, shape, dtype=torch.float32) -> torch.Tensor:
         """A reusable workspace tensor (its size depends on the batch, never on the corpus)."""
