@@ -37,11 +37,11 @@ class DINOConfig:
     Defaults follow Caron et al. (2021) where they transfer (student temperature 0.1, centre
     momentum 0.9, weight-normalised last layer, cosine teacher momentum -> 1) and are sized
     for 28 x 28 images and runs of a few thousand steps otherwise. With the paper's
-    teacher momentum 0.996, teacher temperature 0.04 and K = 1024 outputs, a vit-tiny on
-    Fashion-MNIST did not move its k-NN accuracy off the random backbone's in 400 steps
-    (teacher outputs stayed near uniform); teacher momentum 0.99, teacher temperature 0.02
-    (sharper targets) and K = 256, with the milder crops of ``CropConfig``, did learn
-    (README, "Self-supervised DINO").
+    teacher momentum 0.996, teacher temperature 0.04, K = 1024 and six local crops, a
+    vit-tiny on Fashion-MNIST reached test k-NN 0.657 in 2,500 steps (19 minutes on one
+    core); with teacher momentum 0.99, teacher temperature 0.02 (sharper targets), K = 256
+    and the milder crops of ``CropConfig``, 0.694 in 14 minutes (README, "Self-supervised
+    DINO").
     Evaluation: weighted k-NN (k = ``knn_k``, temperature ``knn_temperature``) of the
     teacher backbone's features against ``knn_bank`` training images (0 = all of them).
     """
