@@ -124,3 +124,22 @@ def test_rank_shards_make_the_global_batch_and_its_mean_gradient():
     mean = [(a + b) / 2 for a, b in zip(grads(parts[0]), grads(parts[1]), strict=True)]
     for a, b in zip(full, mean, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_two_process_dino_keeps_student_teacher_and_centre_identical(tmp_path):
+    # Each rank crops its own shard, so only rank agreement is exact: DDP averages the
+    # student's gradients, each rank moves its teacher by the same EMA, and the centre is
+    # the mean teacher output over both ranks' batches (all-reduced).
+    os.environ["PYTHONPATH"] = f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    cfg = {**CONFIG, "task": "dino", "batch_size": 16, "out": str(tmp_path / "ddp"),
+           "task_options": {"out_dim": 32, "hidden_dim": 32, "bottleneck_dim": 16,
+                            "knn_bank": 200, "crops": {"local_size": 4}}}
+    mp.spawn(_worker, args=(2, _free_port(), cfg, str(tmp_path)), nprocs=2, join=True)
+    ranks = [load_file(tmp_path / f"rank{r}.safetensors") for r in range(2)]
+    assert any(k.startswith("teacher.") for k in ranks[0]) and "center" in ranks[0]
+    assert not torch.equal(ranks[0]["center"], torch.zeros_like(ranks[0]["center"]))
+    for name, tensor in ranks[0].items():
+        assert torch.equal(tensor, ranks[1][name]), f"ranks differ in {name}"
+    summary = json.loads((tmp_path / "ddp" / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["teacher_updates"] == 4
