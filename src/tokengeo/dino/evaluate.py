@@ -68,8 +68,8 @@ def knn_accuracy(train: Tensor, train_labels: Tensor, query: Tensor, query_label
 
 
 def _fit_logistic(x: Tensor, y: Tensor, num_classes: int, l2: float, iters: int) -> nn.Linear:
-    torch.manual_seed(0)  # a fixed start: the probe must not depend on the caller's RNG
-    linear = nn.Linear(x.shape[1], num_classes)
+    # a fixed start (zeros) that neither reads nor advances the caller's RNG
+    linear = nn.utils.skip_init(nn.Linear, x.shape[1], num_classes)
     nn.init.zeros_(linear.weight)
     nn.init.zeros_(linear.bias)
     opt = torch.optim.LBFGS(linear.parameters(), lr=1.0, max_iter=iters,
