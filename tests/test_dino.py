@@ -297,6 +297,7 @@ def test_collapsed_backbone_gives_a_summary_warning(tmp_path):
         ({"task_options": {"crops": {"local_size": 5}}}, "not a multiple of patch_size"),
         ({"task_options": {"teacher_momentum": 1.5}}, "teacher_momentum"),
         ({"task": "auto", "task_options": {"out_dim": 3}}, "need an explicit --task"),
+        ({"task": "dino-v2", "task_options": {}}, r"unknown task 'dino-v2'.*'dino'"),
         ({"data": "shakespeare-char", "model": "gpt-tiny", "model_overrides": {}},
          "cannot do|needs image-classification"),
     ],

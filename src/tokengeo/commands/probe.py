@@ -53,21 +53,15 @@ def _probe_dino(loaded, args: argparse.Namespace) -> int:
     PCA-foreground IoU on ``--examples`` test images, and the PCA picture of 8 of them."""
     from pathlib import Path
 
-    import torch
-
     from tokengeo.dino.evaluate import evaluate_backbone
-    from tokengeo.dino.segmentation import save_pca_figure
+    from tokengeo.dino.segmentation import example_patch_tokens, save_pca_figure
     from tokengeo.errors import ConfigError
-    from tokengeo.train.tasks import evenly_spaced
 
     if args.split not in (None, "test"):
         raise ConfigError("a DINO run is probed on the test split; drop --split")
     backbone, data = loaded.model.teacher, loaded.task.data
     metrics = evaluate_backbone(backbone, data, n_test=args.examples).to_dict()
-    test = data.split("test")
-    images, _ = test[evenly_spaced(len(test), 8)]
-    with torch.no_grad():
-        patches = backbone.patch_tokens(backbone.forward_features(data.normalize(images)))
+    images, patches = example_patch_tokens(backbone, data, 8)
     grid = backbone.config.image_size // backbone.config.patch_size
     figure = save_pca_figure(images, {f"k={backbone.config.n_laplacian}": patches}, grid,
                              Path(args.run_dir) / "pca_patch_tokens.png")

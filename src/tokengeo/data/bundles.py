@@ -67,9 +67,12 @@ class ImageClassificationData:
 
     def normalize(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (B, C, H, W) -> float32 ``(x / 255 - mean) / std`` per channel."""
-        mean = torch.tensor(self.mean, dtype=torch.float32, device=images.device)
-        std = torch.tensor(self.std, dtype=torch.float32, device=images.device)
-        x = images.to(torch.float32) / 255.0
+        return self.standardize(images.to(torch.float32) / 255.0)
+
+    def standardize(self, x: torch.Tensor) -> torch.Tensor:
+        """Float images in [0, 1] (B, C, H, W) -> ``(x - mean) / std`` per channel."""
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device)
+        std = torch.tensor(self.std, dtype=x.dtype, device=x.device)
         return (x - mean[:, None, None]) / std[:, None, None]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 
 def foreground_masks(images: Tensor, patch_size: int, min_fraction: float = 0.5) -> Tensor:
@@ -63,6 +63,18 @@ def pca_rgb(patches: Tensor, grid: int) -> Tensor:
     lo, hi = comp.min(0).values, comp.max(0).values
     rgb = (comp - lo) / (hi - lo).clamp_min(1e-12)
     return rgb.reshape(N, grid, grid, 3).float()
+
+
+def example_patch_tokens(backbone: nn.Module, data, n: int) -> tuple[Tensor, Tensor]:
+    """``n`` evenly spaced test images (n, C, H, W) uint8 and the backbone's patch tokens
+    on them (n, P, d): the inputs of :func:`save_pca_figure`."""
+    from tokengeo.train.tasks import evenly_spaced
+
+    test = data.split("test")
+    images, _ = test[evenly_spaced(len(test), n)]
+    with torch.no_grad():
+        patches = backbone.patch_tokens(backbone.forward_features(data.normalize(images)))
+    return images, patches
 
 
 def save_pca_figure(images: Tensor, rows: dict[str, Tensor], grid: int, path: Path,

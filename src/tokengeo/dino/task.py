@@ -54,14 +54,8 @@ class DINOTask(ImageClassification):
         if split != "train":
             return Batch(self.data.normalize(images), labels)
         globals_, locals_ = multi_crop(images.float() / 255, self.dino.crops)
-        return Batch((self._normalize(globals_), self._normalize(locals_)), labels)
-
-    def _normalize(self, x: torch.Tensor | None) -> torch.Tensor | None:
-        if x is None:
-            return None
-        mean = torch.tensor(self.data.mean, dtype=x.dtype)[:, None, None]
-        std = torch.tensor(self.data.std, dtype=x.dtype)[:, None, None]
-        return (x - mean) / std
+        locals_ = None if locals_ is None else self.data.standardize(locals_)
+        return Batch((self.data.standardize(globals_), locals_), labels)
 
     def loss(self, output: torch.Tensor, batch: Batch) -> torch.Tensor:
         return output  # DINO's forward returns its loss

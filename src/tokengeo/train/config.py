@@ -18,7 +18,6 @@ from typing import Any
 from tokengeo.config import check_choice, check_positive, check_range, replace_checked
 from tokengeo.errors import ConfigError
 
-TASKS = ("auto", "image-classification", "text-classification", "language-modeling", "dino")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 # Fields that may differ between a run and its resumption (they change no numbers).
@@ -66,10 +65,9 @@ class TrainConfig:
     out: str = "runs/default"
 
     def validate(self) -> TrainConfig:
-        check_choice("task", self.task, TASKS)
         from tokengeo.train.tasks import check_task_options
 
-        check_task_options(self.task, self.task_options)
+        check_task_options(self.task, self.task_options)  # also: an unknown task
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("device", self.device, DEVICES)
         for name in ("steps", "batch_size", "lr", "keep_checkpoints", "log_every"):

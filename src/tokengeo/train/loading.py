@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,9 @@ def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
 
     Reads only: unlike ``--resume`` it never truncates metrics or writes checkpoints.
     """
-    from tokengeo.models.registry import model_from_config
     from tokengeo.train import checkpoint as ckpt
     from tokengeo.train.config import config_from_dict, read_config_json
-    from tokengeo.train.tasks import task_class
+    from tokengeo.train.tasks import build_task_and_model
     from tokengeo.train.trainer import load_data
 
     root = Path(run_dir).expanduser()
@@ -40,11 +38,7 @@ def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
     if latest is None:
         raise ConfigError(f"run {str(root)!r} has no checkpoint yet; train it first")
     data = load_data(cfg)
-    cls = task_class(cfg.task, data.kind)
-    model_cfg = cfg.model_config(**cls.model_sizes(data))
-    task = cls(data, model_cfg, cfg.task_options)
-    model = model_from_config(cfg.model, dataclasses.asdict(model_cfg), device=device)
-    model = task.wrap_model(model, cfg.steps)  # DINO: student + teacher
+    task, model = build_task_and_model(cfg, data, device)
     checkpoint = ckpt.load_checkpoint(latest)
     ckpt.restore_model(model, checkpoint)
     return LoadedRun(cfg, model.eval(), task, int(checkpoint.state["step"]))

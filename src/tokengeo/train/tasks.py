@@ -18,6 +18,7 @@ language-modeling      token stream      loss (nats/token), perplexity = exp(los
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -289,9 +290,22 @@ def task_class(name: str, data_kind: str | None = None) -> type[Task]:
 
 
 def check_task_options(name: str, options: dict) -> None:
-    """Validate ``task_options`` before anything is loaded."""
+    """Validate the task name and its ``task_options`` before anything is loaded."""
     if name == "auto":
         if options:
             raise ConfigError(f"task_options {sorted(options)} need an explicit --task")
         return
     task_class(name).check_options(options)
+
+
+def build_task_and_model(cfg: Any, data: Any, device: Any = "cpu") -> tuple[Task, Any]:
+    """The task of a :class:`~tokengeo.train.config.TrainConfig` on ``data`` and its model,
+    sized from the data and wrapped by the task (DINO: student + teacher)."""
+    from tokengeo.models.registry import get_entry, model_from_config
+
+    cls = task_class(cfg.task, data.kind)
+    cls.check_family(cfg.model, get_entry(cfg.model).family)
+    model_cfg = cfg.model_config(**cls.model_sizes(data))
+    task = cls(data, model_cfg, cfg.task_options)
+    model = model_from_config(cfg.model, dataclasses.asdict(model_cfg), device=device)
+    return task, task.wrap_model(model, cfg.steps)

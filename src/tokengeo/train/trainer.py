@@ -38,7 +38,7 @@ from tokengeo.train.progress import Progress
 from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
 from tokengeo.train.rundir import RunDir, config_changes, write_json_atomic
 from tokengeo.train.schedule import WarmupCosine
-from tokengeo.train.tasks import Batch, Task, task_class
+from tokengeo.train.tasks import Batch, Task, build_task_and_model
 
 SIDECAR_KEYS = ("config", "model", "schedule", "sampler", "scaler", "rng", "world_size", "wall_s")
 
@@ -126,15 +126,7 @@ class Trainer:
         return saved
 
     def _build_task_and_model(self) -> tuple[Task, nn.Module]:
-        from tokengeo.models.registry import get_entry, model_from_config
-
-        cls = task_class(self.cfg.task, self.data.kind)
-        cls.check_family(self.cfg.model, get_entry(self.cfg.model).family)
-        model_cfg = self.cfg.model_config(**cls.model_sizes(self.data))
-        task = cls(self.data, model_cfg, self.cfg.task_options)
-        model = model_from_config(self.cfg.model, dataclasses.asdict(model_cfg),
-                                  device=self.env.device)
-        return task, task.wrap_model(model, self.cfg.steps)
+        return build_task_and_model(self.cfg, self.data, self.env.device)
 
     def _start_run_dir(self, saved_config: dict[str, Any] | None) -> None:
         """Fresh run: create the directory. Resume: restore the latest checkpoint."""

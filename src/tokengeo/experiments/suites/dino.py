@@ -32,16 +32,12 @@ PCA_IMAGES = 8  # test images shown in the PCA-of-patch-tokens figure
 
 
 def _evaluate(model, data, ev: dict, with_patches: bool) -> dict:
-    import torch
-
     from tokengeo.dino.evaluate import evaluate_backbone
-    from tokengeo.train.tasks import evenly_spaced
+    from tokengeo.dino.segmentation import example_patch_tokens
 
     out = evaluate_backbone(model, data, ev["n_train"], ev["n_test"]).to_dict()
     if with_patches:
-        images, _ = data.split("test")[evenly_spaced(len(data.split("test")), PCA_IMAGES)]
-        with torch.no_grad():
-            patches = model.patch_tokens(model.forward_features(data.normalize(images)))
+        _, patches = example_patch_tokens(model, data, PCA_IMAGES)
         out["pca_patches"] = [[[round(v, 5) for v in tok] for tok in img]
                               for img in patches.tolist()]
     return out
