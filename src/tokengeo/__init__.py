@@ -6,6 +6,7 @@ Top-level API (imported lazily so ``import tokengeo`` stays light)::
     tokengeo.list_models()                              # their names
     tokengeo.laplacianize(hf_model, n_laplacian=3)      # Laplacian heads in a HF model
     tokengeo.run_with_cache(model, x, names=[...])      # named activations
+    tokengeo.load_model("runs/vit-l3")                  # a trained run's model (no data needed)
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ _LAZY = {
     "laplacianize": "tokengeo.models.hf",
     "capture": "tokengeo.probes.capture",
     "run_with_cache": "tokengeo.probes.capture",
+    "load_model": "tokengeo.train.loading",
+    "load_run": "tokengeo.train.loading",
 }
 
 __all__ = ["__version__", *_LAZY]

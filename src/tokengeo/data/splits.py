@@ -1,4 +1,4 @@
-"""Deterministic, seeded, stratified splits of labelled examples."""
+"""Deterministic, seeded, stratified splits of labelled examples, and index helpers."""
 
 from __future__ import annotations
 
@@ -51,3 +51,14 @@ def grouped_stratified_split(
         owner[part] = k
     member_part = owner[inverse]  # (N,)
     return [torch.nonzero(member_part == k).flatten() for k in range(len(parts))]
+
+
+def evenly_spaced(n: int, limit: int) -> torch.Tensor:
+    """``min(n, limit)`` indices spread evenly over ``range(n)`` (all of them if limit=0).
+
+    ``round(linspace(0, n - 1, limit))``: fixed, seed-free subsets (evaluation examples,
+    k-NN banks) that cover the whole split.
+    """
+    if limit <= 0 or limit >= n:
+        return torch.arange(n)
+    return torch.linspace(0, n - 1, limit).round().long()

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tokengeo.data.splits import evenly_spaced
 from tokengeo.errors import ConfigError
 
 COLLAPSE_SPREAD = 1e-3  # mean distance of normalised features from their mean
@@ -149,8 +150,6 @@ def _split_features(backbone: nn.Module, data, split: str, limit: int,
                     patches: bool = False) -> tuple[Features, Tensor, Tensor]:
     """Features of ``limit`` evenly spaced examples of ``split`` (all when 0), their labels
     and their raw images."""
-    from tokengeo.train.tasks import evenly_spaced
-
     part = data.split(split)
     images, labels = part[evenly_spaced(len(part), limit)]  # (N, C, H, W) uint8, (N,)
     return extract_features(backbone, data.normalize(images), patches=patches), labels, images

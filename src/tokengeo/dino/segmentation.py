@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tokengeo.data.splits import evenly_spaced
+
 
 def foreground_masks(images: Tensor, patch_size: int, min_fraction: float = 0.5) -> Tensor:
     """uint8/float images (N, C, H, W) -> (N, H/p * W/p) bool: patches with more than
@@ -68,8 +70,6 @@ def pca_rgb(patches: Tensor, grid: int) -> Tensor:
 def example_patch_tokens(backbone: nn.Module, data, n: int) -> tuple[Tensor, Tensor]:
     """``n`` evenly spaced test images (n, C, H, W) uint8 and the backbone's patch tokens
     on them (n, P, d): the inputs of :func:`save_pca_figure`."""
-    from tokengeo.train.tasks import evenly_spaced
-
     test = data.split("test")
     images, _ = test[evenly_spaced(len(test), n)]
     with torch.no_grad():

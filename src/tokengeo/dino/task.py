@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tokengeo.data.splits import evenly_spaced
 from tokengeo.dino.augment import multi_crop
 from tokengeo.dino.evaluate import (
     collapse_warning,
@@ -22,9 +23,25 @@ from tokengeo.dino.evaluate import (
 )
 from tokengeo.dino.model import DINO, DINOConfig
 from tokengeo.errors import ConfigError
-from tokengeo.train.tasks import Batch, ImageClassification, evenly_spaced
+from tokengeo.train.tasks import Batch, ImageClassification, register_task
 
 
+def dino_config(options: dict, model_config: Any) -> DINOConfig:
+    """``task_options`` resolved for a ViT config: global views default to the model's
+    image size, and both crop sizes must be whole numbers of patches."""
+    dino = DINOConfig.from_options(options)
+    if dino.crops.global_size is None:  # global views at the model's image size
+        dino.crops.global_size = model_config.image_size
+    patch = model_config.patch_size
+    for name in ("global_size", "local_size"):
+        size = getattr(dino.crops, name)
+        if size % patch:
+            raise ConfigError(f"crops.{name}={size} is not a multiple of patch_size={patch}; "
+                              f"pick e.g. {patch * (size // patch + 1)}")
+    return dino
+
+
+@register_task
 class DINOTask(ImageClassification):
     name = "dino"
     families = ("vit",)
@@ -32,22 +49,16 @@ class DINOTask(ImageClassification):
 
     def __init__(self, data: Any, model_config: Any, options: dict | None = None) -> None:
         super().__init__(data, model_config)
-        self.dino = DINOConfig.from_options(options or {})
-        if self.dino.crops.global_size is None:  # global views at the model's image size
-            self.dino.crops.global_size = model_config.image_size
-        patch = model_config.patch_size
-        for name in ("global_size", "local_size"):
-            size = getattr(self.dino.crops, name)
-            if size % patch:
-                raise ConfigError(f"crops.{name}={size} is not a multiple of patch_size={patch}; "
-                                  f"pick e.g. {patch * (size // patch + 1)}")
+        self.options = dict(options or {})
+        self.dino = dino_config(self.options, model_config)
 
     @classmethod
     def check_options(cls, options: dict) -> None:
         DINOConfig.from_options(options)
 
-    def wrap_model(self, model: nn.Module, total_steps: int) -> nn.Module:
-        return DINO(model, self.dino, total_steps)
+    @classmethod
+    def wrap(cls, model: nn.Module, options: dict, total_steps: int) -> nn.Module:
+        return DINO(model, dino_config(options, model.config), total_steps)
 
     def batch(self, split: str, idx: torch.Tensor) -> Batch:
         images, labels = self.data.split(split)[idx]  # (B, C, H, W) uint8, (B,)

@@ -15,6 +15,8 @@ from tokengeo.train.tasks import (
     LanguageModeling,
     Task,
     TextClassification,
+    list_tasks,
+    register_task,
     task_class,
 )
 from tokengeo.train.trainer import NonFiniteLossError, Trainer, train
@@ -22,6 +24,6 @@ from tokengeo.train.trainer import NonFiniteLossError, Trainer, train
 __all__ = [
     "Batch", "Checkpoint", "DistEnv", "ImageClassification", "LanguageModeling",
     "NonFiniteLossError", "Task", "TextClassification", "TrainConfig", "Trainer",
-    "WarmupCosine", "build_config", "init_distributed", "latest_checkpoint", "load_checkpoint",
-    "parse_set", "task_class", "train",
+    "WarmupCosine", "build_config", "init_distributed", "latest_checkpoint", "list_tasks",
+    "load_checkpoint", "parse_set", "register_task", "task_class", "train",
 ]  # fmt: skip

@@ -1,6 +1,7 @@
 """The training configuration: one dataclass, validated in one place, loadable from TOML.
 
-Precedence when it is assembled (see :func:`build_config`): defaults < TOML file <
+Precedence when it is assembled (see :func:`build_config`): defaults < config file (TOML,
+or the ``config.json`` a run wrote) <
 explicit fields (the CLI flags) < ``--set key=value`` overrides. Nested options use dotted
 keys: ``--set model_overrides.d_model=32`` or ``--set data_options.tokenizer=char``.
 """
@@ -108,15 +109,22 @@ def _check_int(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} must be an integer")
 
 
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """The key/values of a TOML config file (tables become nested dicts)."""
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """The key/values of a TOML config file (tables become nested dicts), or of a run's
+    resolved ``config.json`` (a ``.json`` file), so a run can be repeated from its folder."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass a TOML file path")
+    if path.suffix.lower() == ".json":
+        values = read_config_json(path)
+        if not isinstance(values, dict):
+            raise ConfigError(f"config file {str(path)!r} must hold a JSON object of settings")
+        return values
     try:
         return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}; a run's "
+                          "config.json is read as JSON when its name ends in .json") from None
 
 
 def parse_set(assignments: Iterable[str]) -> dict[str, Any]:
@@ -171,10 +179,11 @@ def build_config(
     sets: Iterable[str] = (),
     base: Mapping[str, Any] | None = None,
 ) -> TrainConfig:
-    """defaults < ``base`` (a saved config.json) < TOML ``file`` < ``fields`` < ``sets``."""
+    """defaults < ``base`` (a saved config.json) < ``file`` (TOML, or a run's config.json)
+    < ``fields`` < ``sets``."""
     values: dict[str, Any] = dict(base or {})
     if file is not None:
-        values = merge(values, load_toml(file))
+        values = merge(values, load_config_file(file))
     values = merge(values, {k: v for k, v in (fields or {}).items() if v is not None})
     values = merge(values, parse_set(sets))
     return config_from_dict(values)
@@ -183,5 +192,5 @@ def build_config(
 def read_config_json(path: str | Path) -> dict[str, Any]:
     try:
         return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the run config {str(path)!r}: {exc}") from None

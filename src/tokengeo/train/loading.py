@@ -1,44 +1,87 @@
-"""Load a finished (or interrupted) run's model for analysis, without touching the run."""
+"""Load a finished (or interrupted) run's model for analysis, without touching the run.
+
+``load_model(run_dir)`` needs nothing but the run folder: the checkpoint's sidecar holds
+the resolved model config, so no data set (nor any optional data package) is read.
+``load_run(run_dir)`` also rebuilds the task on the run's data, for metrics that need it
+(``tokengeo probe``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from torch import nn
 
-from tokengeo.errors import ConfigError
+from tokengeo.errors import CheckpointError, ConfigError
+from tokengeo.models.registry import model_from_config
+from tokengeo.train import checkpoint as ckpt
+from tokengeo.train.config import TrainConfig, config_from_dict, read_config_json
+from tokengeo.train.tasks import Task, build_task, task_class
+from tokengeo.train.trainer import load_data
 
 
 @dataclass
 class LoadedRun:
-    config: Any  # TrainConfig
+    config: TrainConfig
     model: nn.Module
-    task: Any  # Task
+    task: Task
     step: int
 
 
-def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
-    """Rebuild the model of ``run_dir`` from ``config.json`` and its latest checkpoint.
-
-    Reads only: unlike ``--resume`` it never truncates metrics or writes checkpoints.
-    """
-    from tokengeo.train import checkpoint as ckpt
-    from tokengeo.train.config import config_from_dict, read_config_json
-    from tokengeo.train.tasks import build_task_and_model
-    from tokengeo.train.trainer import load_data
-
-    root = Path(run_dir).expanduser()
+def _run_config(root: Path) -> TrainConfig:
     if not (root / "config.json").is_file():
         raise ConfigError(f"{str(root)!r} is not a tokengeo run directory (no config.json); "
                           "pass the --out folder of a `tokengeo train` run")
-    cfg = config_from_dict(read_config_json(root / "config.json"))
+    return config_from_dict(read_config_json(root / "config.json"))
+
+
+def _latest(root: Path) -> ckpt.Checkpoint:
     latest = ckpt.latest_checkpoint(root / "checkpoints")
     if latest is None:
         raise ConfigError(f"run {str(root)!r} has no checkpoint yet; train it first")
-    data = load_data(cfg)
-    task, model = build_task_and_model(cfg, data, device)
-    checkpoint = ckpt.load_checkpoint(latest)
+    return ckpt.load_checkpoint(latest)
+
+
+def _model_from_checkpoint(cfg: TrainConfig, checkpoint: ckpt.Checkpoint,
+                           device: str) -> nn.Module:
+    """The bare model from the sidecar's resolved config, wrapped as it was trained."""
+    saved = checkpoint.state.get("model")
+    if not isinstance(saved, dict) or "config" not in saved:
+        raise CheckpointError(f"checkpoint {checkpoint.path} records no model config; it is "
+                              "not a training checkpoint of this version")
+    model = model_from_config(saved.get("name", cfg.model), saved["config"], device=device)
+    if cfg.task != "auto":  # the supervised tasks ("auto") train the bare model
+        model = task_class(cfg.task).wrap(model, cfg.task_options, cfg.steps)
     ckpt.restore_model(model, checkpoint)
-    return LoadedRun(cfg, model.eval(), task, int(checkpoint.state["step"]))
+    return model.eval()
+
+
+def load_model(run_dir: str | Path, *, device: str = "cpu") -> nn.Module:
+    """The trained model of ``run_dir`` (latest checkpoint), in eval mode.
+
+    Built from ``config.json`` and the checkpoint alone: no data set is loaded. A DINO
+    run gives the :class:`~tokengeo.dino.model.DINO` module (its ``.teacher`` is the
+    backbone). Reads only: unlike ``--resume`` it never truncates metrics or writes.
+
+    >>> model = tokengeo.load_model("runs/vit-l3")
+    """
+    root = Path(run_dir).expanduser()
+    cfg = _run_config(root)
+    return _model_from_checkpoint(cfg, _latest(root), device)
+
+
+def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
+    """The model of ``run_dir`` (see :func:`load_model`) and its task on the run's data."""
+    root = Path(run_dir).expanduser()
+    cfg = _run_config(root)
+    checkpoint = _latest(root)
+    model = _model_from_checkpoint(cfg, checkpoint, device)
+    task = build_task(cfg, load_data(cfg))
+    resolved = json.loads(json.dumps(asdict(task.model_config)))
+    if resolved != checkpoint.state["model"]["config"]:
+        raise ConfigError(f"the data of run {str(root)!r} now sizes the model differently than "
+                          "when it was trained (e.g. another vocabulary); restore that data "
+                          "or use tokengeo.load_model(run_dir)")
+    return LoadedRun(cfg, model, task, checkpoint.step)

@@ -13,12 +13,17 @@ language-modeling      token stream      loss (nats/token), perplexity = exp(los
                                          bits_per_token = loss / ln 2,
                                          bits_per_char = bits_per_token / (characters
                                          per token of the split's text)
+dino                   images            k-NN accuracy, embedding spread (tokengeo.dino)
 =====================  ================  =============================================
+
+Tasks live in a registry (:func:`register_task`); the self-supervised ones register from
+their own packages, which this module never imports (they import it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -27,7 +32,10 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
+from tokengeo.data.samplers import EpochBatchSampler, RandomWindowSampler
+from tokengeo.data.splits import evenly_spaced
 from tokengeo.errors import ConfigError
+from tokengeo.models.registry import get_entry, list_models, model_from_config
 
 
 @dataclass
@@ -46,13 +54,6 @@ class Batch:
 
     def __len__(self) -> int:
         return self.targets.shape[0]
-
-
-def evenly_spaced(n: int, limit: int) -> torch.Tensor:
-    """``min(n, limit)`` indices spread evenly over ``range(n)`` (all of them if limit=0)."""
-    if limit <= 0 or limit >= n:
-        return torch.arange(n)
-    return torch.linspace(0, n - 1, limit).round().long()
 
 
 class Task(ABC):
@@ -78,6 +79,7 @@ class Task(ABC):
             raise ConfigError(f"task {self.kind!r} cannot use {data.kind} data {data.name!r}")
         self.data = data
         self.model_config = model_config
+        self.options = dict(options or {})
 
     @classmethod
     def check_options(cls, options: dict) -> None:
@@ -85,8 +87,16 @@ class Task(ABC):
         if options:
             raise ConfigError(f"task {cls.name!r} takes no task_options; drop {sorted(options)}")
 
-    def wrap_model(self, model: Any, total_steps: int) -> Any:
+    @classmethod
+    def wrap(cls, model: Any, options: dict, total_steps: int) -> Any:
+        """The module that is trained around the bare ``model`` (DINO: student + teacher).
+
+        Needs no data, so a run's model can be rebuilt from its checkpoint alone
+        (:func:`tokengeo.train.loading.load_model`)."""
         return model
+
+    def wrap_model(self, model: Any, total_steps: int) -> Any:
+        return type(self).wrap(model, self.options, total_steps)
 
     def before_update(self, model: Any) -> None:  # noqa: B027 (optional hook)
         """Called after backward and clipping, before the optimiser step."""
@@ -111,8 +121,6 @@ class Task(ABC):
     @classmethod
     def check_family(cls, model_name: str, family: str) -> None:
         if family not in cls.families:
-            from tokengeo.models.registry import list_models
-
             fits = [m for f in cls.families for m in list_models(f)]
             raise ConfigError(
                 f"model {model_name!r} (family {family}) cannot do {cls.kind}; use one of {fits}"
@@ -124,8 +132,6 @@ class Task(ABC):
 
     def sampler(self, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
         """Resumable infinite iterator of training index tensors (this rank's share)."""
-        from tokengeo.data import EpochBatchSampler
-
         return EpochBatchSampler(self.num_examples("train"), batch_size, seed,
                                  rank=rank, world_size=world_size)
 
@@ -153,6 +159,24 @@ class Task(ABC):
         """Metrics of ``split`` from the summed ``stats`` of its evaluated batches."""
 
 
+# ---- the task registry -----------------------------------------------------------------
+
+_REGISTRY: dict[str, type[Task]] = {}
+# Packages above ``train`` whose tasks are built in; imported by name on the first lookup
+# (as ``models.registry`` imports its zoo), so ``train`` never imports them itself.
+BUILTIN_TASK_MODULES = ("tokengeo.dino.task",)
+_builtin_loaded = False
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    """Register ``cls`` under ``cls.name`` (usable as a class decorator)."""
+    known = _REGISTRY.get(cls.name)
+    if known is not None and known is not cls:
+        raise ConfigError(f"task {cls.name!r} is already registered by {known.__module__}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
 class _Classification(Task):
     unit = "ex"
     stat_names = ("loss_sum", "correct", "count")
@@ -175,6 +199,7 @@ class _Classification(Task):
         return {"loss": loss_sum / count, "accuracy": correct / count, "examples": int(count)}
 
 
+@register_task
 class ImageClassification(_Classification):
     name = kind = "image-classification"
     families = ("vit",)
@@ -191,6 +216,7 @@ class ImageClassification(_Classification):
         return Batch(self.data.normalize(images), labels)
 
 
+@register_task
 class TextClassification(_Classification):
     name = kind = "text-classification"
     families = ("encoder", "ltransformer")
@@ -206,6 +232,7 @@ class TextClassification(_Classification):
         return Batch(ids[:, :length], labels, mask[:, :length])
 
 
+@register_task
 class LanguageModeling(Task):
     name = kind = "language-modeling"
     families = ("gpt",)
@@ -226,8 +253,6 @@ class LanguageModeling(Task):
         return len(self.windows[split])
 
     def sampler(self, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
-        from tokengeo.data import RandomWindowSampler
-
         return RandomWindowSampler(self.num_examples("train"), batch_size, seed,
                                    rank=rank, world_size=world_size)
 
@@ -266,27 +291,34 @@ class LanguageModeling(Task):
         }
 
 
-def _tasks() -> dict[str, type[Task]]:
-    """Every task by name (the self-supervised ones live in their own packages)."""
-    from tokengeo.dino.task import DINOTask
+def _ensure_builtin() -> None:
+    global _builtin_loaded
+    if not _builtin_loaded:
+        for module in BUILTIN_TASK_MODULES:
+            importlib.import_module(module)  # registers its tasks
+        _builtin_loaded = True
 
-    return {t.name: t for t in (ImageClassification, TextClassification, LanguageModeling,
-                                DINOTask)}
+
+def list_tasks() -> list[str]:
+    """Names of the registered tasks (what ``--task`` accepts besides ``auto``)."""
+    _ensure_builtin()
+    return list(_REGISTRY)
 
 
 def task_class(name: str, data_kind: str | None = None) -> type[Task]:
     """The task ``name`` (``auto``: the supervised task of the data kind)."""
-    tasks = _tasks()
+    _ensure_builtin()
     if name == "auto":
         if data_kind is None:
             raise ConfigError("task='auto' needs the data kind")
         name = data_kind
-    if name not in tasks:
-        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *tasks]}")
-    if data_kind is not None and tasks[name].kind != data_kind:
-        raise ConfigError(f"task {name!r} needs {tasks[name].kind} data, not {data_kind} "
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *_REGISTRY]}")
+    cls = _REGISTRY[name]
+    if data_kind is not None and cls.kind != data_kind:
+        raise ConfigError(f"task {name!r} needs {cls.kind} data, not {data_kind} "
                           "data; pick another --data or task='auto'")
-    return tasks[name]
+    return cls
 
 
 def check_task_options(name: str, options: dict) -> None:
@@ -298,14 +330,18 @@ def check_task_options(name: str, options: dict) -> None:
     task_class(name).check_options(options)
 
 
-def build_task_and_model(cfg: Any, data: Any, device: Any = "cpu") -> tuple[Task, Any]:
-    """The task of a :class:`~tokengeo.train.config.TrainConfig` on ``data`` and its model,
-    sized from the data and wrapped by the task (DINO: student + teacher)."""
-    from tokengeo.models.registry import get_entry, model_from_config
-
+def build_task(cfg: Any, data: Any) -> Task:
+    """The task of a :class:`~tokengeo.train.config.TrainConfig` on ``data``; its
+    ``model_config`` is the resolved model config, sized from the data."""
     cls = task_class(cfg.task, data.kind)
     cls.check_family(cfg.model, get_entry(cfg.model).family)
     model_cfg = cfg.model_config(**cls.model_sizes(data))
-    task = cls(data, model_cfg, cfg.task_options)
-    model = model_from_config(cfg.model, dataclasses.asdict(model_cfg), device=device)
+    return cls(data, model_cfg, cfg.task_options)
+
+
+def build_task_and_model(cfg: Any, data: Any, device: Any = "cpu") -> tuple[Task, Any]:
+    """The task of ``cfg`` on ``data`` and its freshly initialised model, sized from the
+    data and wrapped by the task (DINO: student + teacher)."""
+    task = build_task(cfg, data)
+    model = model_from_config(cfg.model, dataclasses.asdict(task.model_config), device=device)
     return task, task.wrap_model(model, cfg.steps)

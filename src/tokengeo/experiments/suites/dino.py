@@ -126,8 +126,8 @@ def _pca_figure(settings: dict, results: dict[str, CellResult], fig_dir: Path) -
     import torch
 
     from tokengeo.data import load_dataset
+    from tokengeo.data.splits import evenly_spaced
     from tokengeo.dino.segmentation import save_pca_figure
-    from tokengeo.train.tasks import evenly_spaced
 
     seed, H = settings["seeds"][0], settings["n_heads"]
     shown = [k for k in (0, H // 2, H - 1, H) if k in settings["ks"]]
