@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 
+from tokengeo import __version__
 from tokengeo.errors import TokengeoError
 
 # name -> (module, one-line help)
@@ -47,6 +48,7 @@ def build_parser_for(argv: list[str]) -> argparse.ArgumentParser:
         description="The geometry of token representations: Laplacian heads, "
         "L-Transformers, attention flows on the sphere, head-output similarity.",
     )
+    parser.add_argument("--version", action="version", version=f"tokengeo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = argv[0] if argv else None
     for name, (module, help_text) in COMMANDS.items():

@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--no-plots", action="store_true", help="write flow.json only")
     parser.add_argument("--gif", action="store_true", help="also write an animated sphere")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (it shows only on a terminal anyway)")
 
 
 def _heads_list(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
@@ -55,11 +57,39 @@ def _heads_list(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
     return heads
 
 
+class StepBars:
+    """``progress(step, n_steps)`` for :func:`~tokengeo.flows.simulate.simulate`: one tqdm
+    bar on stderr per H of ``heads`` (the runs come in that order), over its time steps;
+    all paths of an H advance together. Does nothing when not ``enabled``."""
+
+    def __init__(self, heads: tuple[int, ...], *, enabled: bool) -> None:
+        self.heads, self.enabled, self.bar, self.runs = heads, enabled, None, 0
+
+    def __call__(self, step: int, n_steps: int) -> None:
+        if not self.enabled:
+            return
+        if step == 1:  # a new simulation starts
+            from tqdm.auto import tqdm
+
+            self.close()
+            H = self.heads[self.runs] if self.runs < len(self.heads) else "?"
+            self.bar = tqdm(total=n_steps, desc=f"H={H}", unit="step", file=sys.stderr,
+                            dynamic_ncols=True, leave=False)
+            self.runs += 1
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from tokengeo.flows.presets import get_preset
     from tokengeo.flows.scaling import run_h_scaling
+    from tokengeo.train.progress import bar_wanted
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -83,8 +113,12 @@ def run(args: argparse.Namespace) -> int:
         done.append(asdict(run))
         _write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done})
 
-    scaling = run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
-                            on_run=partial)
+    bars = StepBars(heads, enabled=not args.quiet and bar_wanted())
+    try:
+        scaling = run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
+                                on_run=partial, progress=bars)
+    finally:
+        bars.close()
     main = scaling.results[preset.n_heads]
     payload = {
         "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
                            seq_len=args.seq_len, batch_size=args.batch_size, top_k=args.top_k,
                            short_range=args.short_range, seed=args.seed)
+    check_arguments(cfg)  # before the model loads (seconds) and the corpus is tokenised
     start = time.perf_counter()
     result = run_similarity(cfg, progress=True)
     seconds = time.perf_counter() - start
@@ -52,6 +53,22 @@ def run(args: argparse.Namespace) -> int:
     print(result.table())
     print(f"{result.n_samples} windows in {seconds:.0f} s; results in {out}")
     return 0
+
+
+def check_arguments(cfg) -> None:
+    """Refuse bad sizes, an unknown model and an unknown corpus without loading anything."""
+    from tokengeo.data.corpus import CORPORA
+
+    cfg.validate()
+    if cfg.seq_len < 2:
+        raise ConfigError(f"--seq-len {cfg.seq_len} leaves no token pairs; use >= 2")
+    if cfg.model != "minilm" and not (Path(cfg.model).expanduser() / "config.json").is_file():
+        raise ConfigError(f"--model {cfg.model!r} is neither 'minilm' nor a local Hugging Face "
+                          "model folder (one with a config.json)")
+    for part in (p.strip() for p in cfg.corpus.split("+")):
+        if part not in CORPORA and not Path(part).expanduser().exists():
+            raise ConfigError(f"--corpus part {part!r} is neither a known corpus {list(CORPORA)} "
+                              "nor an existing text file or folder")
 
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool) -> None:

@@ -100,7 +100,8 @@ class Trainer:
         self.data = load_data(cfg) if data is None else data
         self.task, self.model = self._build_task_and_model()
         self.optimizer = build_optimizer(self.model, cfg)
-        self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps)
+        self.notes: list[str] = []  # said when training starts, kept in summary.json
+        self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, self._warmup(), cfg.steps)
         self.sampler = self.task.sampler(cfg.batch_size, cfg.seed, self.env.rank,
                                          self.env.world_size)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
@@ -124,6 +125,15 @@ class Trainer:
                 )
         barrier(self.env)
         return saved
+
+    def _warmup(self) -> int:
+        """The warmup, clamped to the run: a warmup longer than ``steps`` never reaches ``lr``."""
+        cfg = self.cfg
+        if cfg.warmup <= cfg.steps:
+            return cfg.warmup
+        self.notes.append(f"warmup={cfg.warmup} is longer than the run (steps={cfg.steps}); "
+                          f"the warmup is clamped to {cfg.steps} steps")
+        return cfg.steps
 
     def _build_task_and_model(self) -> tuple[Task, nn.Module]:
         return build_task_and_model(self.cfg, self.data, self.env.device)
@@ -300,6 +310,8 @@ class Trainer:
         self._t0 = time.perf_counter()
         self.progress = Progress(cfg.steps, self.step, self.task.unit,
                                  is_main=self.env.is_main, enabled=self._show_progress)
+        for note in self.notes:
+            self.progress.write(f"note: {note}")
         try:
             while self.step < cfg.steps:
                 t = time.perf_counter()
@@ -329,6 +341,7 @@ class Trainer:
         return summary
 
     def summary(self, final: dict[str, dict[str, float]]) -> dict[str, Any]:
+        extras = self.task.summary_extras(self.model, final)
         return {
             "step": self.step,
             "final": final,
@@ -341,7 +354,8 @@ class Trainer:
             "data": {"name": getattr(self.data, "name", self.cfg.data), "kind": self.data.kind},
             "task": self.task.name,
             "config": self.cfg.to_dict(),
-            **self.task.summary_extras(self.model, final),
+            **extras,
+            "warnings": self.notes + extras.get("warnings", []),
         }
 
 
