@@ -18,11 +18,14 @@ from typing import Any
 
 from tokengeo.config import check_choice, check_positive, check_range, replace_checked
 from tokengeo.errors import ConfigError
+from tokengeo.train.loggers import check_loggers
+from tokengeo.train.tasks import check_task_options
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 # Fields that may differ between a run and its resumption (they change no numbers).
-RESUMABLE_CHANGES = ("out", "log_every", "checkpoint_every", "keep_checkpoints", "device")
+RESUMABLE_CHANGES = ("out", "log_every", "checkpoint_every", "keep_checkpoints", "device",
+                     "loggers")
 
 
 @dataclass
@@ -34,7 +37,8 @@ class TrainConfig:
     gradients clipped to global norm ``grad_clip`` (0 = off). ``batch_size`` is the global
     batch (split across data-parallel ranks). ``eval_every``/``checkpoint_every`` of 0 mean
     only at the end; ``eval_batches`` bounds periodic evaluation, ``final_eval_batches``
-    the final one (0 = the whole split).
+    the final one (0 = the whole split). ``loggers``: where metrics go besides
+    ``metrics.jsonl`` (``tensorboard``, ``csv``, ``wandb``; see :mod:`tokengeo.train.loggers`).
     """
 
     model: str = "vit-tiny"
@@ -60,15 +64,15 @@ class TrainConfig:
     checkpoint_every: int = 0
     keep_checkpoints: int = 1
     log_every: int = 1
+    loggers: list[str] = field(default_factory=list)
     seed: int = 0
     precision: str = "auto"
     device: str = "auto"
     out: str = "runs/default"
 
     def validate(self) -> TrainConfig:
-        from tokengeo.train.tasks import check_task_options
-
         check_task_options(self.task, self.task_options)  # also: an unknown task
+        check_loggers(self.loggers)  # also: a logger whose package is missing
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("device", self.device, DEVICES)
         for name in ("steps", "batch_size", "lr", "keep_checkpoints", "log_every"):

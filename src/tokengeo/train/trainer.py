@@ -26,6 +26,7 @@ from torch import nn
 from tokengeo.errors import CheckpointError, ConfigError, TokengeoError
 from tokengeo.train import checkpoint as ckpt
 from tokengeo.train.config import TrainConfig
+from tokengeo.train.curves import plot_curves
 from tokengeo.train.distributed import (
     DistEnv,
     all_gather_json,
@@ -34,6 +35,7 @@ from tokengeo.train.distributed import (
     init_distributed,
     wrap_model,
 )
+from tokengeo.train.loggers import MetricLogger, close_loggers, open_loggers
 from tokengeo.train.progress import Progress
 from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
 from tokengeo.train.rundir import RunDir, config_changes, write_json_atomic
@@ -110,6 +112,7 @@ class Trainer:
         self._start_run_dir(saved_config)
         self.ddp_model = wrap_model(self.model, self.env)
         self._show_progress = progress
+        self.loggers: list[MetricLogger] = []
 
     # ---- set-up --------------------------------------------------------------------
 
@@ -289,6 +292,8 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         if self.env.is_main:
             self.run.append(record)
+            for logger in self.loggers:
+                logger.log(record)
 
     def _log_step(self, r: StepResult) -> None:
         if self._due(self.cfg.log_every) or self.step == self.cfg.steps:
@@ -306,27 +311,51 @@ class Trainer:
 
     def fit(self) -> dict[str, Any]:
         """Train to ``cfg.steps``, evaluate, write the last checkpoint and summary.json."""
-        cfg = self.cfg
         self._t0 = time.perf_counter()
-        self.progress = Progress(cfg.steps, self.step, self.task.unit,
+        self.progress = Progress(self.cfg.steps, self.step, self.task.unit,
                                  is_main=self.env.is_main, enabled=self._show_progress)
         for note in self.notes:
             self.progress.write(f"note: {note}")
+        self.loggers = self._open_loggers()
         try:
-            while self.step < cfg.steps:
-                t = time.perf_counter()
-                result = self.train_step()
-                self.step += 1
-                self._step_time = time.perf_counter() - t
-                self._log_step(result)
-                self.progress.update(result.loss, result.items)
-                if self._due(cfg.eval_every) and self.step < cfg.steps:
-                    self._log_eval("val", cfg.eval_batches * cfg.batch_size)
-                if self._due(cfg.checkpoint_every) and self.step < cfg.steps:
-                    self.save()
+            try:
+                self._loop()
+            finally:
+                self.progress.close()
+            return self.finish()
         finally:
-            self.progress.close()
-        return self.finish()
+            close_loggers(self.loggers)
+            self.loggers = []
+
+    def _loop(self) -> None:
+        cfg = self.cfg
+        while self.step < cfg.steps:
+            t = time.perf_counter()
+            result = self.train_step()
+            self.step += 1
+            self._step_time = time.perf_counter() - t
+            self._log_step(result)
+            self.progress.update(result.loss, result.items)
+            if self._due(cfg.eval_every) and self.step < cfg.steps:
+                self._log_eval("val", cfg.eval_batches * cfg.batch_size)
+            if self._due(cfg.checkpoint_every) and self.step < cfg.steps:
+                self.save()
+
+    def _open_loggers(self) -> list[MetricLogger]:
+        if not self.env.is_main:
+            return []
+        return open_loggers(self.cfg.loggers, self.run.root, self.cfg.to_dict(),
+                            self.run.read_metrics(), self.step)
+
+    def _curves(self) -> dict[str, Any]:
+        """curves.png of the whole run (rank 0), or why it was skipped."""
+        if not self.env.is_main:
+            return {}
+        curves = plot_curves(self.run.read_metrics(), self.run.root / "curves.png",
+                             title=f"{self.cfg.model} on {self.cfg.data} ({self.run.root.name})")
+        if curves.skipped:
+            self.progress.write(f"curves.png skipped: {curves.skipped}")
+        return {"curves": {"path": curves.path, "skipped": curves.skipped}}
 
     def finish(self) -> dict[str, Any]:
         """Final checkpoint, evaluation of every split of the task, summary.json."""
@@ -334,7 +363,7 @@ class Trainer:
             self.save()
         limit = self.cfg.final_eval_batches * self.cfg.batch_size
         final = {s: self._log_eval(s, limit, final=True) for s in self.task.eval_splits}
-        summary = self.summary(final)
+        summary = {**self.summary(final), **self._curves()}
         if self.env.is_main:
             write_json_atomic(self.run.summary, summary)
         barrier(self.env)
