@@ -73,7 +73,7 @@ def plot_curves(records: list[dict[str, Any]], path: Path, *, title: str = "",
     ax.plot(steps, losses, lw=0.6, alpha=0.45, color="C0", label="raw (per logged step)")
     if w > 1:
         ax.plot(steps, moving_average(losses, w), lw=1.6, color="C0",
-                label=f"moving average, {w} logged steps")
+                label=f"trailing mean of {w} logged steps")
     ax.set(xlabel="step", ylabel="training loss", title="training loss")
     ax.legend(fontsize=7)
     for ax, (name, (s, v)) in zip(axes[0, 1:], val.items(), strict=True):
