@@ -63,7 +63,7 @@ def check_arguments(cfg) -> None:
     if cfg.seq_len < 2:
         raise ConfigError(f"--seq-len {cfg.seq_len} leaves no token pairs; use >= 2")
     if cfg.model != "minilm" and not (Path(cfg.model).expanduser() / "config.json").is_file():
-        raise ConfigError(f"--model {cfg.model!r} is neither 'minilm' nor a local Hugging Face "
+        raise ConfigError(f"unknown model {cfg.model!r}: use 'minilm' or a local Hugging Face "
                           "model folder (one with a config.json)")
     for part in (p.strip() for p in cfg.corpus.split("+")):
         if part not in CORPORA and not Path(part).expanduser().exists():
