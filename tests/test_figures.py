@@ -111,3 +111,76 @@ def test_flow_scaling_has_integer_head_ticks_and_names_its_bars(flow_run):
     assert set(_tick_values(ax.xaxis)) == {1, 2, 4}
     text = assert_paper_ready(fig)
     assert "± s.e." in text and "bootstrap" in text
+
+
+# --- head-output similarity -----------------------------------------------------------------
+
+
+def _similarity_plots():
+    """The similarity plotting module (its file may live in a ``similarity`` subpackage)."""
+    import importlib
+
+    for name in ("tokengeo.probes.similarity.plots", "tokengeo.probes.similarity_plots"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError("no similarity plotting module")
+
+
+def _fake_similarity(L=3, H=12, T=16):
+    from types import SimpleNamespace
+
+    g = torch.Generator().manual_seed(0)
+    scale = torch.logspace(-2, 0, L * H).reshape(L, H, 1, 1)  # heads differ 100x in size
+    return SimpleNamespace(
+        n_layers=L, n_heads=H, n_samples=5, seq_len=T,
+        mean_similarity=scale * torch.randn(L, H, T, T, generator=g),
+        distance_profile=torch.randn(L, H, T - 1, generator=g),
+        within_sentence_share=torch.rand(L, H, generator=g),
+        within_sentence_chance_distance_matched=torch.rand(L, H, generator=g),
+        within_sentence_chance=0.3)
+
+
+def test_similarity_heat_maps_share_one_scale_with_a_colorbar():
+    fig = _similarity_plots().mean_similarity_figure(_fake_similarity())
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert len(images) == 3 * 12
+    limits = {(im.norm.vmin, im.norm.vmax) for im in images}
+    assert len(limits) == 1, f"{len(limits)} colour scales in one figure"
+    (vmin, vmax), = limits
+    assert vmin == -vmax and vmax > 0
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bars) == 1
+    assert_paper_ready(fig)
+
+
+def test_similarity_profiles_of_many_heads_use_a_colormap_and_a_key():
+    fig = _similarity_plots().distance_profiles_figure(_fake_similarity(H=12))
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 12
+    assert len({tuple(matplotlib.colors.to_rgba(ln.get_color())) for ln in lines}) == 12
+    assert any(ax.get_label() == "<colorbar>" for ax in fig.axes), "no key to the head colours"
+    assert_paper_ready(fig)
+
+
+def test_similarity_profiles_of_few_heads_have_a_legend():
+    fig = _similarity_plots().distance_profiles_figure(_fake_similarity(L=2, H=4))
+    legend = fig.axes[0].get_legend()
+    assert legend is not None and [t.get_text() for t in legend.get_texts()] == [
+        "h0", "h1", "h2", "h3"]
+    assert_paper_ready(fig)
+
+
+def test_within_sentence_has_integer_layer_ticks():
+    fig = _similarity_plots().within_sentence_figure(_fake_similarity(L=6))
+    fig.canvas.draw()
+    assert_integer_ticks(fig.axes[0].xaxis)
+    assert_paper_ready(fig)
+
+
+def test_similarity_save_figures_writes_three_pngs(tmp_path):
+    paths = _similarity_plots().save_figures(_fake_similarity(L=2, H=3, T=8), tmp_path)
+    assert [p.name for p in paths] == ["mean_similarity.png", "distance_profiles.png",
+                                       "within_sentence.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
