@@ -184,3 +184,29 @@ def test_similarity_save_figures_writes_three_pngs(tmp_path):
     assert [p.name for p in paths] == ["mean_similarity.png", "distance_profiles.png",
                                        "within_sentence.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+# --- suites and DINO -----------------------------------------------------------------------
+
+
+def test_suite_line_plot_has_integer_k_ticks_and_names_its_bars():
+    from tokengeo.experiments.sweep import line_plot
+
+    series = {"k-NN": [[0.5, 0.52, 0.55], [0.6, 0.61, 0.58], [0.62, 0.6, 0.64]],
+              "linear": [[0.4, 0.41, 0.45], [0.5, 0.49, 0.52], [0.55, 0.53, 0.56]]}
+    fig = line_plot([0, 1, 3], series, "Laplacian heads per layer (k)", "test accuracy",
+                    "frozen-feature accuracy")
+    fig.canvas.draw()
+    assert_integer_ticks(fig.axes[0].xaxis)
+    text = assert_paper_ready(fig)
+    assert "± std over 3 seeds" in text
+
+
+def test_dino_pca_figure_is_paper_ready():
+    from tokengeo.dino.segmentation import pca_figure
+
+    images = torch.randint(0, 255, (8, 1, 28, 28), dtype=torch.uint8)
+    rows = {f"k={k}": torch.randn(8, 16, 12) for k in (0, 2, 4)}
+    fig = pca_figure(images, rows, 4, "first 3 principal components of patch tokens (RGB)")
+    assert len([ax for ax in fig.axes if ax.get_images()]) == 8 * 4
+    assert_paper_ready(fig)

@@ -16,7 +16,6 @@ from tokengeo.flows.diagnostics import PowerLawFit
 from tokengeo.flows.simulate import FlowResult
 from tokengeo.plotting import MIN_FONT_PT, integer_ticks, new_figure, pyplot, save_figure
 
-
 SNAPSHOT_COLUMNS = 3  # snapshots per row: six panels fit the report's width readably
 
 
