@@ -14,6 +14,8 @@ _EXTRAS = {
     "matplotlib": ("plot", "matplotlib"),
     "sklearn": ("data", "scikit-learn"),
     "tokenizers": ("data", "tokenizers"),
+    "scipy": ("data", "scipy"),
+    "PIL": ("data", "pillow"),
 }
 
 

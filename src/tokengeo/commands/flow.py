@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from tokengeo.errors import ConfigError
+from tokengeo.errors import ConfigError, MissingDependencyError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,8 +131,11 @@ def run(args: argparse.Namespace) -> int:
     (out / "flow.partial.json").unlink(missing_ok=True)  # flow.json now holds every run
     log(f"wrote {out / 'flow.json'}")
     if not args.no_plots:
-        _figures(preset, scaling, main, out, gif=args.gif)
-        log(f"wrote figures to {out}")
+        try:
+            _figures(preset, scaling, main, out, gif=args.gif)
+            log(f"wrote figures to {out}")
+        except MissingDependencyError as exc:  # a core-only install: the numbers are written
+            log(f"figures skipped: {exc}")
     fit = scaling.fit
     if fit is not None:
         print(f"{preset.name}: G2 ~ H^b, b = {fit.exponent:.3f} "

@@ -77,29 +77,31 @@ def example_patch_tokens(backbone: nn.Module, data, n: int) -> tuple[Tensor, Ten
     return images, patches
 
 
-def save_pca_figure(images: Tensor, rows: dict[str, Tensor], grid: int, path: Path,
-                    title: str = "") -> Path:
-    """Images (N, C, H, W) in the first row, then one row of PCA-RGB patch maps per label."""
-    from tokengeo._deps import require
+def pca_figure(images: Tensor, rows: dict[str, Tensor], grid: int, title: str = ""):
+    """Figure: images (N, C, H, W) in the first row, then one row of PCA-RGB patch maps
+    (:func:`pca_rgb`) per label of ``rows`` (label -> patch tokens (N, P, d))."""
+    from tokengeo.plotting import MIN_FONT_PT, new_figure
 
-    require("matplotlib").use("Agg")
-    plt = require("matplotlib.pyplot")
     n = images.shape[0]
     maps = {label: pca_rgb(patches, grid) for label, patches in rows.items()}
-    fig, axes = plt.subplots(1 + len(rows), n, figsize=(1.3 * n, 1.4 * (1 + len(rows))),
-                             squeeze=False)
+    fig, axes = new_figure(1.2 * n, 1.25 * (1 + len(rows)) + 0.3, 1 + len(rows), n)
     for j in range(n):
-        axes[0, j].imshow(images[j].float().mean(0), cmap="gray")
+        axes[0, j].imshow(images[j].float().mean(0).numpy(), cmap="gray")
         for i, rgb in enumerate(maps.values(), 1):
-            axes[i, j].imshow(rgb[j], interpolation="nearest")
+            axes[i, j].imshow(rgb[j].numpy(), interpolation="nearest")
     for i, label in enumerate(["image", *rows]):
-        axes[i, 0].set_ylabel(label, fontsize=8)
+        axes[i, 0].set_ylabel(label, fontsize=MIN_FONT_PT + 1)
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
     if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return Path(path)
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def save_pca_figure(images: Tensor, rows: dict[str, Tensor], grid: int, path: Path,
+                    title: str = "") -> Path:
+    """Write :func:`pca_figure` as PNG at ``path``."""
+    from tokengeo.plotting import save_figure
+
+    return save_figure(pca_figure(images, rows, grid, title), path)

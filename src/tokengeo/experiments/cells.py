@@ -5,7 +5,9 @@ re-running ``tokengeo reproduce`` reads finished cells instead of recomputing th
 name carries a hash of the cell's arguments, so editing a suite's settings recomputes
 exactly the cells whose work changed. A cell
 whose source is missing (data, optional dependency) is recorded as not run, *not* cached,
-so installing the source and re-running computes it.
+so installing the source and re-running computes it. A cell whose numbers were computed
+but whose figures failed (:func:`draw_figures`) keeps its numbers in the report; it is
+stored, and recomputed on the next run so that the figures get drawn.
 """
 
 from __future__ import annotations
@@ -31,12 +33,38 @@ class Cell:
     label: str = ""
 
 
+FIGURE_ERROR = "figure_error"  # key of a cell value whose figures were not drawn
+
+
 @dataclass
 class CellResult:
     key: str
     value: dict | None
     not_run: str | None = None
     cached: bool = False
+
+    @property
+    def figure_error(self) -> str | None:
+        return None if self.value is None else self.value.get(FIGURE_ERROR)
+
+
+def draw_figures(value: dict, make: Callable[[], list]) -> dict:
+    """``value["figures"]`` = the paths ``make()`` wrote. If drawing fails (matplotlib
+    missing, a plotting error) the computed numbers are kept: ``figures`` is empty and
+    ``value["figure_error"]`` says why. Returns ``value``."""
+    from tokengeo.experiments.report import figure_error
+
+    try:
+        value["figures"] = [str(p) for p in make()]
+    except Exception as exc:  # a figure never costs a cell its numbers
+        value["figures"], value[FIGURE_ERROR] = [], figure_error(exc)
+    return value
+
+
+def figure_notes(results: dict[str, CellResult]) -> list[str]:
+    """One report note per cell whose figures were not drawn."""
+    return [f"Figures of {key} not drawn: {r.figure_error}"
+            for key, r in results.items() if r.figure_error]
 
 
 def arguments_hash(cell: Cell) -> str:
@@ -58,9 +86,10 @@ class CellStore:
         if not p.exists():
             return None
         try:
-            return json.loads(p.read_text())
+            value = json.loads(p.read_text())
         except json.JSONDecodeError:
             return None  # a torn file from a crash is recomputed
+        return None if FIGURE_ERROR in value else value  # recompute to draw its figures
 
     def save(self, cell: Cell, value: dict) -> None:
         p = self.path(cell)

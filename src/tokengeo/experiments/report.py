@@ -10,9 +10,11 @@ import base64
 import html
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokengeo.errors import TokengeoError
 from tokengeo.experiments.claims import Claim
 
 
@@ -25,6 +27,24 @@ class SuiteOutput:
     figures: list[Path] = field(default_factory=list)
     tables: list[tuple[str, list[str], list[list[str]]]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def add_figure(self, make: Callable[..., Path | None], *args, **kwargs) -> None:
+        """Append the figure ``make(*args, **kwargs)`` draws; if drawing fails (matplotlib
+        missing, a plotting error) the numbers stay and a note says why there is no figure."""
+        try:
+            path = make(*args, **kwargs)
+        except Exception as exc:  # a figure never costs the report its numbers
+            self.notes.append(f"Figure not drawn: {figure_error(exc)}")
+            return
+        if path is not None:
+            self.figures.append(Path(path))
+
+
+def figure_error(exc: BaseException) -> str:
+    """One line saying why a figure was not drawn."""
+    if isinstance(exc, TokengeoError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 SUMMARY_HEADER = ["suite", "claim", "paper", "tokengeo (mean [95% interval])", "verdict"]
@@ -92,6 +112,16 @@ img{max-width:100%;border:1px solid #ddd;margin:0.5em 0} .rule{color:#555;font-s
 """
 
 
+def _html_figure(fig: Path) -> str:
+    """The PNG embedded as base64, or a line saying the file is missing."""
+    name = html.escape(fig.stem)
+    if not fig.is_file():
+        return f"<p class='rule'>Figure {name} missing: {html.escape(str(fig))} not found.</p>"
+    data = base64.b64encode(fig.read_bytes()).decode()
+    return (f"<figure><img alt='{name}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{name}</figcaption></figure>")
+
+
 def render_html(suites: list[SuiteOutput], title: str, preamble: list[str]) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
              f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
@@ -114,10 +144,7 @@ def render_html(suites: list[SuiteOutput], title: str, preamble: list[str]) -> s
         for note in s.notes:
             parts.append(f"<p>{html.escape(note)}</p>")
         for fig in s.figures:
-            data = base64.b64encode(Path(fig).read_bytes()).decode()
-            parts.append(f"<figure><img alt='{html.escape(Path(fig).stem)}' "
-                         f"src='data:image/png;base64,{data}'><figcaption>"
-                         f"{html.escape(Path(fig).stem)}</figcaption></figure>")
+            parts.append(_html_figure(Path(fig)))
     parts.append("</body></html>")
     return "".join(parts)
 

@@ -9,7 +9,8 @@ A claim names a *region of agreement* for a measured quantity (e.g. "difference 
   so no interval (deterministic quantities are marked ``exact`` and judged on their value).
 
 Intervals are Student-t intervals of the mean, ``m ± t_{0.975, n−1} s / √n``; paired
-differences (same seed, two settings) use the per-seed differences.
+differences (same seed, two settings) use the per-seed differences; unpaired ones Welch's
+interval. The t quantiles come from ``scipy.stats`` (``pip install 'tokengeo[data]'``).
 """
 
 from __future__ import annotations
@@ -20,20 +21,19 @@ from dataclasses import asdict, dataclass
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 
-# two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (standard table values)
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+def _scipy_stats():
+    from tokengeo._deps import require
+
+    return require("scipy.stats")
 
 
-def t975(df: int) -> float:
-    """Two-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
-    if df < 1:
+def t975(df: float) -> float:
+    """Two-sided 95% quantile of Student's t, ``t_{0.975, df}`` (``scipy.stats.t.ppf``);
+    ``df`` may be fractional (Welch–Satterthwaite)."""
+    if not df >= 1:
         raise ValueError("a t interval needs at least 2 values")
-    if df <= 30:
-        return _T975[df - 1]
-    z = 1.959964  # Cornish-Fisher expansion of t in 1/df (Abramowitz & Stegun 26.7.5)
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+    return float(_scipy_stats().t.ppf(0.975, df))
 
 
 @dataclass(frozen=True)
@@ -91,17 +91,17 @@ def paired_difference(treated: Sequence[float], baseline: Sequence[float]) -> In
 
 
 def welch_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """Interval of ``mean(a) − mean(b)`` for unpaired samples (Welch–Satterthwaite df)."""
+    """Welch interval of ``mean(a) − mean(b)`` for unpaired samples:
+    ``d ± t_{0.975, ν} √(s_a²/n_a + s_b²/n_b)`` with the Welch–Satterthwaite ``ν``
+    (``scipy.stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)``)."""
     ia, ib = mean_interval(a), mean_interval(b)
     if ia.n < 2 or ib.n < 2:
         raise ValueError("welch_difference needs at least 2 values on each side")
-    va, vb = ia.std**2 / ia.n, ib.std**2 / ib.n
-    diff = ia.mean - ib.mean
-    if va + vb == 0:
+    diff, se = ia.mean - ib.mean, math.sqrt(ia.std**2 / ia.n + ib.std**2 / ib.n)
+    if se == 0:
         return Interval(diff, diff, diff, ia.n + ib.n, 0.0)
-    df = (va + vb) ** 2 / (va**2 / (ia.n - 1) + vb**2 / (ib.n - 1))
-    half = t975(max(1, int(df))) * math.sqrt(va + vb)
-    return Interval(diff, diff - half, diff + half, ia.n + ib.n, math.sqrt(va + vb))
+    ci = _scipy_stats().ttest_ind(list(a), list(b), equal_var=False).confidence_interval(0.95)
+    return Interval(diff, float(ci.low), float(ci.high), ia.n + ib.n, se)
 
 
 @dataclass(frozen=True)

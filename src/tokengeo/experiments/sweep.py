@@ -91,25 +91,34 @@ def metric_table(sweep: SweepResults, columns: dict[str, Callable[[dict], float]
     return header, rows
 
 
-def line_figure(path: Path, xs: list[float], series: dict[str, list[list[float]]],
-                xlabel: str, ylabel: str, title: str) -> Path:
-    """Mean ± std over seeds of each series against ``xs``."""
-    from tokengeo._deps import require
+def line_plot(xs: list[int], series: dict[str, list[list[float]]], xlabel: str, ylabel: str,
+              title: str):
+    """Figure: mean over seeds of each series against integer ``xs`` (k, H), error bars
+    ± one sample std over seeds (stated in the legend's title)."""
+    from tokengeo.plotting import MIN_FONT_PT, integer_ticks, new_figure
 
-    require("matplotlib").use("Agg")
-    plt = require("matplotlib.pyplot")
-    fig, ax = plt.subplots(figsize=(5, 3.4))
+    fig, axes = new_figure(5.5, 3.8)
+    ax = axes[0, 0]
+    n_seeds = set()
     for name, per_x in series.items():
         means = [sum(v) / len(v) for v in per_x]
         stds = [(sum((x - m) ** 2 for x in v) / max(len(v) - 1, 1)) ** 0.5
                 for v, m in zip(per_x, means, strict=True)]
+        n_seeds.update(len(v) for v in per_x)
         ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=name)
+    integer_ticks(ax.xaxis)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    if len(series) > 1:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    ax.set_title(title, fontsize=10)
+    n = "/".join(str(k) for k in sorted(n_seeds))
+    ax.legend(fontsize=MIN_FONT_PT, title=f"mean, bars ± std over {n} seeds",
+              title_fontsize=MIN_FONT_PT)
+    return fig
+
+
+def line_figure(path: Path, xs: list[int], series: dict[str, list[list[float]]],
+                xlabel: str, ylabel: str, title: str) -> Path:
+    """Write :func:`line_plot` as PNG at ``path``."""
+    from tokengeo.plotting import save_figure
+
+    return save_figure(line_plot(xs, series, xlabel, ylabel, title), path)

@@ -1,6 +1,7 @@
 """Figures of a flow run: sphere snapshots, E(t), G^2(t), the energy balance, the H-scaling fit.
 
-matplotlib is imported inside each function (``tokengeo._deps.require``), with the Agg backend.
+``*_figure`` build a matplotlib Figure; ``plot_*`` write it as PNG (``tokengeo.plotting``,
+which imports matplotlib when first used, with the Agg backend).
 """
 
 from __future__ import annotations
@@ -13,46 +14,57 @@ from tokengeo._deps import require
 from tokengeo.errors import ConfigError
 from tokengeo.flows.diagnostics import PowerLawFit
 from tokengeo.flows.simulate import FlowResult
+from tokengeo.plotting import MIN_FONT_PT, integer_ticks, new_figure, pyplot, save_figure
 
-
-def _pyplot():
-    mpl = require("matplotlib")
-    mpl.use("Agg")
-    return require("matplotlib.pyplot")
+SNAPSHOT_COLUMNS = 3  # snapshots per row: six panels fit the report's width readably
 
 
 def _snapshot_indices(n_records: int, k: int) -> list[int]:
     return sorted({round(i) for i in np.linspace(0, n_records - 1, k)})
 
 
-def plot_snapshots(result: FlowResult, path: str | Path, *, n_snapshots: int = 6, run: int = 0):
-    """Tokens of one path at evenly spaced recorded times (first 3 coordinates if d > 3)."""
+def _paths_text(n: int) -> str:
+    return f"mean ± std over {n} paths" if n > 1 else "1 path (no band)"
+
+
+def snapshots_figure(result: FlowResult, *, n_snapshots: int = 6, run: int = 0):
+    """Tokens of one path at evenly spaced recorded times (first 3 coordinates if d > 3),
+    in rows of :data:`SNAPSHOT_COLUMNS` panels."""
     if result.x is None:
         raise ConfigError("snapshots need a trajectory: simulate(..., record_trajectory=True)")
-    plt = _pyplot()
     x = result.x[run].numpy()  # (R, n, d)
     idx = _snapshot_indices(x.shape[0], n_snapshots)
     three_d = x.shape[-1] >= 3
-    fig = plt.figure(figsize=(3.2 * len(idx), 3.4))
-    for k, r in enumerate(idx):
-        ax = fig.add_subplot(1, len(idx), k + 1, projection="3d" if three_d else None)
+    cols = min(len(idx), SNAPSHOT_COLUMNS)
+    rows = -(-len(idx) // cols)
+    fig, axes = new_figure(3.0 * cols, 3.1 * rows, rows, cols,
+                           **({"projection": "3d"} if three_d else {}))
+    for k, ax in enumerate(axes.flat):
+        if k >= len(idx):
+            ax.set_visible(False)
+            continue
+        r = idx[k]
         if three_d:
             u, v = np.mgrid[0 : 2 * np.pi : 30j, 0 : np.pi : 15j]
             ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v),
                               color="0.85", linewidth=0.3)
-            ax.scatter(x[r, :, 0], x[r, :, 1], x[r, :, 2], s=4, c="C0", depthshade=False)
-            ax.set_box_aspect((1, 1, 1))
-            ax.set_axis_off()
+            ax.scatter(x[r, :, 0], x[r, :, 1], x[r, :, 2], s=6, c="C0", depthshade=False)
+            ax.set_box_aspect((1, 1, 1), zoom=1.25)
         else:
             theta = np.linspace(0, 2 * np.pi, 200)
             ax.plot(np.cos(theta), np.sin(theta), color="0.8", linewidth=0.5)
-            ax.scatter(x[r, :, 0], x[r, :, 1], s=4, c="C0")
+            ax.scatter(x[r, :, 0], x[r, :, 1], s=6, c="C0")
             ax.set_aspect("equal")
-            ax.set_axis_off()
-        ax.set_title(f"t = {float(result.t[r]):.2f}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        ax.set_axis_off()
+        ax.set_title(f"t = {float(result.t[r]):.2f}", fontsize=11)
+    fig.suptitle(f"{x.shape[1]} tokens on the sphere, path {run}", fontsize=11)
+    return fig
+
+
+def plot_snapshots(result: FlowResult, path: str | Path, *, n_snapshots: int = 6,
+                   run: int = 0) -> Path:
+    """Write :func:`snapshots_figure` as PNG."""
+    return save_figure(snapshots_figure(result, n_snapshots=n_snapshots, run=run), path)
 
 
 def _band(ax, t, series, label, color):
@@ -61,27 +73,30 @@ def _band(ax, t, series, label, color):
     ax.fill_between(t, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
 
 
-def plot_series(result: FlowResult, name: str, path: str | Path, *, log: bool = False):
-    """One recorded series (``"E"``, ``"G2"``, ...): mean over paths +- one std."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    _band(ax, result.t.numpy(), getattr(result, name).numpy(), name, "C0")
+def series_figure(result: FlowResult, name: str, *, log: bool = False):
+    """One recorded series (``"E"``, ``"G2"``, ...): mean over paths, band ± one std."""
+    fig, axes = new_figure(5.5, 3.6)
+    ax = axes[0, 0]
+    series = getattr(result, name).numpy()  # (P, R)
+    _band(ax, result.t.numpy(), series, f"{name}: {_paths_text(series.shape[0])}", "C0")
     ax.set_xlabel("t (depth)")
     ax.set_ylabel(name)
     if log:
         ax.set_yscale("log")
-    ax.set_title(f"{name}(t), {result.config.get('n_heads')} heads, "
-                 f"{result.config.get('n_paths')} paths", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ax.legend(fontsize=MIN_FONT_PT)
+    ax.set_title(f"{name}(t), {result.config.get('n_heads')} heads", fontsize=10)
+    return fig
 
 
-def plot_balance(result: FlowResult, path: str | Path):
-    """Every term of the discrete energy balance over time (means over paths +- std)."""
+def plot_series(result: FlowResult, name: str, path: str | Path, *, log: bool = False) -> Path:
+    """Write :func:`series_figure` as PNG."""
+    return save_figure(series_figure(result, name, log=log), path)
+
+
+def balance_figure(result: FlowResult):
+    """Every term of the discrete energy balance over time (means over paths, bands ± std)."""
     if not result.energy_defined:
         raise ConfigError("the energy balance is undefined for general (non-symmetric) heads")
-    plt = _pyplot()
     t = result.t.numpy()
     terms = {
         "E(t) - E(0)": (result.E - result.E[:, :1]),
@@ -91,45 +106,57 @@ def plot_balance(result: FlowResult, path: str | Path):
         "martingale": result.mart_int,
         "residual": result.residual,
     }
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, axes = new_figure(6.5, 4.2)
+    ax = axes[0, 0]
     for k, (label, series) in enumerate(terms.items()):
         _band(ax, t, series.numpy(), label, f"C{k}")
     ax.axhline(0, color="0.5", linewidth=0.5)
     ax.set_xlabel("t (depth)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title("energy balance: E_T - E_0 = dE + Ito - G^2 + M + residual", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ax.legend(fontsize=MIN_FONT_PT, ncol=2, title=_paths_text(result.E.shape[0]),
+              title_fontsize=MIN_FONT_PT)
+    ax.set_title("energy balance: E_T - E_0 = dE + Ito - G^2 + M + residual", fontsize=10)
+    return fig
 
 
-def plot_scaling(fit: PowerLawFit, path: str | Path, *, title: str = ""):
-    """Path means of the time-averaged G^2 against H (log-log), with the fitted power law."""
-    plt = _pyplot()
+def plot_balance(result: FlowResult, path: str | Path) -> Path:
+    """Write :func:`balance_figure` as PNG."""
+    return save_figure(balance_figure(result), path)
+
+
+def scaling_figure(fit: PowerLawFit, *, title: str = ""):
+    """Path means of the time-averaged G^2 against H (log-log, ticks at the H run), error
+    bars ± one standard error, with the fitted power law and its bootstrap interval."""
     h = np.asarray(fit.heads, dtype=float)
     mean, std, n = (np.asarray(v, dtype=float) for v in (fit.mean, fit.std, fit.n_paths))
-    fig, ax = plt.subplots(figsize=(4.8, 3.6))
+    fig, axes = new_figure(5.0, 3.8)
+    ax = axes[0, 0]
     ax.errorbar(h, mean, yerr=std / np.sqrt(n), fmt="o", capsize=3,
-                label="mean over paths (± s.e.)")
+                label="mean over paths, bars ± s.e.")
     hh = np.geomspace(h.min(), h.max(), 50)
     ax.plot(hh, fit.prefactor * hh**fit.exponent, "--",
-            label=f"b = {fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]")
+            label=f"b = {fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}] "
+                  f"({fit.level:.0%} bootstrap)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    integer_ticks(ax.xaxis, fit.heads)
     ax.set_xlabel("heads H")
     ax.set_ylabel("avg G^2 over [T/2, T]")
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ax.legend(fontsize=MIN_FONT_PT)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return fig
+
+
+def plot_scaling(fit: PowerLawFit, path: str | Path, *, title: str = "") -> Path:
+    """Write :func:`scaling_figure` as PNG."""
+    return save_figure(scaling_figure(fit, title=title), path)
 
 
 def save_gif(result: FlowResult, path: str | Path, *, run: int = 0, frames: int = 60):
     """Animated sphere of one path (3D; first 3 coordinates), written with Pillow."""
     if result.x is None or result.x.shape[-1] < 3:
         raise ConfigError("a GIF needs a recorded trajectory with d >= 3")
-    plt = _pyplot()
+    plt = pyplot()
     animation = require("matplotlib.animation")
     x = result.x[run].numpy()
     idx = _snapshot_indices(x.shape[0], frames)

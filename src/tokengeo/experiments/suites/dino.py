@@ -156,14 +156,14 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
     header, rows = metric_table(sweep, cols)
     out.tables.append(("DINO backbones and random ones (mean ± std over seeds)", header, rows))
     ks = list(settings["ks"])
-    out.figures.append(line_figure(
-        fig_dir / "accuracy_vs_k.png", ks,
+    out.add_figure(
+        line_figure, fig_dir / "accuracy_vs_k.png", ks,
         {name: [sweep.values(f"{pre}{lab}", _get(key)) for lab in labels]
          for name, pre, key in (("k-NN (DINO)", "", "knn_accuracy"),
                                 ("linear (DINO)", "", "linear_accuracy"),
                                 ("k-NN (random)", "random-", "knn_accuracy"))},
-        "Laplacian heads per layer (k)", "test accuracy", "frozen-feature accuracy"))
-    out.figures.append(_pca_figure(settings, results, fig_dir))
+        "Laplacian heads per layer (k)", "test accuracy", "frozen-feature accuracy")
+    out.add_figure(_pca_figure, settings, results, fig_dir)
     warnings = sorted({w for r in results.values() for w in r.value.get("warnings", [])})
     ev = settings["evaluation"]
     out.notes.append(

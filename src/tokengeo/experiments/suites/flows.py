@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.stats import Interval, Region, mean_interval
@@ -41,7 +41,7 @@ def flow_cell(preset: str, n_heads: int, overrides: dict, figure_dir: str | None
     out = {"summary": run.__dict__, "t": res.t.tolist(), "G2": res.G2.tolist(),
            "E_mean": res.mean("E").tolist(), "figures": []}
     if figure_dir is not None:
-        out["figures"] = _figures(res, preset, n_heads, Path(figure_dir))
+        draw_figures(out, lambda: _figures(res, preset, n_heads, Path(figure_dir)))
     return out
 
 
@@ -130,5 +130,6 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
                       "clusters at T", "mean ⟨xi,xj⟩ at T"], rows)
     notes = [f"Settings: {settings['preset']}, H in {heads}. Residual: Euler left-point sums "
              "of the discrete balance; for H > 1 it measures how far the multi-head flow is "
-             "from the single-energy identity, as the paper reports it."]
+             "from the single-energy identity, as the paper reports it.",
+             *figure_notes(results)]
     return SuiteOutput("flows", TITLE, PAPER, claims, figures, [table], notes)

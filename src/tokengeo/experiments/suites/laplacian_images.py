@@ -69,16 +69,16 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
             "PCs for 99%": geo("components_99"), "train s": lambda v: v["wall_time_s"]}
     header, rows = metric_table(sweep, cols)
     out.tables.append(("by number of Laplacian heads (mean ± std over seeds)", header, rows))
-    out.figures.append(line_figure(
-        fig_dir / "accuracy_vs_k.png", ks, {"test accuracy": [sweep.values(l, _acc)
-                                                              for l in labels]},
+    out.add_figure(
+        line_figure, fig_dir / "accuracy_vs_k.png", ks,
+        {"test accuracy": [sweep.values(l, _acc) for l in labels]},
         "Laplacian heads per layer (k)", "test accuracy", f"{settings['train']['model']} on "
-        f"{settings['train']['data']}"))
-    out.figures.append(line_figure(
-        fig_dir / "geometry_vs_k.png", ks,
+        f"{settings['train']['data']}")
+    out.add_figure(
+        line_figure, fig_dir / "geometry_vs_k.png", ks,
         {"within-seq share": [sweep.values(l, geo("within_sequence_share")) for l in labels],
          "between-class share": [sweep.values(l, geo("between_class_share")) for l in labels]},
-        "Laplacian heads per layer (k)", "share of token variance", "token geometry (test)"))
+        "Laplacian heads per layer (k)", "share of token variance", "token geometry (test)")
     n_geo = settings.get("geometry_examples", 1000)
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry of "
                      f"final-layer tokens on {n_geo} test images.")

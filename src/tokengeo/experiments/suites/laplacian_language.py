@@ -65,14 +65,15 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
             "train s": lambda v: v["wall_time_s"]}
     header, rows = metric_table(sweep, cols)
     out.tables.append(("by number of Laplacian heads (mean ± std over seeds)", header, rows))
-    out.figures.append(line_figure(
-        fig_dir / "bpc_vs_k.png", ks, {"val bits/char": [sweep.values(l, _bpc) for l in labels]},
+    out.add_figure(
+        line_figure, fig_dir / "bpc_vs_k.png", ks,
+        {"val bits/char": [sweep.values(l, _bpc) for l in labels]},
         "Laplacian heads per layer (k)", "validation bits per character",
-        f"{settings['train']['model']} on {settings['train']['data']}"))
-    out.figures.append(line_figure(
-        fig_dir / "components_vs_k.png", ks,
+        f"{settings['train']['model']} on {settings['train']['data']}")
+    out.add_figure(
+        line_figure, fig_dir / "components_vs_k.png", ks,
         {"PCs for 99%": [sweep.values(l, geo("components_99")) for l in labels]},
-        "Laplacian heads per layer (k)", "components for 99% variance", "spectral decay (val)"))
+        "Laplacian heads per layer (k)", "components for 99% variance", "spectral decay (val)")
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry on "
                      f"{settings.get('geometry_examples')} validation windows.")
     return out

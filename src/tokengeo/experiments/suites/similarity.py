@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.stats import Region, mean_interval, welch_difference
@@ -27,8 +27,7 @@ def similarity_cell(config: dict, figure_dir: str) -> dict:
     from tokengeo.probes.similarity_run import SimilarityConfig, run_similarity
 
     result = run_similarity(SimilarityConfig(**config))
-    figures = save_figures(result, figure_dir)
-    return {"result": result.to_dict(), "figures": [str(f) for f in figures]}
+    return draw_figures({"result": result.to_dict()}, lambda: save_figures(result, figure_dir))
 
 
 def cells(settings: dict) -> list[Cell]:
@@ -124,4 +123,5 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         f"noise {r['noise_chance']:.3f}. 'Noise' = top pairs with no sentence or repetition "
         "relation (the paper's unrelated high similarities); SNR = d' of related vs "
         "unrelated pairs (see tokengeo.probes.similarity_stats).")
+    out.notes.extend(figure_notes(results))
     return out
