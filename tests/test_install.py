@@ -57,6 +57,11 @@ def test_core_only_install_trains_and_simulates(tmp_path):  # ~10 s: two CLI sub
     assert train.returncode == 0, train.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["step"] == 3
+    load = _run(["-c", "import sys, torch, tokengeo; m = tokengeo.load_model(sys.argv[1]); "
+                 "print(tuple(m(torch.zeros(2, 1, 8, 8)).shape))", str(tmp_path / "run")],
+                env, tmp_path)
+    assert load.returncode == 0, load.stderr
+    assert load.stdout.strip() == "(2, 3)"  # the trained classifier, rebuilt without extras
     flow = _run(["-m", "tokengeo", "flow", "--preset", "s2-ou", "--T", "0.1",
                  "--record-every", "2", "--n-paths", "2", "--scaling-heads", "1,2",
                  "--heads", "2", "--threads", "1", "--out", str(tmp_path / "flow")],
