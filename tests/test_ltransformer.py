@@ -28,6 +28,12 @@ from tokengeo.nn.transforms import (
 )
 
 
+def lblock_of(p: int, d_s: int, n_heads: int, kinds, *, causal=False, **cfg) -> LBlock:
+    """An L-block of p slices of width d_s (blocks take the config)."""
+    config = LTransformerConfig(d_model=p * d_s, p=p, n_heads=n_heads, **cfg)
+    return LBlock(config, kinds, causal=causal)
+
+
 def randomise(module: torch.nn.Module, scale: float = 0.3) -> None:
     """Replace every parameter by random values, so copies and layouts are really tested."""
     with torch.no_grad():
@@ -139,7 +145,7 @@ BLOCK_KINDS = [("attention", "attention"), ("attention", "laplacian"), ("mixed",
 def test_l_block_equals_p_standard_blocks_conjugated_by_the_transform(kinds, transform):
     """Z⁻¹ ∘ LBlock ∘ Z == Z⁻¹ ∘ (Block_1 ⊕ … ⊕ Block_p) ∘ Z within 1e-5 (float32)."""
     p, d_s, B, T = 4, 16, 3, 9
-    lblock = LBlock(p, d_s, 2, head_kinds=kinds, mlp_ratio=2.0)
+    lblock = lblock_of(p, d_s, 2, kinds, mlp_ratio=2.0)
     randomise(lblock)
     t = make_transform(transform, p)
     randomise(t)
@@ -156,7 +162,7 @@ def test_l_block_equals_p_standard_blocks_conjugated_by_the_transform(kinds, tra
 def test_causal_l_block_with_pattern_hook_equals_causal_standard_blocks():
     """The reference path (pattern captured) and causal masking, slice by slice."""
     p, d_s, B, T = 2, 8, 2, 6
-    lblock = LBlock(p, d_s, 2, head_kinds=("laplacian", "attention"), causal=True)
+    lblock = lblock_of(p, d_s, 2, ("laplacian", "attention"), causal=True)
     randomise(lblock)
     x_hat = torch.randn(p, B, T, d_s)
     patterns = []
@@ -191,21 +197,29 @@ def test_whole_model_equals_p_standard_transformers_on_the_spectral_slices():
     assert torch.allclose(model.forward_features(ids, mask), expected, atol=1e-5)
 
 
-def test_sequential_slices_equal_batched_slices_forward_and_backward():
+def test_benchmark_slice_after_slice_equals_batched_forward_and_backward():
+    """The benchmark's sequential contender (copies of each slice's weights in standard
+    blocks) computes the model's function, and the same gradients slice by slice."""
+    from tokengeo.bench.ltransformer import SequentialSlices
+
     kw = dict(vocab_size=60, n_laplacian=1, head_kind="mixed", pool="cls", alpha="learnable",
               transform="learnable")
     batched = tokengeo.create_model("ltransformer-tiny", **kw)
-    sequential = tokengeo.create_model("ltransformer-tiny", slice_mode="sequential", **kw)
     randomise(batched.blocks)
-    sequential.load_state_dict(batched.state_dict())
+    sequential = SequentialSlices(batched)
     ids, mask = torch.randint(0, 60, (3, 10)), padding_mask(3, 10)
-    out_b, out_s = batched(ids, mask), sequential(ids, mask)
-    assert torch.allclose(out_b, out_s, atol=1e-5)
-    out_b.sum().backward()
-    out_s.sum().backward()
-    for (name, pb), (_, ps) in zip(batched.named_parameters(), sequential.named_parameters(),
-                                   strict=True):
-        assert torch.allclose(pb.grad, ps.grad, atol=1e-5), name
+    out_b = batched(ids, mask)
+    assert torch.allclose(out_b, sequential(ids, mask), atol=1e-5)
+    lt_grads = torch.autograd.grad(out_b.sum(), [b.attn.qkv.weight for b in batched.blocks])
+    out_s = sequential(ids, mask)
+    for layer, grad in enumerate(lt_grads):
+        per_slice = [sequential.slices[k][layer].attn.qkv.weight for k in range(4)]
+        seq_grads = torch.autograd.grad(out_s.sum(), per_slice, retain_graph=True)
+        for k, g in enumerate(seq_grads):
+            assert torch.allclose(grad[k], g.T, atol=1e-5), (layer, k)
+    enc = sequential.num_parameters(only_blocks=True)
+    assert enc == batched.num_parameters(only_blocks=True)
+    assert sequential.num_parameters() == batched.num_parameters()
 
 
 # ---------------------------------------------------------------- positional encoding
