@@ -301,3 +301,29 @@ def test_layer_norm_affine_folded_into_slice_linear(bias):
     for a, b in zip(torch.autograd.grad(folded, params, grad),
                     torch.autograd.grad(unfolded, params, grad), strict=True):
         assert torch.allclose(a, b, atol=1e-10)
+
+
+@pytest.mark.parametrize("p", [1, 2, 4, 8, 16])
+def test_hadamard_is_scipy_hadamard_in_sequency_order(p):
+    """Our rows are scipy's Sylvester rows, sorted by number of sign changes, over √p."""
+    import scipy.linalg
+
+    h = scipy.linalg.hadamard(p).astype(np.float64)
+    order = np.argsort((h[:, 1:] != h[:, :-1]).sum(1), kind="stable")
+    assert np.array_equal(hadamard_matrix(p).numpy() * np.sqrt(p), h[order])
+
+
+@pytest.mark.parametrize("name", ["dct", "hadamard"])
+def test_fixed_transform_module_applies_the_scipy_matrix(name):
+    """FixedTransform(x) is x ×₃ Z with Z the scipy DCT-II (norm='ortho') / Hadamard."""
+    import scipy.linalg
+
+    p = 8
+    x = np.random.default_rng(1).standard_normal((p, 2, 3))
+    if name == "dct":
+        expected = scipy.fft.dct(x, type=2, norm="ortho", axis=0)
+    else:
+        h = scipy.linalg.hadamard(p) / np.sqrt(p)
+        expected = h[np.argsort((h[:, 1:] != h[:, :-1]).sum(1), kind="stable")] @ x.reshape(p, -1)
+    got = make_transform(name, p).double()(torch.from_numpy(x)).numpy()
+    assert np.allclose(got, expected.reshape(x.shape), atol=1e-12)
