@@ -8,13 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokengeo.errors import ConfigError
-from tokengeo.nn.attention import (
-    MultiHeadAttention,
-    attention_reference,
-    build_attn_mask,
-    combine_heads,
-)
-from tokengeo.nn.heads import resolve_head_kinds
+from tokengeo.models.config import TransformerConfig
+from tokengeo.nn.attention import MultiHeadAttention, attention_reference, build_attn_mask
+from tokengeo.nn.heads import HeadKinds, resolve_head_kinds
+
+
+def mha(d_model, n_heads, *, head_kinds=None, causal=False, **cfg) -> MultiHeadAttention:
+    """The module built from a config of these sizes (blocks take the config)."""
+    config = TransformerConfig(d_model=d_model, n_heads=n_heads, **cfg)
+    return MultiHeadAttention(config, head_kinds, causal=causal)
 
 KIND_MIXES = [
     ("attention",) * 4,
@@ -42,7 +44,7 @@ CASES = list(itertools.product(KIND_MIXES, [False, True], [False, True]))
 @pytest.mark.parametrize("kinds,causal,padded", CASES)
 def test_fused_equals_reference(kinds, causal, padded):
     torch.manual_seed(1)
-    attn = MultiHeadAttention(32, 4, head_kinds=kinds, causal=causal).double()
+    attn = mha(32, 4, head_kinds=kinds, causal=causal).double()
     if attn.mix_coef is not None:  # move mixed heads away from their init
         attn.mix_coef.data = torch.randn_like(attn.mix_coef)
     x = torch.randn(3, 11, 32, dtype=torch.float64)
@@ -58,13 +60,13 @@ def test_fused_equals_reference(kinds, causal, padded):
 
 
 def test_fused_equals_reference_float32():
-    attn = MultiHeadAttention(64, 4, head_kinds=("attention", "laplacian") * 2, causal=True)
+    attn = mha(64, 4, head_kinds=("attention", "laplacian") * 2, causal=True)
     x = torch.randn(2, 128, 64)
     assert torch.allclose(attn(x), reference_forward(attn, x), atol=1e-5)
 
 
 def test_hook_pattern_switches_to_reference_with_same_output():
-    attn = MultiHeadAttention(32, 4, head_kinds=("attention", "laplacian") * 2)
+    attn = mha(32, 4, head_kinds=("attention", "laplacian") * 2)
     x = torch.randn(2, 9, 32)
     fused = attn(x)
     seen = {}
@@ -83,7 +85,7 @@ def test_identical_tokens_give_zero_laplacian_output(T, k, causal, seed):
     """(I − P)·1 = 0 for row-stochastic P: identical tokens get zero from Laplacian heads."""
     torch.manual_seed(seed)
     kinds = resolve_head_kinds(1, 4, n_laplacian=k)[0]
-    attn = MultiHeadAttention(16, 4, head_kinds=kinds, causal=causal).double()
+    attn = mha(16, 4, head_kinds=kinds, causal=causal).double()
     x = torch.randn(1, 1, 16, dtype=torch.float64).expand(2, T, 16)
     seen = {}
     attn.hook_z.add_hook(lambda z, hp: seen.setdefault("z", z))
@@ -101,11 +103,11 @@ def test_mean_component_passed_by_attention_removed_by_laplacian(T, causal, seed
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, 2, T, 8, generator=g, dtype=torch.float64) for _ in range(3))
     c = torch.randn(1, 1, 1, 8, generator=g, dtype=torch.float64)
-    lap = torch.tensor([False, True])
+    kinds = HeadKinds(2, ("attention", "laplacian"))
 
     def heads(values):
         pv = torch.nn.functional.scaled_dot_product_attention(q, k, values, is_causal=causal)
-        out = combine_heads(values.transpose(1, 2), pv.transpose(1, 2), None, None, lap)
+        out = kinds.combine(values.transpose(1, 2), pv.transpose(1, 2))
         return out.transpose(1, 2)  # (B, H, T, Dh)
 
     base, shifted = heads(v), heads(v + c)
@@ -114,7 +116,7 @@ def test_mean_component_passed_by_attention_removed_by_laplacian(T, causal, seed
 
 
 def test_mixed_heads_receive_gradients_and_start_as_laplacian():
-    attn = MultiHeadAttention(16, 2, head_kinds=("mixed", "laplacian"), mixed_init="laplacian")
+    attn = mha(16, 2, head_kinds=("mixed", "laplacian"), mixed_init="laplacian")
     a, b = attn.head_coefficients()
     assert a.tolist() == [1.0, 1.0] and b.tolist() == [-1.0, -1.0]
     attn(torch.randn(2, 5, 16)).sum().backward()
@@ -127,7 +129,7 @@ def test_mixed_heads_receive_gradients_and_start_as_laplacian():
         (dict(n_laplacian=5), "exceeds n_heads=4"),
         (dict(n_laplacian=-1), "must be >= 0"),
         (dict(heads={0: [4]}), "out of range"),
-        (dict(heads={3: [0]}), "layer 3"),
+        (dict(heads={3: [0]}), "layer index=3"),
         (dict(heads={0: [1]}, n_laplacian=1), "not both"),
         (dict(kind="smooth"), "not valid"),
     ],
@@ -139,10 +141,10 @@ def test_bad_head_selection(kwargs, match):
 
 def test_bad_head_kind_and_shapes():
     with pytest.raises(ConfigError, match="not valid"):
-        MultiHeadAttention(16, 2, head_kinds=("attention", "heat"))
+        mha(16, 2, head_kinds=("attention", "heat"))
     with pytest.raises(ConfigError, match="one per head"):
-        MultiHeadAttention(16, 2, head_kinds=("attention",))
+        mha(16, 2, head_kinds=("attention",))
     with pytest.raises(ConfigError, match="not divisible"):
-        MultiHeadAttention(10, 4)
+        mha(10, 4)
     with pytest.raises(ConfigError, match="key_padding_mask"):
-        MultiHeadAttention(16, 2)(torch.randn(2, 5, 16), torch.ones(2, 6))
+        mha(16, 2)(torch.randn(2, 5, 16), torch.ones(2, 6))

@@ -375,15 +375,18 @@ def test_gradient_checkpointing_keeps_laplacian_gradients():
 
 
 BAD = [
-    pytest.param({"n_laplacian": 5}, "must lie in \\[0, 4\\]", id="k-above-heads"),
-    pytest.param({"n_laplacian": -1}, "must lie in \\[0, 4\\]", id="negative-k"),
+    pytest.param({"n_laplacian": 5}, "exceeds n_heads=4; choose 0 <= n_laplacian <= 4",
+                 id="k-above-heads"),
+    pytest.param({"n_laplacian": -1}, "must be >= 0; choose 0 <= n_laplacian <= 4",
+                 id="negative-k"),
     pytest.param({"n_laplacian": 1.5}, "must be an int", id="float-k"),
     pytest.param({}, "exactly one of", id="neither"),
-    pytest.param({"n_laplacian": 1, "heads": {0: [1]}}, "exactly one of", id="both"),
+    pytest.param({"n_laplacian": 1, "heads": {0: [1]}}, "not both", id="both"),
     pytest.param({"heads": {0: [4]}}, "head index=4 is out of range", id="head-out-of-range"),
     pytest.param({"heads": {0: [-1]}}, "head index=-1 is out of range", id="negative-head"),
     pytest.param({"heads": {2: [0]}}, "layer index=2 is out of range", id="layer-out-of-range"),
-    pytest.param({"heads": {"0": [0]}}, "layer index='0' must be an int", id="str-layer"),
+    pytest.param({"heads": {"a": [0]}}, "layer index='a' must be an int", id="str-layer"),
+    pytest.param({"heads": {0: [1.0]}}, "head index=1.0 must be an int", id="float-head"),
     pytest.param({"heads": {0: [1, 1]}}, "lists a head twice", id="duplicate-head"),
     pytest.param({"heads": {0: 1}}, "must be a list", id="head-not-list"),
     pytest.param({"heads": [0, 1]}, "must be a dict", id="heads-not-dict"),

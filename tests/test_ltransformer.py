@@ -28,6 +28,12 @@ from tokengeo.nn.transforms import (
 )
 
 
+def lblock_of(p: int, d_s: int, n_heads: int, kinds, *, causal=False, **cfg) -> LBlock:
+    """An L-block of p slices of width d_s (blocks take the config)."""
+    config = LTransformerConfig(d_model=p * d_s, p=p, n_heads=n_heads, **cfg)
+    return LBlock(config, kinds, causal=causal)
+
+
 def randomise(module: torch.nn.Module, scale: float = 0.3) -> None:
     """Replace every parameter by random values, so copies and layouts are really tested."""
     with torch.no_grad():
@@ -139,7 +145,7 @@ BLOCK_KINDS = [("attention", "attention"), ("attention", "laplacian"), ("mixed",
 def test_l_block_equals_p_standard_blocks_conjugated_by_the_transform(kinds, transform):
     """Z⁻¹ ∘ LBlock ∘ Z == Z⁻¹ ∘ (Block_1 ⊕ … ⊕ Block_p) ∘ Z within 1e-5 (float32)."""
     p, d_s, B, T = 4, 16, 3, 9
-    lblock = LBlock(p, d_s, 2, head_kinds=kinds, mlp_ratio=2.0)
+    lblock = lblock_of(p, d_s, 2, kinds, mlp_ratio=2.0)
     randomise(lblock)
     t = make_transform(transform, p)
     randomise(t)
@@ -156,7 +162,7 @@ def test_l_block_equals_p_standard_blocks_conjugated_by_the_transform(kinds, tra
 def test_causal_l_block_with_pattern_hook_equals_causal_standard_blocks():
     """The reference path (pattern captured) and causal masking, slice by slice."""
     p, d_s, B, T = 2, 8, 2, 6
-    lblock = LBlock(p, d_s, 2, head_kinds=("laplacian", "attention"), causal=True)
+    lblock = lblock_of(p, d_s, 2, ("laplacian", "attention"), causal=True)
     randomise(lblock)
     x_hat = torch.randn(p, B, T, d_s)
     patterns = []
@@ -191,21 +197,29 @@ def test_whole_model_equals_p_standard_transformers_on_the_spectral_slices():
     assert torch.allclose(model.forward_features(ids, mask), expected, atol=1e-5)
 
 
-def test_sequential_slices_equal_batched_slices_forward_and_backward():
+def test_benchmark_slice_after_slice_equals_batched_forward_and_backward():
+    """The benchmark's sequential contender (copies of each slice's weights in standard
+    blocks) computes the model's function, and the same gradients slice by slice."""
+    from tokengeo.bench.ltransformer import SequentialSlices
+
     kw = dict(vocab_size=60, n_laplacian=1, head_kind="mixed", pool="cls", alpha="learnable",
               transform="learnable")
     batched = tokengeo.create_model("ltransformer-tiny", **kw)
-    sequential = tokengeo.create_model("ltransformer-tiny", slice_mode="sequential", **kw)
     randomise(batched.blocks)
-    sequential.load_state_dict(batched.state_dict())
+    sequential = SequentialSlices(batched)
     ids, mask = torch.randint(0, 60, (3, 10)), padding_mask(3, 10)
-    out_b, out_s = batched(ids, mask), sequential(ids, mask)
-    assert torch.allclose(out_b, out_s, atol=1e-5)
-    out_b.sum().backward()
-    out_s.sum().backward()
-    for (name, pb), (_, ps) in zip(batched.named_parameters(), sequential.named_parameters(),
-                                   strict=True):
-        assert torch.allclose(pb.grad, ps.grad, atol=1e-5), name
+    out_b = batched(ids, mask)
+    assert torch.allclose(out_b, sequential(ids, mask), atol=1e-5)
+    lt_grads = torch.autograd.grad(out_b.sum(), [b.attn.qkv.weight for b in batched.blocks])
+    out_s = sequential(ids, mask)
+    for layer, grad in enumerate(lt_grads):
+        per_slice = [sequential.slices[k][layer].attn.qkv.weight for k in range(4)]
+        seq_grads = torch.autograd.grad(out_s.sum(), per_slice, retain_graph=True)
+        for k, g in enumerate(seq_grads):
+            assert torch.allclose(grad[k], g.T, atol=1e-5), (layer, k)
+    enc = sequential.num_parameters(only_blocks=True)
+    assert enc == batched.num_parameters(only_blocks=True)
+    assert sequential.num_parameters() == batched.num_parameters()
 
 
 # ---------------------------------------------------------------- positional encoding
@@ -287,3 +301,29 @@ def test_layer_norm_affine_folded_into_slice_linear(bias):
     for a, b in zip(torch.autograd.grad(folded, params, grad),
                     torch.autograd.grad(unfolded, params, grad), strict=True):
         assert torch.allclose(a, b, atol=1e-10)
+
+
+@pytest.mark.parametrize("p", [1, 2, 4, 8, 16])
+def test_hadamard_is_scipy_hadamard_in_sequency_order(p):
+    """Our rows are scipy's Sylvester rows, sorted by number of sign changes, over √p."""
+    import scipy.linalg
+
+    h = scipy.linalg.hadamard(p).astype(np.float64)
+    order = np.argsort((h[:, 1:] != h[:, :-1]).sum(1), kind="stable")
+    assert np.array_equal(hadamard_matrix(p).numpy() * np.sqrt(p), h[order])
+
+
+@pytest.mark.parametrize("name", ["dct", "hadamard"])
+def test_fixed_transform_module_applies_the_scipy_matrix(name):
+    """FixedTransform(x) is x ×₃ Z with Z the scipy DCT-II (norm='ortho') / Hadamard."""
+    import scipy.linalg
+
+    p = 8
+    x = np.random.default_rng(1).standard_normal((p, 2, 3))
+    if name == "dct":
+        expected = scipy.fft.dct(x, type=2, norm="ortho", axis=0)
+    else:
+        h = scipy.linalg.hadamard(p) / np.sqrt(p)
+        expected = h[np.argsort((h[:, 1:] != h[:, :-1]).sum(1), kind="stable")] @ x.reshape(p, -1)
+    got = make_transform(name, p).double()(torch.from_numpy(x)).numpy()
+    assert np.allclose(got, expected.reshape(x.shape), atol=1e-12)

@@ -5,6 +5,7 @@ import torch
 
 import tokengeo
 from tokengeo.errors import ConfigError
+from tokengeo.models.ltransformer import LTransformerConfig
 from tokengeo.nn.lattention import heads_to_tokens, tokens_to_heads
 from tokengeo.nn.lblock import slice_block
 from tokengeo.nn.lproduct import tokens_to_slices
@@ -128,12 +129,20 @@ def test_head_layout_round_trip():
     assert torch.equal(tokens_to_heads(tokens, 3), z)
 
 
-def test_sequential_mode_refuses_hooks():
-    model = tokengeo.create_model("ltransformer-tiny", vocab_size=50, slice_mode="sequential")
-    ids, mask = inputs(50)
-    with pytest.raises(ConfigError, match="sequential"):
-        with capture(model, ["blocks.0.attn.hook_z"]):
-            model(ids, mask)
+def test_removed_slice_mode_is_refused_as_option_and_dropped_from_saved_configs():
+    """``slice_mode`` left the config: as an option it is a clear error; an old saved
+    config carrying it loads (both modes computed the same function)."""
+    import dataclasses
+
+    from tokengeo.models.registry import model_from_config
+
+    assert "slice_mode" not in {f.name for f in dataclasses.fields(LTransformerConfig)}
+    with pytest.raises(ConfigError, match="option 'slice_mode' was removed: slices always run"):
+        tokengeo.create_model("ltransformer-tiny", slice_mode="sequential")
+    model = tokengeo.create_model("ltransformer-tiny", vocab_size=50)
+    old = {**dataclasses.asdict(model.config), "slice_mode": "sequential"}
+    again = model_from_config("ltransformer-tiny", old)
+    assert again.config == model.config
 
 
 @pytest.mark.parametrize(
@@ -147,7 +156,6 @@ def test_sequential_mode_refuses_hooks():
         (dict(alpha="cubic"), "alpha='cubic' is not valid; choose one of"),
         (dict(transform="hadamard", p=3, d_model=96), "power of 2"),
         (dict(transform="haar", p=6, d_model=96), "power of 2"),
-        (dict(slice_mode="parallel"), "slice_mode='parallel'"),
         (dict(n_laplacian=3), "exceeds n_heads=2"),
         (dict(q=4), "unknown ltransformer-tiny option"),
     ],

@@ -137,3 +137,52 @@ def test_models_build_on_the_meta_device_with_the_same_parameter_count(name):
     meta = tokengeo.create_model(name, n_laplacian=1, device="meta")
     assert all(p.device.type == "meta" for p in meta.parameters())
     assert meta.num_parameters() == tokengeo.create_model(name, n_laplacian=1).num_parameters()
+
+
+def test_l_transformer_shares_the_common_skeleton():
+    """LTransformer subclasses the common base and overrides only what differs."""
+    from tokengeo.models.ltransformer import LTransformer
+    from tokengeo.models.transformer import TokengeoModel
+
+    assert issubclass(LTransformer, TokengeoModel)
+    for name in ("forward", "forward_features", "forward_head", "forward_intermediates",
+                 "num_parameters", "pool"):
+        assert name not in vars(LTransformer), f"LTransformer re-implements {name}"
+
+
+def test_registry_imports_no_model_family():
+    """No models circle: the registry imports neither the zoo nor a family module."""
+    import ast
+    from pathlib import Path
+
+    import tokengeo.models.registry as registry
+
+    tree = ast.parse(Path(registry.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for a in node.names}
+    assert not {m for m in imported if m and m.startswith("tokengeo.models")}, imported
+
+
+def test_registry_alone_sees_every_variant_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    code = ("from tokengeo.models.registry import list_models; "
+            "print(','.join(list_models()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.strip()
+    assert out.split(",") == tokengeo.list_models()
+    assert {"vit-tiny", "gpt-tiny", "encoder-tiny", "ltransformer-tiny"} <= set(out.split(","))
+
+
+@pytest.mark.parametrize("name", ["encoder-tiny", "vit-tiny"])
+def test_pooled_head_is_cls_or_masked_mean(name):
+    """The shared forward_head: the cls token, else the mean over real tokens."""
+    for pool in ("cls", "mean"):
+        model = tokengeo.create_model(name, pool=pool, **({} if name == "vit-tiny" else SMALL))
+        features = torch.randn(2, 6, model.config.d_model)
+        mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1] * 6])
+        pooled = features[:, 0] if pool == "cls" else torch.stack(
+            [features[0, :3].mean(0), features[1].mean(0)])
+        assert torch.allclose(model.forward_head(features, mask), model.head(pooled), atol=1e-6)

@@ -3,8 +3,9 @@
 Claims (issue "L-Transformer"): with p = 4 slices run as one batched computation, a
 forward+backward step costs <= 0.5x the standard encoder's at d = 768 and <= 1.0x at
 d = 128 and 256 (the paper, running slices one after another: ~0.93x and ~1.3x); encoder
-parameters are 0.24-0.27x. The same L-Transformer with ``slice_mode="sequential"`` shows
-what batching the slices buys.
+parameters are 0.24-0.27x. The same L-Transformer run slice after slice
+(:class:`SequentialSlices`: p standard narrow blocks per layer, copied with
+:func:`~tokengeo.nn.lblock.slice_block`) shows what batching the slices buys.
 
 Heads: the baseline has head width 32 (d = 128, 256) or 64 (d = 768), and the L-Transformer
 keeps that width with baseline_heads / p heads per slice, so both run the same number of
@@ -18,8 +19,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from tokengeo.bench.measure import interleaved_medians, peak_bytes
+from tokengeo.nn.lblock import slice_block
 
 
 @dataclass
@@ -40,6 +43,42 @@ class LTransformerBenchConfig:
 CONTENDERS = ("baseline", "ltransformer", "ltransformer_sequential")
 
 
+class SequentialSlices(nn.Module):
+    """An L-Transformer computed slice after slice, as the paper ran it.
+
+    Slice k runs its own stack of standard blocks of width d_s (copies of slice k's weights,
+    :func:`slice_block`); embedding, transform, final norm and head are the model's own
+    (shared). By the equivalence theorem (arXiv 2603.05727) it computes ``model``'s function.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.slices = nn.ModuleList(
+            nn.ModuleList(slice_block(block, k) for block in model.blocks)
+            for k in range(model.config.p)
+        )
+
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        x_hat, mask = self.model.embed(ids, attention_mask)  # (p, B, T, d_s)
+        outs = []
+        for k, blocks in enumerate(self.slices):
+            h = x_hat[k]  # (B, T, d_s)
+            for block in blocks:
+                h = block(h, mask)
+            outs.append(h)
+        features = self.model.features_out(torch.stack(outs))  # (B, T, d)
+        return self.model.forward_head(features, attention_mask)
+
+    def num_parameters(self, *, only_blocks: bool = False) -> int:
+        """As the model's, counting the slice blocks instead of the model's L-blocks."""
+        encoder = sum(p.numel() for p in [*self.slices.parameters(),
+                                          *self.model.transform.parameters()])
+        if only_blocks:
+            return encoder
+        return self.model.num_parameters() - self.model.num_parameters(only_blocks=True) + encoder
+
+
 def _models(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict[str, torch.nn.Module]:
     from tokengeo.models.registry import create_model
 
@@ -48,9 +87,7 @@ def _models(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict[str, torch
     torch.manual_seed(cfg.seed)
     base = create_model("encoder-tiny", n_heads=heads, **shared)
     lt = create_model("ltransformer-tiny", p=cfg.p, n_heads=heads // cfg.p, **shared)
-    seq = create_model("ltransformer-tiny", p=cfg.p, n_heads=heads // cfg.p,
-                       slice_mode="sequential", **shared)
-    seq.load_state_dict(lt.state_dict())
+    seq = SequentialSlices(lt)
     return dict(zip(CONTENDERS, (base, lt, seq), strict=True))
 
 

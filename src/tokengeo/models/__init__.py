@@ -1,1 +1,7 @@
-"""tokengeo.models"""
+"""tokengeo.models: the model families, their registry and the Hugging Face adapters.
+
+Importing the package registers the built-in variants (:mod:`tokengeo.models.zoo`) into
+:mod:`tokengeo.models.registry`; the registry itself imports no family.
+"""
+
+from tokengeo.models import zoo  # noqa: F401  (registers the built-in variants)

@@ -19,7 +19,7 @@ class TextEncoder(TokengeoModel):
     family = "encoder"
 
     def __init__(self, cfg: EncoderConfig) -> None:
-        super().__init__(cfg, causal=False)
+        super().__init__(cfg)
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if cfg.pool == "cls" else None
@@ -37,14 +37,3 @@ class TextEncoder(TokengeoModel):
             x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)  # (B, 1 + T, d)
             attention_mask = mask_with_prefix(attention_mask)
         return self.drop(x), attention_mask
-
-    def forward_head(
-        self, features: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        if self.cls_token is not None:
-            return self.head(features[:, 0])
-        if attention_mask is None:
-            return self.head(features.mean(dim=1))
-        w = attention_mask.to(features.dtype).unsqueeze(-1)  # (B, T, 1)
-        pooled = (features * w).sum(1) / w.sum(1).clamp_min(1.0)  # (B, d)
-        return self.head(pooled)

@@ -13,9 +13,10 @@ class GPT(TokengeoModel):
     """Token + learned position embeddings, causal pre-LN blocks, (tied) LM head."""
 
     family = "gpt"
+    causal = True
 
     def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__(cfg, causal=True)
+        super().__init__(cfg)
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
@@ -33,4 +34,5 @@ class GPT(TokengeoModel):
         return self.drop(self.tok_emb(idx) + self.pos_emb(pos)), attention_mask  # (B, T, d)
 
     def forward_head(self, features: torch.Tensor, attention_mask=None) -> torch.Tensor:
-        return self.lm_head(features)  # (B, T, vocab)
+        """Next-token logits at every position (no pooling): (B, T, vocab)."""
+        return self.lm_head(features)

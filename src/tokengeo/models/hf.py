@@ -15,6 +15,9 @@ computes ``V - dropout(P) V``, as tokengeo's own attention does. The chosen head
 recorded in ``model.config.tokengeo_laplacian_heads`` (``{"layer": [heads]}``), so they
 survive ``save_pretrained``; :func:`from_pretrained` reloads a model and re-applies them
 (a plain ``transformers`` load gives the unpatched model).
+
+Head choice and its rules (and the per-head ``combine``) are those of tokengeo's own models:
+:mod:`tokengeo.nn.heads`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from torch.utils.hooks import RemovableHandle
 from tokengeo._deps import require
 from tokengeo.config import check_choice
 from tokengeo.errors import ConfigError
+from tokengeo.nn.heads import HeadChoice, HeadKinds, choose_heads
 
 CONFIG_KEY = "tokengeo_laplacian_heads"
 KINDS = ("laplacian",)
@@ -39,8 +43,6 @@ SUPPORTED = (
     "ViTModel and its heads (ViTForImageClassification, ...)"
 )
 _PATCH_ATTR = "_tokengeo_laplacian_patch"
-
-HeadChoice = dict[int, list[int]]  # layer index -> sorted head indices
 
 
 @dataclass
@@ -139,8 +141,8 @@ class LaplacianSwap:
 
     def __init__(self, site: AttentionSite, heads: Sequence[int]) -> None:
         self.site = site
-        self.is_laplacian = torch.zeros(site.n_heads, dtype=torch.bool)  # (H,)
-        self.is_laplacian[list(heads)] = True
+        kinds = ["laplacian" if h in heads else "attention" for h in range(site.n_heads)]
+        self.kinds = HeadKinds(site.n_heads, kinds)  # not a submodule: moved on first use
         self._value: torch.Tensor | None = None
 
     def keep_value(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
@@ -157,10 +159,9 @@ class LaplacianSwap:
             )
         shape = (*z.shape[:-1], self.site.n_heads, self.site.head_dim)
         z_heads, v_heads = z.reshape(shape), value.reshape(shape)  # (B, T, H, Dh)
-        if self.is_laplacian.device != z.device:
-            self.is_laplacian = self.is_laplacian.to(z.device)
-        is_laplacian = self.is_laplacian.view(-1, 1)  # (H, 1)
-        swapped = torch.where(is_laplacian, v_heads - z_heads, z_heads)  # (B, T, H, Dh)
+        if self.kinds.laplacian_mask.device != z.device:
+            self.kinds.to(z.device)
+        swapped = self.kinds.combine(v_heads, z_heads)  # (B, T, H, Dh)
         return (swapped.flatten(-2), *args[1:])
 
     def install(self) -> list[RemovableHandle]:
@@ -170,56 +171,15 @@ class LaplacianSwap:
         ]
 
 
-def _check_index(what: str, value: Any, size: int, unit: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{what}={value!r} must be an int in [0, {size - 1}]")
-    if not 0 <= value < size:
-        raise ConfigError(
-            f"{what}={value} is out of range: the model has {size} {unit} (valid 0..{size - 1})"
-        )
-    return value
-
-
-def _last_heads(n_laplacian: Any, n_layers: int, n_heads: int) -> HeadChoice:
-    """The last ``k`` heads of every layer, the authors' choice."""
-    if isinstance(n_laplacian, bool) or not isinstance(n_laplacian, int):
-        raise ConfigError(f"n_laplacian={n_laplacian!r} must be an int in [0, {n_heads}]")
-    if not 0 <= n_laplacian <= n_heads:
-        raise ConfigError(
-            f"n_laplacian={n_laplacian} must lie in [0, {n_heads}] (the model has {n_heads} heads)"
-        )
-    return {layer: list(range(n_heads - n_laplacian, n_heads)) for layer in range(n_layers)}
-
-
-def _listed_heads(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
-    """Validate ``{layer: [head indices]}``; layers not listed keep standard heads."""
-    if not isinstance(heads, Mapping):
-        raise ConfigError(f"heads={heads!r} must be a dict {{layer: [head indices]}}")
-    chosen: HeadChoice = {}
-    for layer, indices in heads.items():
-        _check_index("heads layer index", layer, n_layers, "layers")
-        if isinstance(indices, str | bytes) or not isinstance(indices, Sequence):
-            raise ConfigError(f"heads[{layer}]={indices!r} must be a list of head indices")
-        for head in indices:
-            _check_index(f"heads[{layer}] head index", head, n_heads, "heads per layer")
-        if len(set(indices)) != len(indices):
-            raise ConfigError(f"heads[{layer}]={list(indices)} lists a head twice")
-        chosen[layer] = sorted(indices)
-    return chosen
-
-
 def resolve_heads(n_laplacian: Any, heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
-    """The Laplacian heads per layer from exactly one of ``n_laplacian`` or ``heads``."""
-    if (n_laplacian is None) == (heads is None):
+    """The Laplacian heads per layer from exactly one of ``n_laplacian`` or ``heads``
+    (the rules of :func:`tokengeo.nn.heads.choose_heads`)."""
+    if n_laplacian is None and heads is None:
         raise ConfigError(
             "pass exactly one of n_laplacian=k (the last k heads of every layer) or "
             "heads={layer: [head indices]}"
         )
-    if heads is None:
-        chosen = _last_heads(n_laplacian, n_layers, n_heads)
-    else:
-        chosen = _listed_heads(heads, n_layers, n_heads)
-    return {layer: idx for layer, idx in sorted(chosen.items()) if idx}
+    return choose_heads(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads)
 
 
 def laplacianize(

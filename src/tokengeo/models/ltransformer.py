@@ -14,22 +14,27 @@ batched matmul. Pipeline, with X̂ stored slice-major (p, B, T, d_s):
 
 Encoder parameters (the blocks, plus a learnable transform's p(p−1)/2) are about 1/p of a
 standard encoder's of the same width; :func:`encoder_parameter_count` gives the formula.
+
+:class:`LTransformer` is a :class:`~tokengeo.models.transformer.TokengeoModel`: it keeps the
+common ``forward`` / ``forward_features`` / ``forward_head`` / ``forward_intermediates`` and
+overrides only its blocks (:class:`~tokengeo.nn.lblock.LBlock`), the embedding with the
+transform in, and the transform out after the final slice norm.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
-from tokengeo.config import check_choice, check_positive
+from tokengeo.config import check_positive
 from tokengeo.errors import ConfigError
-from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models.config import EncoderConfig
-from tokengeo.models.transformer import check_length, init_weights, mask_with_prefix
-from tokengeo.nn.lblock import SLICE_MODES, LBlock, hook_slices
+from tokengeo.models.transformer import TokengeoModel, check_length, mask_with_prefix
+from tokengeo.nn.lblock import LBlock
 from tokengeo.nn.lposition import SlicePositionalEncoding, check_alpha
 from tokengeo.nn.lproduct import SliceLayerNorm, slices_to_tokens, tokens_to_slices
 from tokengeo.nn.transforms import check_transform, make_transform
@@ -42,14 +47,19 @@ class LTransformerConfig(EncoderConfig):
     ``n_heads`` counts heads *per slice* (head width d_s / n_heads); ``n_laplacian`` makes the
     last k heads of every slice Laplacian; ``transform`` is one of
     :data:`~tokengeo.nn.transforms.TRANSFORMS`; ``alpha`` one of
-    :data:`~tokengeo.nn.lposition.ALPHAS`; ``slice_mode="sequential"`` loops over slices
-    (for benchmarks only).
+    :data:`~tokengeo.nn.lposition.ALPHAS`.
     """
 
     p: int = 4
     transform: str = "dct"
     alpha: str = "identity"
-    slice_mode: str = "batched"
+
+    # Fields of older versions: a saved config carrying one still loads (the field is
+    # dropped, see ``model_from_config``); passing one as an option is an error saying why.
+    REMOVED_FIELDS: ClassVar[dict[str, str]] = {
+        "slice_mode": "slices always run batched (both modes computed the same function); "
+                      "the slice-after-slice timing lives in benchmarks/ltransformer.py",
+    }
 
     @property
     def d_slice(self) -> int:
@@ -69,7 +79,6 @@ class LTransformerConfig(EncoderConfig):
             )
         check_transform(self.transform, self.p)
         check_alpha(self.alpha)
-        check_choice("slice_mode", self.slice_mode, SLICE_MODES)
         super().validate()
 
 
@@ -97,22 +106,20 @@ def encoder_parameter_count(cfg: LTransformerConfig) -> int:
     return cfg.p * (cfg.n_layers * per_slice + 2 * mixed) + transform
 
 
-class LTransformer(nn.Module):
+class LTransformer(TokengeoModel):
     """Bidirectional L-Transformer classifier: ``model(ids, attention_mask) -> (B, C)``.
 
-    Same inputs and API as the ``encoder`` family (``forward_features``, ``forward_head``,
-    ``forward_intermediates``, ``num_parameters``). Hook points: ``hook_embed`` and the
-    blocks' residual hooks see the transform-domain stream (B, T, p·d_s), slice k =
-    features [k·d_s, (k+1)·d_s); ``blocks.{l}.attn.hook_z|q|k|v`` are (B, T, p·H, D_h) with
-    head index k·H + h; ``hook_pattern`` (B, p·H, T, T); ``hook_final`` is in the original
-    domain (B, T, d).
+    Same inputs and API as the ``encoder`` family. Hook points (all editable: what a hook
+    returns flows on): ``hook_embed`` and the blocks' residual hooks see the
+    transform-domain stream (B, T, p·d_s), slice k = features [k·d_s, (k+1)·d_s);
+    ``blocks.{l}.attn.hook_z|q|k|v`` are (B, T, p·H, D_h) with head index k·H + h;
+    ``hook_pattern`` (B, p·H, T, T); ``hook_final`` is in the original domain (B, T, d).
     """
 
     family = "ltransformer"
 
     def __init__(self, cfg: LTransformerConfig) -> None:
-        super().__init__()
-        self.config = cfg
+        super().__init__(cfg)
         p, d, d_s = cfg.p, cfg.d_model, cfg.d_slice
         self.tok_emb = nn.Embedding(cfg.vocab_size, d)
         self.emb_scale = math.sqrt(d)  # Vaswani et al. (2017), Sec. 3.4
@@ -120,23 +127,20 @@ class LTransformer(nn.Module):
         self.pos_enc = SlicePositionalEncoding(p, d_s, cfg.alpha)
         self.cls_token = nn.Parameter(torch.zeros(p, 1, 1, d_s)) if cfg.pool == "cls" else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.hook_embed = HookPoint()
-        self.blocks = nn.ModuleList(
-            LBlock(p, d_s, cfg.n_heads, head_kinds=kinds, mixed_init=cfg.mixed_init,
-                   mlp_ratio=cfg.mlp_ratio, dropout=cfg.dropout, attn_dropout=cfg.attn_dropout,
-                   bias=cfg.bias, norm_eps=cfg.norm_eps, slice_mode=cfg.slice_mode)
-            for kinds in cfg.head_kinds()
-        )
-        self.ln_final = SliceLayerNorm(p, d_s, eps=cfg.norm_eps, bias=cfg.bias)
-        self.hook_final = HookPoint()
         self.head = nn.Linear(d, cfg.num_classes)
-        self.apply(init_weights)  # embedding and head; slice modules initialise themselves
-        name_hook_points(self)
+        self.finish_init()  # embedding and head; slice modules initialise themselves
+
+    def make_block(self, head_kinds) -> LBlock:
+        return LBlock(self.config, head_kinds, causal=self.causal)
+
+    def make_final_norm(self) -> SliceLayerNorm:
+        cfg = self.config
+        return SliceLayerNorm(cfg.p, cfg.d_slice, eps=cfg.norm_eps, bias=cfg.bias)
 
     def embed(
         self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """X̂ = (√d · Embed(ids)) ×₃ Z + PE_k(t), (p, B, T, d_s), and the padding mask."""
+        """Transform in: X̂ = (√d · Embed(ids)) ×₃ Z + PE_k(t), (p, B, T, d_s), and the mask."""
         B, T = ids.shape
         check_length(T, self.config.max_len, "max_len")
         x = tokens_to_slices(self.tok_emb(ids) * self.emb_scale, self.config.p)  # (p, B, T, d_s)
@@ -146,47 +150,16 @@ class LTransformer(nn.Module):
             attention_mask = mask_with_prefix(attention_mask)
         return self.drop(x), attention_mask
 
-    def forward_features(
-        self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Tokens after the final slice norm, back in the original domain: (B, T, d)."""
-        x, mask = self.embed(ids, attention_mask)
-        x = hook_slices(self.hook_embed, x)
-        for block in self.blocks:
-            x = block(x, mask)  # (p, B, T, d_s)
-        x = self.transform.inverse(self.ln_final(x))
-        return self.hook_final(slices_to_tokens(x))  # (B, T, d)
+    def stream_to_tokens(self, h: torch.Tensor) -> torch.Tensor:
+        return slices_to_tokens(h)  # (p, B, T, d_s) -> (B, T, p·d_s)
 
-    def forward_head(
-        self, features: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Mean over real tokens (or the cls token), then the linear head: (B, C)."""
-        if self.cls_token is not None:
-            return self.head(features[:, 0])
-        if attention_mask is None:
-            return self.head(features.mean(dim=1))
-        w = attention_mask.to(features.dtype).unsqueeze(-1)  # (B, T, 1)
-        return self.head((features * w).sum(1) / w.sum(1).clamp_min(1.0))
+    def tokens_to_stream(self, h: torch.Tensor) -> torch.Tensor:
+        return tokens_to_slices(h, self.config.p)
 
-    def forward(
-        self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        return self.forward_head(self.forward_features(ids, attention_mask), attention_mask)
+    def features_out(self, h: torch.Tensor) -> torch.Tensor:
+        """Transform out: Y = LN_slice(X̂) ×₃ Z⁻¹ in the original domain, (B, T, d)."""
+        return slices_to_tokens(self.transform.inverse(self.ln_final(h)))
 
-    def forward_intermediates(
-        self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> list[torch.Tensor]:
-        """The transform-domain residual stream after every block, each (B, T, p·d_s)."""
-        x, mask = self.embed(ids, attention_mask)
-        outs = []
-        for block in self.blocks:
-            x = block(x, mask)
-            outs.append(slices_to_tokens(x))
-        return outs
-
-    def num_parameters(self, *, only_blocks: bool = False) -> int:
-        """All parameters, or the encoder's: the blocks and a learnable transform."""
-        if not only_blocks:
-            return sum(p.numel() for p in self.parameters())
-        encoder = [*self.blocks.parameters(), *self.transform.parameters()]
-        return sum(p.numel() for p in encoder)
+    def encoder_modules(self) -> list[nn.Module]:
+        """The blocks and a learnable transform (its p(p−1)/2 angles)."""
+        return [self.blocks, self.transform]

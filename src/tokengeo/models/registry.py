@@ -2,6 +2,10 @@
 
 As in timm, a variant is a family plus default config values; any config field can be
 overridden by keyword, and unknown names or keywords raise with the valid ones.
+
+The registry imports no model family: families register into it (the built-in variants in
+:mod:`tokengeo.models.zoo`, which ``import tokengeo.models`` loads), so importing this module
+through the package always sees every built-in variant.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ class ModelEntry:
     description: str = ""
 
     def config(self, **overrides: Any):
+        removed = getattr(self.config_cls, "REMOVED_FIELDS", {})
+        stale = sorted(overrides.keys() & removed.keys())
+        if stale:
+            raise ConfigError(f"{self.name} option {stale[0]!r} was removed: {removed[stale[0]]}")
         cfg = replace_checked(self.config_cls(**self.defaults), overrides, what=f"{self.name}")
         cfg.validate()
         return cfg
@@ -46,19 +54,12 @@ def register_model(
     _REGISTRY[name] = ModelEntry(name, family, config_cls, builder, defaults, description)
 
 
-def _ensure_builtin() -> None:
-    if not _REGISTRY:
-        from tokengeo.models import zoo  # noqa: F401  (registers the built-in variants)
-
-
 def list_models(family: str | None = None) -> list[str]:
     """Names of the registered variants (optionally of one family), sorted."""
-    _ensure_builtin()
     return sorted(n for n, e in _REGISTRY.items() if family is None or e.family == family)
 
 
 def get_entry(name: str) -> ModelEntry:
-    _ensure_builtin()
     if name not in _REGISTRY:
         raise ConfigError(f"unknown model {name!r}; registered models: {list_models()}")
     return _REGISTRY[name]
@@ -84,7 +85,12 @@ def create_model(
 
 
 def model_from_config(name: str, config: dict[str, Any], **kw: Any) -> nn.Module:
-    """Rebuild a model from a saved (resolved) config dict, e.g. a checkpoint sidecar."""
+    """Rebuild a model from a saved (resolved) config dict, e.g. a checkpoint sidecar.
+
+    Keys that are not fields of the family's config are dropped, so configs saved by older
+    versions load: e.g. the L-Transformer's removed ``slice_mode`` (``"batched"`` and
+    ``"sequential"`` computed the same function; both now load as the batched model).
+    """
     entry = get_entry(name)
     fields = {f.name for f in dataclasses.fields(entry.config_cls)}
     cfg = {k: v for k, v in config.items() if k in fields}

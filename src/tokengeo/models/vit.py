@@ -19,7 +19,7 @@ class ViT(TokengeoModel):
     family = "vit"
 
     def __init__(self, cfg: ViTConfig) -> None:
-        super().__init__(cfg, causal=False)
+        super().__init__(cfg)
         d, p = cfg.d_model, cfg.patch_size
         self.patch_embed = nn.Conv2d(cfg.in_chans, d, kernel_size=p, stride=p)
         self.num_patches = (cfg.image_size // p) ** 2
@@ -68,10 +68,6 @@ class ViT(TokengeoModel):
         resized = nn.functional.interpolate(square, size=(grid, grid), mode="bicubic",
                                             align_corners=False)
         return torch.cat([prefix, resized.permute(0, 2, 3, 1).reshape(1, grid * grid, d)], dim=1)
-
-    def forward_head(self, features: torch.Tensor, attention_mask=None) -> torch.Tensor:
-        pooled = features[:, 0] if self.cls_token is not None else features.mean(dim=1)
-        return self.head(pooled)  # (B, num_classes)
 
     def patch_tokens(self, features: torch.Tensor) -> torch.Tensor:
         """The patch tokens of ``forward_features`` output, without the cls token."""

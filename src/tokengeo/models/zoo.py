@@ -5,6 +5,7 @@ from __future__ import annotations
 from tokengeo.models.config import EncoderConfig, GPTConfig, ViTConfig
 from tokengeo.models.encoder import TextEncoder
 from tokengeo.models.gpt import GPT
+from tokengeo.models.ltransformer import LTransformer, LTransformerConfig
 from tokengeo.models.registry import register_model
 from tokengeo.models.vit import ViT
 
@@ -35,8 +36,6 @@ register_model(
 
 # L-Transformer (El Ichi et al., arXiv 2603.05727): the width split into p = 4 spectral slices;
 # n_heads counts heads per slice. Same sizes as encoder-tiny / encoder-small otherwise.
-from tokengeo.models.ltransformer import LTransformer, LTransformerConfig  # noqa: E402
-
 register_model(
     "ltransformer-tiny", "ltransformer", LTransformerConfig, LTransformer,
     "L-Transformer text classifier, 4 DCT slices of width 32, 2 heads each",

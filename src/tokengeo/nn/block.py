@@ -1,4 +1,4 @@
-"""Pre-LN transformer block and block stack, with TransformerLens-style hook points."""
+"""Pre-LN transformer block, with TransformerLens-style hook points."""
 
 from __future__ import annotations
 
@@ -9,36 +9,32 @@ from torch import nn
 
 from tokengeo.hooks import HookPoint
 from tokengeo.nn.attention import MultiHeadAttention
+from tokengeo.nn.config import BlockConfig
 from tokengeo.nn.mlp import MLP
+
+RESIDUAL_HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out",
+                  "hook_resid_post")
 
 
 class Block(nn.Module):
-    """``x + Attn(LN(x))`` then ``x + MLP(LN(x))`` (pre-LN, as in GPT-2 and ViT)."""
+    """``x + Attn(LN(x))`` then ``x + MLP(LN(x))`` (pre-LN, as in GPT-2 and ViT).
+
+    ``Block(cfg, head_kinds, causal=...)``: the sizes come from the config (nanoGPT's
+    ``Block(config)``), the layer's head kinds and the family's causality from the model.
+    Hook points, each editable (what a hook returns flows on), all (B, T, d):
+    ``hook_resid_pre``, ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``,
+    ``hook_resid_post``; and the attention's (see :class:`MultiHeadAttention`).
+    """
 
     def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        *,
-        head_kinds: Sequence[str] | None = None,
-        mixed_init: str = "laplacian",
-        causal: bool = False,
-        mlp_ratio: float = 4.0,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-        bias: bool = True,
-        norm_eps: float = 1e-5,
+        self, cfg: BlockConfig, head_kinds: Sequence[str] | None = None, *, causal: bool = False
     ) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias)
-        self.attn = MultiHeadAttention(
-            d_model, n_heads, head_kinds=head_kinds, mixed_init=mixed_init, causal=causal,
-            attn_dropout=attn_dropout, proj_dropout=dropout, bias=bias,
-        )
-        self.ln2 = nn.LayerNorm(d_model, eps=norm_eps, bias=bias)
-        self.mlp = MLP(d_model, int(mlp_ratio * d_model), dropout=dropout, bias=bias)
-        for name in ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out",
-                     "hook_resid_post"):
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+        self.attn = MultiHeadAttention(cfg, head_kinds, causal=causal)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+        for name in RESIDUAL_HOOKS:
             setattr(self, name, HookPoint())
 
     def forward(

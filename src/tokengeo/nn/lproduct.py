@@ -22,13 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ALL_SLICES = slice(None)
-Affine = tuple[torch.Tensor, torch.Tensor | None]  # (gain, shift), each (p', d)
-
-
-def select_slices(t: torch.Tensor, sl: slice) -> torch.Tensor:
-    """``t[sl]``, or ``t`` itself for all slices (indexing would add a slice-backward copy)."""
-    return t if sl == ALL_SLICES else t[sl]
+Affine = tuple[torch.Tensor, torch.Tensor | None]  # (gain, shift), each (p, d)
 
 
 def tokens_to_slices(x: torch.Tensor, p: int) -> torch.Tensor:
@@ -63,10 +57,9 @@ class SliceLinear(nn.Module):
     """p affine maps applied facewise in the transform domain: Ŷ_k = X̂_k Ŵ_k + b̂_k.
 
     ``weight`` (p, d_in, d_out), ``bias`` (p, d_out); one ``baddbmm`` for all slices
-    (arXiv 2603.05727: the L-linear map X ⋆_L W). ``forward(x, sl)`` with
-    ``sl = slice(k, k + 1)`` applies slice k's weights only (the sequential mode).
+    (arXiv 2603.05727: the L-linear map X ⋆_L W).
 
-    ``in_affine=(γ, β)``, each (p', d_in), first maps the input by x ⊙ γ + β, folded into the
+    ``in_affine=(γ, β)``, each (p, d_in), first maps the input by x ⊙ γ + β, folded into the
     weights: (x ⊙ γ + β) W + b = x (diag(γ) W) + (β W + b). A slice LayerNorm's gain and
     bias go here, so its normalised output is the only activation stored (as with
     ``nn.LayerNorm`` + ``nn.Linear``) and the affine costs no pass over the activations.
@@ -85,26 +78,23 @@ class SliceLinear(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(
-        self, x: torch.Tensor, sl: slice = ALL_SLICES, in_affine: Affine | None = None
-    ) -> torch.Tensor:
-        """(p', ..., d_in) -> (p', ..., d_out), p' the number of slices selected by ``sl``."""
-        w, b = self.folded_parameters(sl, in_affine)  # (p', d_in, d_out), (p', d_out)
-        x2 = x.reshape(x.shape[0], -1, self.d_in)  # (p', N, d_in)
+    def forward(self, x: torch.Tensor, in_affine: Affine | None = None) -> torch.Tensor:
+        """(p, ..., d_in) -> (p, ..., d_out)."""
+        w, b = self.folded_parameters(in_affine)  # (p, d_in, d_out), (p, d_out)
+        x2 = x.reshape(x.shape[0], -1, self.d_in)  # (p, N, d_in)
         y = torch.bmm(x2, w) if b is None else torch.baddbmm(b.unsqueeze(1), x2, w)
-        return y.view(*x.shape[:-1], self.d_out)  # (p', ..., d_out)
+        return y.view(*x.shape[:-1], self.d_out)  # (p, ..., d_out)
 
     def folded_parameters(
-        self, sl: slice, in_affine: Affine | None
+        self, in_affine: Affine | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The selected slices' (W, b), with ``in_affine`` folded in: (diag(γ) W, β W + b)."""
-        w = select_slices(self.weight, sl)
-        b = None if self.bias is None else select_slices(self.bias, sl)
+        """(W, b), with ``in_affine`` folded in: (diag(γ) W, β W + b)."""
+        w, b = self.weight, self.bias
         if in_affine is None:
             return w, b
         gain, shift = in_affine
         if shift is not None:
-            folded_shift = torch.bmm(shift.unsqueeze(1), w).squeeze(1)  # (p', d_out)
+            folded_shift = torch.bmm(shift.unsqueeze(1), w).squeeze(1)  # (p, d_out)
             b = folded_shift if b is None else b + folded_shift
         return gain.unsqueeze(-1) * w, b
 
@@ -128,17 +118,16 @@ class SliceLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(p, d_slice)) if bias else None
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        """(x − mean) / √(var + ε) over the last axis, no affine: (p', ..., d_s)."""
+        """(x − mean) / √(var + ε) over the last axis, no affine: (p, ..., d_s)."""
         return F.layer_norm(x, (self.d_slice,), eps=self.eps)
 
-    def affine(self, sl: slice = ALL_SLICES) -> Affine:
-        """(γ, β) of the selected slices, each (p', d_s); β is None without bias."""
-        bias = None if self.bias is None else select_slices(self.bias, sl)
-        return select_slices(self.weight, sl), bias
+    def affine(self) -> Affine:
+        """(γ, β), each (p, d_s); β is None without bias."""
+        return self.weight, self.bias
 
-    def forward(self, x: torch.Tensor, sl: slice = ALL_SLICES) -> torch.Tensor:
-        """(p', ..., d_s) -> (p', ..., d_s)."""
-        gain, bias = self.affine(sl)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(p, ..., d_s) -> (p, ..., d_s)."""
+        gain, bias = self.affine()
         shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (self.d_slice,)
         y = self.normalize(x)
         if bias is None:

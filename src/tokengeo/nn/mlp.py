@@ -5,16 +5,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tokengeo.nn.config import BlockConfig
+
 
 class MLP(nn.Module):
     """``Linear(d, r·d) → GELU → Linear(r·d, d) → Dropout`` (Vaswani et al. 2017, Eq. 2)."""
 
-    def __init__(self, d_model: int, hidden: int, *, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, cfg: BlockConfig) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(d_model, hidden, bias=bias)
+        d, hidden = cfg.d_model, int(cfg.mlp_ratio * cfg.d_model)
+        self.fc1 = nn.Linear(d, hidden, bias=cfg.bias)
         self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden, d_model, bias=bias)
-        self.drop = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(hidden, d, bias=cfg.bias)
+        self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
         return self.drop(self.fc2(self.act(self.fc1(x))))

@@ -151,6 +151,14 @@ class LearnableOrthogonal(TubeTransform):
 
     Q is computed in float64, so Z stays orthogonal to float precision after any number of
     optimiser steps.
+
+    Why not ``torch.nn.utils.parametrizations.orthogonal`` (checked with torch 2.13, p = 4
+    and 16): it serves as well in expressiveness (the same set {R Z₀ : R ∈ SO(p)}; both
+    fit the same targets), gradients and speed (forward + backward within noise), but it
+    stores p² parameters of which only p(p−1)/2 are used (the paper's parameter count and
+    weight decay would see the dead ones), it cannot be built on the meta device
+    (``create_model(..., device="meta")``: its orthogonality check calls ``.item()``), and
+    it renames the state-dict entries (``skew_params``), breaking saved checkpoints.
     """
 
     def __init__(self, p: int, parametrization: str = "expm") -> None:
