@@ -6,17 +6,18 @@ Laplacian, anything else a mixed head. The plain composition ``pv = SDPA(q, k, v
 ``z = a V + b pv`` keeps two full tensors alive for the backward (SDPA's output ``pv`` and
 ``z``). :func:`laplacian_attention` writes ``z`` in place into the SDPA output buffer and
 saves only q, k, v, z (the input of the output projection, kept anyway), the softmax
-log-sum-exp and, for mixed heads only, their ``P V``; the backward recovers
+log-sum-exp and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA
+kernel's ``out``); it writes it into z's own buffer, head-wise and in small blocks,
 
-    P V = z            for attention heads (exact),
-    P V = V − z        for Laplacian heads (exact up to one rounding of V − z),
-    P V = saved copy   for every other head,
+    P V = z            for attention heads (nothing to do),
+    P V = V − z        for Laplacian heads,
+    P V = saved copy   for mixed heads (swapped with z),
 
-and calls the device's SDPA backward kernel once per chunk of (batch, head) slices so
-that the recovered ``P V`` never exists whole. Since that kernel is linear in its
-``grad_out`` and independent per head, it is called with ``dz`` itself and its results are
-scaled by ``b_h`` afterwards; then ``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``,
-``db_h = Σ dz_h·P V_h``.
+calls the kernel, and restores z bit for bit (the rare elements where V − (V − z) ≠ z
+in floating point are kept aside and written back), so no second full tensor ever
+exists. The kernel is linear in its ``grad_out`` and independent per head: it is called
+with ``dz`` itself and its results are scaled by ``b_h`` afterwards; then
+``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``, ``db_h = Σ dz_h·(P V)_h``.
 """
 
 from __future__ import annotations
@@ -32,9 +33,8 @@ from tokengeo.errors import ConfigError
 ATTENTION, LAPLACIAN, MIXED = "attention", "laplacian", "mixed"
 _FIXED = {ATTENTION: (0.0, 1.0), LAPLACIAN: (1.0, -1.0)}
 _FLASH, _EFFICIENT = 1, 2  # torch._fused_sdp_choice codes (SDPBackend)
-# Elements of the recovered P V alive at once in the backward: the kernel is called on
-# chunks of whole (batch, head) slices holding at most this many elements.
-BACKWARD_CHUNK_ELEMENTS = 1 << 16
+# Largest temporary (elements) of the backward's in-place transforms of z.
+TRANSFORM_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -223,53 +223,84 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
             zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
 
 
-def _chunks(B: int, H: int, T: int, Dh: int):
-    """(batch slice, head slice) pairs covering (B, H) with ≤ the chunk budget each."""
-    per_slice = max(T * Dh, 1)
-    n = max(1, BACKWARD_CHUNK_ELEMENTS // per_slice)
-    if n >= H:
-        nb = max(1, n // H)
-        return [(slice(i, i + nb), slice(0, H)) for i in range(0, B, nb)]
-    return [(slice(i, i + 1), slice(h, h + n)) for i in range(B) for h in range(0, H, n)]
+def _row_blocks(z: torch.Tensor):
+    """(batch index, token slice) blocks of z (B, T, H, Dh), ≤ TRANSFORM_CHUNK elements."""
+    B, T = z.shape[:2]
+    step = max(1, TRANSFORM_CHUNK // max(z[0, 0].numel(), 1))
+    return [(i, slice(t, t + step)) for i in range(B) for t in range(0, T, step)]
 
 
-def _recover_pv(z, v, pv_mixed, runs: HeadRuns, heads: slice) -> torch.Tensor:
-    """P V of the heads ``heads`` from z (B', T, H, Dh): (B', h, T, Dh), a view if it can."""
-    h_lo, h_hi = heads.start, heads.stop
-    parts = [(max(h0, h_lo), min(h1, h_hi), kind) for h0, h1, kind in runs.runs
-             if h0 < h_hi and h1 > h_lo]
-    if all(kind == ATTENTION for *_, kind in parts):
-        return z[:, :, h_lo:h_hi].transpose(1, 2)
-    pv = torch.empty_like(z[:, :, h_lo:h_hi])  # (B', T, h, Dh)
-    for h0, h1, kind in parts:
-        dst = pv[:, :, h0 - h_lo:h1 - h_lo]
-        if kind == ATTENTION:
-            dst.copy_(z[:, :, h0:h1])
-        elif kind == LAPLACIAN:
-            torch.sub(v[:, :, h0:h1], z[:, :, h0:h1], out=dst)
-        else:
-            m0 = runs.mixed_position(h0)
-            dst.copy_(pv_mixed[:, :, m0:m0 + h1 - h0])
-    return pv.transpose(1, 2)  # (B', h, T, Dh)
+def _pv_into_z(z, v, pv_mixed, runs: HeadRuns) -> list:
+    """Overwrite z (B, T, H, Dh) with P V head-wise, reversibly; return the exact fixes.
 
-
-def _scale_grads(dq, dk, dv, g, a, b, runs: HeadRuns, heads: slice) -> None:
-    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B', h, T, Dh), in place."""
+    Laplacian heads: z ← V − z. Since V − (V − z) ≠ z in rare roundings, the elements
+    where the round trip would fail keep their original value in the returned fixes.
+    Mixed heads: z and the saved P V swap places. Temporaries are one block at a time.
+    """
+    fixes = []
     for h0, h1, kind in runs.runs:
-        lo, hi = max(h0, heads.start) - heads.start, min(h1, heads.stop) - heads.start
-        if lo >= hi or kind == ATTENTION:
+        if kind == ATTENTION:
             continue
-        sl = (slice(None), slice(lo, hi))
+        m0 = runs.mixed_position(h0) if kind == MIXED else 0
+        for i, ts in _row_blocks(z):
+            x = z[i, ts, h0:h1]  # (T', h, Dh)
+            if kind == MIXED:
+                pm = pv_mixed[i, ts, m0:m0 + h1 - h0]
+                old = x.clone()
+                x.copy_(pm)
+                pm.copy_(old)
+                continue
+            vv = v[i, ts, h0:h1]
+            pv = vv - x
+            bad = torch.sub(vv, pv).ne_(x)
+            if bad.any():
+                idx = bad.nonzero(as_tuple=True)
+                fixes.append((i, ts, h0, h1, idx, x[idx].clone()))
+            x.copy_(pv)
+    return fixes
+
+
+def _z_from_pv(z, v, pv_mixed, runs: HeadRuns, fixes: list) -> None:
+    """Undo :func:`_pv_into_z` exactly."""
+    for h0, h1, kind in runs.runs:
         if kind == LAPLACIAN:
-            dq[sl].neg_()
-            dk[sl].neg_()
-            torch.sub(g[sl], dv[sl], out=dv[sl])
-        else:
-            hs = slice(lo + heads.start, hi + heads.start)
-            bh, ah = b[hs].view(1, -1, 1, 1), a[hs].view(1, -1, 1, 1)
-            dq[sl].mul_(bh)
-            dk[sl].mul_(bh)
-            dv[sl].mul_(bh).addcmul_(ah, g[sl])
+            zr = z[:, :, h0:h1]
+            torch.sub(v[:, :, h0:h1], zr, out=zr)
+        elif kind == MIXED:
+            m0 = runs.mixed_position(h0)
+            for i, ts in _row_blocks(z):
+                x, pm = z[i, ts, h0:h1], pv_mixed[i, ts, m0:m0 + h1 - h0]
+                old = x.clone()
+                x.copy_(pm)
+                pm.copy_(old)
+    for i, ts, h0, h1, idx, vals in fixes:
+        z[i, ts, h0:h1][idx] = vals
+
+
+def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
+    """da_h = Σ g_h·V_h, db_h = Σ g_h·P V_h over batch, tokens, dims; all (B, H, T, Dh)."""
+    da = torch.stack([(g[i] * v[i]).sum((1, 2)) for i in range(g.shape[0])]).sum(0)
+    db = torch.stack([(g[i] * pv[i]).sum((1, 2)) for i in range(g.shape[0])]).sum(0)
+    return da, db
+
+
+def _scale_grads(dq, dk, dv, g, a, b, runs: HeadRuns) -> None:
+    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), in place.
+
+    The SDPA backward is linear in grad_out and independent per head, so this turns its
+    results for grad_out = g into those for grad_out = b g, plus the identity part a g.
+    """
+    for h0, h1, kind in runs.runs:
+        hs = (slice(None), slice(h0, h1))
+        if kind == LAPLACIAN:
+            dq[hs].neg_()
+            dk[hs].neg_()
+            torch.sub(g[hs], dv[hs], out=dv[hs])
+        elif kind == MIXED:
+            bh, ah = b[h0:h1].view(1, -1, 1, 1), a[h0:h1].view(1, -1, 1, 1)
+            dq[hs].mul_(bh)
+            dk[hs].mul_(bh)
+            dv[hs].mul_(bh).addcmul_(ah, g[hs])
 
 
 class _LaplacianSDPA(torch.autograd.Function):
@@ -295,46 +326,23 @@ class _LaplacianSDPA(torch.autograd.Function):
         q, k, v, z, a, b, attn_mask, pv_mixed, *stats = ctx.saved_tensors
         if torch.is_grad_enabled():
             return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask)
-        dz = dz.contiguous()  # (B, T, H, Dh)
-        B, H, T, Dh = q.shape
-        vt = v.transpose(1, 2)
-        dq, dk, dv = (torch.empty_like(z).transpose(1, 2) for _ in range(3))  # (B, H, T, Dh)
-        need_coef = ctx.needs_input_grad[3] or ctx.needs_input_grad[4]
+        runs, vt = ctx.runs, v.transpose(1, 2)  # (B, T, H, Dh)
+        # Alias z (and the saved P V) without their version counters: they are restored.
+        zd = z.data
+        pmd = pv_mixed.data if pv_mixed is not None else None
+        g = dz.transpose(1, 2)  # (B, H, T, Dh)
         da = db = None
-        if need_coef:
-            da, db = torch.zeros_like(a), torch.zeros_like(b)
-        for bs, hs in _chunks(B, H, T, Dh):
-            pv = _recover_pv(z[bs], vt[bs], pv_mixed[bs] if pv_mixed is not None else None,
-                             ctx.runs, hs)  # (B', h, T, Dh)
-            g = dz[bs, :, hs].transpose(1, 2)  # (B', h, T, Dh)
-            st = _slice_stats(stats, bs, hs, q.device)
-            mask = _slice_mask(attn_mask, bs, hs)
-            dqc, dkc, dvc = _sdpa_backward(
-                ctx.backend, g, q[bs, hs], k[bs, hs], v[bs, hs], pv, st, mask, ctx.is_causal,
-                ctx.scale)
-            _scale_grads(dqc, dkc, dvc, g, a, b, ctx.runs, hs)
-            dq[bs, hs].copy_(dqc)
-            dk[bs, hs].copy_(dkc)
-            dv[bs, hs].copy_(dvc)
-            if need_coef:
-                da[hs] += (g * v[bs, hs]).sum((0, 2, 3))
-                db[hs] += (g * pv).sum((0, 2, 3))
+        fixes = _pv_into_z(zd, vt, pmd, runs)
+        try:
+            pv = zd.transpose(1, 2)  # (B, H, T, Dh): now P V
+            if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
+                da, db = _coef_grads(g, v, pv)
+            dq, dk, dv = _sdpa_backward(
+                ctx.backend, g, q, k, v, pv, stats, attn_mask, ctx.is_causal, ctx.scale)
+        finally:
+            _z_from_pv(zd, vt, pmd, runs, fixes)
+        _scale_grads(dq, dk, dv, g, a, b, runs)
         return dq, dk, dv, da, db, None, None, None, None, None
-
-
-def _slice_stats(stats, bs: slice, hs: slice, device) -> tuple:
-    """The forward statistics of the (batch, head) chunk (CPU: the (B, H, T) log-sum-exp)."""
-    if device.type != "cpu" or not stats:
-        return stats
-    return (stats[0][bs, hs],)
-
-
-def _slice_mask(mask, bs: slice, hs: slice):
-    """The chunk's part of a mask broadcastable to (B, H, T, T) (size-1 dims kept)."""
-    if mask is None:
-        return None
-    mask = mask.expand(*([-1] * (4 - mask.dim())), *mask.shape[-2:]) if mask.dim() < 4 else mask
-    return mask[bs if mask.shape[0] > 1 else slice(None), hs if mask.shape[1] > 1 else slice(None)]
 
 
 def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask):
