@@ -34,7 +34,7 @@ ATTENTION, LAPLACIAN, MIXED = "attention", "laplacian", "mixed"
 _FIXED = {ATTENTION: (0.0, 1.0), LAPLACIAN: (1.0, -1.0)}
 _FLASH, _EFFICIENT = 1, 2  # torch._fused_sdp_choice codes (SDPBackend)
 # Largest temporary (elements) of the backward's in-place transforms of z.
-TRANSFORM_CHUNK = 1 << 16
+TRANSFORM_CHUNK = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -223,11 +223,10 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
             zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
 
 
-def _row_blocks(z: torch.Tensor):
-    """(batch index, token slice) blocks of z (B, T, H, Dh), ≤ TRANSFORM_CHUNK elements."""
-    B, T = z.shape[:2]
-    step = max(1, TRANSFORM_CHUNK // max(z[0, 0].numel(), 1))
-    return [(i, slice(t, t + step)) for i in range(B) for t in range(0, T, step)]
+def _batch_blocks(z: torch.Tensor) -> list[slice]:
+    """Batch ranges of z (B, T, H, Dh) of ≤ TRANSFORM_CHUNK elements (≥ one sequence)."""
+    step = max(1, TRANSFORM_CHUNK // max(z[0].numel(), 1))
+    return [slice(i, i + step) for i in range(0, z.shape[0], step)]
 
 
 def _pv_into_z(z, v, pv_mixed, runs: HeadRuns) -> list:
@@ -235,29 +234,31 @@ def _pv_into_z(z, v, pv_mixed, runs: HeadRuns) -> list:
 
     Laplacian heads: z ← V − z. Since V − (V − z) ≠ z in rare roundings, the elements
     where the round trip would fail keep their original value in the returned fixes.
-    Mixed heads: z and the saved P V swap places. Temporaries are one block at a time.
+    Mixed heads: z and the saved P V swap places. Temporaries: two blocks at a time.
     """
     fixes = []
     for h0, h1, kind in runs.runs:
         if kind == ATTENTION:
             continue
         m0 = runs.mixed_position(h0) if kind == MIXED else 0
-        for i, ts in _row_blocks(z):
-            x = z[i, ts, h0:h1]  # (T', h, Dh)
+        for bs in _batch_blocks(z):
+            x = z[bs, :, h0:h1]  # (B', T, h, Dh)
             if kind == MIXED:
-                pm = pv_mixed[i, ts, m0:m0 + h1 - h0]
-                old = x.clone()
-                x.copy_(pm)
-                pm.copy_(old)
+                _swap(x, pv_mixed[bs, :, m0:m0 + h1 - h0])
                 continue
-            vv = v[i, ts, h0:h1]
+            vv = v[bs, :, h0:h1]
             pv = vv - x
-            bad = torch.sub(vv, pv).ne_(x)
-            if bad.any():
-                idx = bad.nonzero(as_tuple=True)
-                fixes.append((i, ts, h0, h1, idx, x[idx].clone()))
+            bad = torch.sub(vv, pv).ne_(x).nonzero(as_tuple=True)
+            if bad[0].numel():
+                fixes.append((bs, h0, h1, bad, x[bad].clone()))
             x.copy_(pv)
     return fixes
+
+
+def _swap(x: torch.Tensor, y: torch.Tensor) -> None:
+    tmp = x.clone()
+    x.copy_(y)
+    y.copy_(tmp)
 
 
 def _z_from_pv(z, v, pv_mixed, runs: HeadRuns, fixes: list) -> None:
@@ -268,13 +269,10 @@ def _z_from_pv(z, v, pv_mixed, runs: HeadRuns, fixes: list) -> None:
             torch.sub(v[:, :, h0:h1], zr, out=zr)
         elif kind == MIXED:
             m0 = runs.mixed_position(h0)
-            for i, ts in _row_blocks(z):
-                x, pm = z[i, ts, h0:h1], pv_mixed[i, ts, m0:m0 + h1 - h0]
-                old = x.clone()
-                x.copy_(pm)
-                pm.copy_(old)
-    for i, ts, h0, h1, idx, vals in fixes:
-        z[i, ts, h0:h1][idx] = vals
+            for bs in _batch_blocks(z):
+                _swap(z[bs, :, h0:h1], pv_mixed[bs, :, m0:m0 + h1 - h0])
+    for bs, h0, h1, idx, vals in fixes:
+        z[bs, :, h0:h1][idx] = vals
 
 
 def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
