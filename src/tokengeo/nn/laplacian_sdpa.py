@@ -1,0 +1,361 @@
+"""Laplacian and mixed heads at the memory of standard attention (issue #16, item 4).
+
+Head ``h`` outputs ``z_h = a_h V_h + b_h P_h V_h`` (Zhang & Papyan, arXiv 2602.09297, Eq. 2
+with P replaced by I − P for Laplacian heads): (a, b) = (0, 1) attention, (1, −1)
+Laplacian, anything else a mixed head. The plain composition ``pv = SDPA(q, k, v)`` then
+``z = a V + b pv`` keeps two full tensors alive for the backward (SDPA's output ``pv`` and
+``z``). :func:`laplacian_attention` writes ``z`` in place into the SDPA output buffer and
+saves only q, k, v, z (the input of the output projection, kept anyway), the softmax
+log-sum-exp and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA
+kernel's ``out``); it writes it into z's own buffer, head-wise and in small blocks,
+
+    P V = z            for attention heads (nothing to do),
+    P V = V − z        for Laplacian heads,
+    P V = saved copy   for mixed heads (swapped with z),
+
+calls the kernel, and restores z bit for bit (the rare elements where V − (V − z) ≠ z
+in floating point are kept aside and written back), so no second full tensor ever
+exists. The kernel is linear in its ``grad_out`` and independent per head: it is called
+with ``dz`` itself and its results are scaled by ``b_h`` afterwards; then
+``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``, ``db_h = Σ dz_h·(P V)_h``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from tokengeo.errors import ConfigError
+
+ATTENTION, LAPLACIAN, MIXED = "attention", "laplacian", "mixed"
+_FIXED = {ATTENTION: (0.0, 1.0), LAPLACIAN: (1.0, -1.0)}
+_FLASH, _EFFICIENT = 1, 2  # torch._fused_sdp_choice codes (SDPBackend)
+# Largest temporary (elements) of the backward's in-place transforms of z.
+TRANSFORM_CHUNK = 1 << 18
+
+
+@dataclass(frozen=True)
+class HeadRuns:
+    """Maximal runs of consecutive heads of one kind: ``((start, stop, kind), ...)``."""
+
+    runs: tuple[tuple[int, int, str], ...]
+
+    @property
+    def mixed(self) -> tuple[tuple[int, int], ...]:
+        return tuple((h0, h1) for h0, h1, kind in self.runs if kind == MIXED)
+
+    def mixed_position(self, h: int) -> int:
+        """Index of mixed head ``h`` among the mixed heads."""
+        return sum(min(h1, h) - h0 for h0, h1 in self.mixed if h0 < h)
+
+    @property
+    def all_attention(self) -> bool:
+        return all(kind == ATTENTION for *_, kind in self.runs)
+
+
+def head_runs(
+    coef_a: torch.Tensor, coef_b: torch.Tensor, head_kinds: Sequence[str] | None = None
+) -> HeadRuns:
+    """Group heads into runs of one kind, from ``head_kinds`` or else from the values.
+
+    With ``head_kinds`` the caller promises that ``attention`` / ``laplacian`` heads have
+    the fixed (a, b) of their kind (no host read); without it the (H,) coefficients are
+    read (one small device-to-host copy) and a head is attention / Laplacian when its
+    values are exactly (0, 1) / (1, −1), mixed otherwise.
+    """
+    if head_kinds is None:
+        pairs = zip(coef_a.tolist(), coef_b.tolist(), strict=True)
+        head_kinds = [next((k for k, ab in _FIXED.items() if ab == p), MIXED) for p in pairs]
+    elif len(head_kinds) != coef_a.shape[0] or set(head_kinds) - {ATTENTION, LAPLACIAN, MIXED}:
+        raise ConfigError(
+            f"head_kinds={tuple(head_kinds)!r} must give one of 'attention', 'laplacian', "
+            f"'mixed' for each of the {coef_a.shape[0]} heads")
+    runs: list[tuple[int, int, str]] = []
+    for h, kind in enumerate(head_kinds):
+        if runs and runs[-1][2] == kind:
+            runs[-1] = (runs[-1][0], h + 1, kind)
+        else:
+            runs.append((h, h + 1, kind))
+    return HeadRuns(tuple(runs))
+
+
+def compose(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, coef_a: torch.Tensor,
+    coef_b: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+    dropout_p: float = 0.0, scale: float | None = None,
+) -> torch.Tensor:
+    """The plain composition (the fallback): ``a V + b SDPA(q, k, v)`` as (B, T, H, Dh)."""
+    pv = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+    )  # (B, H, T, Dh)
+    a, b = coef_a.view(1, 1, -1, 1), coef_b.view(1, 1, -1, 1)
+    return a * v.transpose(1, 2) + b * pv.transpose(1, 2)  # (B, T, H, Dh)
+
+
+def laplacian_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    coef_a: torch.Tensor,
+    coef_b: torch.Tensor,
+    *,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    head_kinds: Sequence[str] | None = None,
+) -> torch.Tensor:
+    """Per-head ``z_h = a_h V_h + b_h softmax(q_h k_hᵀ·scale + mask) V_h``, as (B, T, H, Dh).
+
+    q, k, v: (B, H, T, Dh) (views of one qkv projection are fine); coef_a, coef_b: (H,)
+    buffers or learnable parameters (gradients flow to both); attn_mask, is_causal,
+    dropout_p, scale: as in ``F.scaled_dot_product_attention``; ``head_kinds``: optional
+    per-head ``attention`` / ``laplacian`` / ``mixed`` (see :func:`head_runs`; pass it to
+    avoid reading the coefficients on the host). The result is contiguous in the
+    (B, T, H, Dh) layout, so ``z.reshape(B, T, H * Dh)`` is a view for the output
+    projection. Coefficients act in q's dtype (under autocast, the autocast dtype).
+
+    The memory-lean kernel (see the module docstring) runs when the device has a fused
+    SDPA kernel that returns the log-sum-exp for these inputs (CPU: the flash kernel;
+    CUDA: flash or memory-efficient, without ``attn_mask``). The plain composition
+    :func:`compose` (identical math) runs instead when: ``dropout_p > 0`` (the kernel's
+    dropout mask cannot be replayed), ``attn_mask`` requires grad or is neither bool nor
+    floating, the kernel would not be chosen by SDPA (``torch._fused_sdp_choice``), or the
+    device is neither CPU nor CUDA. Double backward (``create_graph=True``) recomputes the
+    composition with the math SDPA kernel inside the backward, so it is exact too.
+    ``z`` is saved for the backward: modify it in place (e.g. an ablation hook) only in
+    no-grad code, or clone it first; autograd raises otherwise.
+    """
+    _check_shapes(q, k, v, coef_a, coef_b)
+    q, k, v, attn_mask = _autocast(q, k, v, attn_mask)
+    a, b = coef_a.to(q.dtype), coef_b.to(q.dtype)
+    backend = _fused_backend(q, k, v, attn_mask, is_causal, dropout_p, scale)
+    if backend is None:
+        return compose(q, k, v, a, b, attn_mask, is_causal, dropout_p, scale)
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
+            ~attn_mask, float("-inf"))  # the additive mask SDPA builds too
+    runs = head_runs(a, b, head_kinds)
+    return _LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, runs, backend)
+
+
+def _check_shapes(q, k, v, coef_a, coef_b) -> None:
+    if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise ConfigError(
+            f"laplacian_attention needs q, k, v of one shape (B, H, T, Dh) (V − P V needs "
+            f"as many keys as queries); got {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}")
+    H = q.shape[1]
+    if coef_a.shape != (H,) or coef_b.shape != (H,):
+        raise ConfigError(
+            f"coef_a and coef_b must be shaped ({H},), one per head; got "
+            f"{tuple(coef_a.shape)} and {tuple(coef_b.shape)}")
+
+
+def _autocast(q, k, v, attn_mask):
+    """Cast as autocast casts ``F.scaled_dot_product_attention`` (lower-precision list)."""
+    dev = q.device.type
+    if not torch.is_autocast_enabled(dev):
+        return q, k, v, attn_mask
+    dtype = torch.get_autocast_dtype(dev)
+    q, k, v = (t.to(dtype) if t.is_floating_point() else t for t in (q, k, v))
+    if attn_mask is not None and attn_mask.is_floating_point():
+        attn_mask = attn_mask.to(dtype)
+    return q, k, v, attn_mask
+
+
+def _fused_backend(q, k, v, attn_mask, is_causal, dropout_p, scale) -> int | None:
+    """The SDPA kernel the lean path uses, or None for the composition (docstring rule)."""
+    if dropout_p > 0 or q.device.type not in ("cpu", "cuda"):
+        return None
+    if attn_mask is not None and (attn_mask.requires_grad or not (
+            attn_mask.dtype == torch.bool or attn_mask.is_floating_point())):
+        return None
+    if q.device.type == "cuda" and attn_mask is not None:
+        return None
+    choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+    if q.device.type == "cpu":
+        return _FLASH if choice == _FLASH else None
+    return choice if choice in (_FLASH, _EFFICIENT) else None
+
+
+def _sdpa_forward(backend, q, k, v, attn_mask, is_causal, scale):
+    """(out (B, H, T, Dh), stats): SDPA's output and what its backward kernel needs."""
+    if q.device.type == "cpu":
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale)
+        return out, (lse,)
+    if backend == _FLASH:  # CUDA; not exercised by the CPU test suite
+        aten = torch.ops.aten
+        out, lse, cq, ck, mq, mk, seed, offset, _ = aten._scaled_dot_product_flash_attention(
+            q, k, v, 0.0, is_causal, False, scale=scale)
+        return out, (lse, cq, ck, mq, mk, seed, offset)
+    out, lse, seed, offset = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, None, True, 0.0, is_causal, scale=scale)
+    return out, (lse, seed, offset)
+
+
+def _sdpa_backward(backend, g, q, k, v, out, stats, attn_mask, is_causal, scale):
+    """(dq, dk, dv) of SDPA for grad_out ``g``, all (B, H, T, Dh)."""
+    if q.device.type == "cpu":
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            g, q, k, v, out, stats[0], 0.0, is_causal, attn_mask=attn_mask, scale=scale)
+    if backend == _FLASH:
+        lse, cq, ck, mq, mk, seed, offset = stats
+        return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+            g, q, k, v, out, lse, cq, ck, mq, mk, 0.0, is_causal, seed, offset, scale=scale)
+    lse, seed, offset = stats
+    dq, dk, dv, _ = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+        g, q, k, v, None, out, lse, seed, offset, 0.0, [True, True, True, False], is_causal,
+        scale=scale)
+    return dq, dk, dv
+
+
+def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
+    """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
+    for h0, h1, kind in runs.runs:
+        zr, vr = z[:, :, h0:h1], v[:, :, h0:h1]  # (B, T, h, Dh)
+        if kind == LAPLACIAN:
+            torch.sub(vr, zr, out=zr)
+        elif kind == MIXED:
+            zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
+
+
+def _batch_blocks(z: torch.Tensor) -> list[slice]:
+    """Batch ranges of z (B, T, H, Dh) of ≤ TRANSFORM_CHUNK elements (≥ one sequence)."""
+    step = max(1, TRANSFORM_CHUNK // max(z[0].numel(), 1))
+    return [slice(i, i + step) for i in range(0, z.shape[0], step)]
+
+
+def _pv_into_z(z, v, pv_mixed, runs: HeadRuns) -> list:
+    """Overwrite z (B, T, H, Dh) with P V head-wise, reversibly; return the exact fixes.
+
+    Laplacian heads: z ← V − z. Since V − (V − z) ≠ z in rare roundings, the elements
+    where the round trip would fail keep their original value in the returned fixes.
+    Mixed heads: z and the saved P V swap places. Temporaries: two blocks at a time.
+    """
+    fixes = []
+    for h0, h1, kind in runs.runs:
+        if kind == ATTENTION:
+            continue
+        m0 = runs.mixed_position(h0) if kind == MIXED else 0
+        for bs in _batch_blocks(z):
+            x = z[bs, :, h0:h1]  # (B', T, h, Dh)
+            if kind == MIXED:
+                _swap(x, pv_mixed[bs, :, m0:m0 + h1 - h0])
+                continue
+            vv = v[bs, :, h0:h1]
+            pv = vv - x
+            back = vv - pv
+            if not torch.equal(back, x):  # rare: keep the elements the round trip changes
+                bad = back.ne_(x).nonzero(as_tuple=True)
+                fixes.append((bs, h0, h1, bad, x[bad].clone()))
+            del back
+            x.copy_(pv)
+    return fixes
+
+
+def _swap(x: torch.Tensor, y: torch.Tensor) -> None:
+    tmp = x.clone()
+    x.copy_(y)
+    y.copy_(tmp)
+
+
+def _z_from_pv(z, v, pv_mixed, runs: HeadRuns, fixes: list) -> None:
+    """Undo :func:`_pv_into_z` exactly."""
+    for h0, h1, kind in runs.runs:
+        if kind == LAPLACIAN:
+            zr = z[:, :, h0:h1]
+            torch.sub(v[:, :, h0:h1], zr, out=zr)
+        elif kind == MIXED:
+            m0 = runs.mixed_position(h0)
+            for bs in _batch_blocks(z):
+                _swap(z[bs, :, h0:h1], pv_mixed[bs, :, m0:m0 + h1 - h0])
+    for bs, h0, h1, idx, vals in fixes:
+        z[bs, :, h0:h1][idx] = vals
+
+
+def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
+    """da_h = Σ g_h·V_h, db_h = Σ g_h·P V_h over batch, tokens, dims; all (B, H, T, Dh)."""
+    da = torch.stack([(g[i] * v[i]).sum((1, 2)) for i in range(g.shape[0])]).sum(0)
+    db = torch.stack([(g[i] * pv[i]).sum((1, 2)) for i in range(g.shape[0])]).sum(0)
+    return da, db
+
+
+def _scale_grads(dq, dk, dv, g, a, b, runs: HeadRuns) -> None:
+    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), in place.
+
+    The SDPA backward is linear in grad_out and independent per head, so this turns its
+    results for grad_out = g into those for grad_out = b g, plus the identity part a g.
+    """
+    for h0, h1, kind in runs.runs:
+        hs = (slice(None), slice(h0, h1))
+        if kind == LAPLACIAN:
+            dq[hs].neg_()
+            dk[hs].neg_()
+            torch.sub(g[hs], dv[hs], out=dv[hs])
+        elif kind == MIXED:
+            bh, ah = b[h0:h1].view(1, -1, 1, 1), a[h0:h1].view(1, -1, 1, 1)
+            dq[hs].mul_(bh)
+            dk[hs].mul_(bh)
+            dv[hs].mul_(bh).addcmul_(ah, g[hs])
+
+
+class _LaplacianSDPA(torch.autograd.Function):
+    """z = a V + b SDPA(q, k, v), saving q, k, v, z, the log-sum-exp and mixed heads' P V."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, a, b, attn_mask, is_causal, scale, runs, backend):
+        out, stats = _sdpa_forward(backend, q, k, v, attn_mask, is_causal, scale)
+        z = out.transpose(1, 2)  # (B, T, H, Dh): contiguous for the CPU kernel
+        if not z.is_contiguous():
+            z = z.contiguous()
+        vt = v.transpose(1, 2)  # (B, T, H, Dh)
+        pv_mixed = None
+        if runs.mixed:  # (B, T, n_mixed, Dh): P V of the mixed heads, before combining
+            pv_mixed = torch.cat([z[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
+        _combine_in_place(z, vt, a, b, runs)
+        ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, *stats)
+        ctx.is_causal, ctx.scale, ctx.runs, ctx.backend = is_causal, scale, runs, backend
+        return z
+
+    @staticmethod
+    def backward(ctx, dz):
+        q, k, v, z, a, b, attn_mask, pv_mixed, *stats = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask)
+        runs, vt = ctx.runs, v.transpose(1, 2)  # (B, T, H, Dh)
+        # Alias z (and the saved P V) without their version counters: they are restored.
+        zd = z.data
+        pmd = pv_mixed.data if pv_mixed is not None else None
+        g = dz.transpose(1, 2)  # (B, H, T, Dh)
+        da = db = None
+        fixes = _pv_into_z(zd, vt, pmd, runs)
+        try:
+            pv = zd.transpose(1, 2)  # (B, H, T, Dh): now P V
+            if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
+                da, db = _coef_grads(g, v, pv)
+            dq, dk, dv = _sdpa_backward(
+                ctx.backend, g, q, k, v, pv, stats, attn_mask, ctx.is_causal, ctx.scale)
+        finally:
+            _z_from_pv(zd, vt, pmd, runs, fixes)
+        _scale_grads(dq, dk, dv, g, a, b, runs)
+        return dq, dk, dv, da, db, None, None, None, None, None
+
+
+def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask):
+    """Backward for ``create_graph=True``: differentiate the recomputed composition."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    inputs = [t for t in (q, k, v, a, b)]
+    wanted = [i for i, need in enumerate(ctx.needs_input_grad[:5]) if need]
+    with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
+        z = compose(q, k, v, a, b, attn_mask, ctx.is_causal, 0.0, ctx.scale)
+        grads = torch.autograd.grad(z, [inputs[i] for i in wanted], dz, create_graph=True)
+    out = [None] * 10
+    for i, g in zip(wanted, grads, strict=True):
+        out[i] = g
+    return tuple(out)

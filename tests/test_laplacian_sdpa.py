@@ -1,0 +1,216 @@
+"""laplacian_attention: same values and gradients as the composition a V + b SDPA(q, k, v),
+with only standard SDPA's tensors saved for the backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tokengeo.errors import ConfigError
+from tokengeo.nn import laplacian_sdpa as L
+from tokengeo.nn.attention import build_attn_mask
+from tokengeo.nn.laplacian_sdpa import compose, head_runs, laplacian_attention
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+COEF = {"attention": (0.0, 1.0), "laplacian": (1.0, -1.0), "mixed": (0.7, -0.3)}
+LAYERS = {
+    "attention": ("attention",) * 4,
+    "laplacian": ("laplacian",) * 4,
+    "half": ("attention", "attention", "laplacian", "laplacian"),
+    "mixed": ("laplacian", "mixed", "attention", "mixed", "mixed", "laplacian"),
+}
+
+
+def make(kinds, B=2, T=37, Dh=16, dtype=torch.float32, v_scale=1.0, coef_grad=False):
+    """A qkv tensor (B, T, 3, H, Dh) and (H, 2) coefficients of ``kinds``."""
+    H = len(kinds)
+    scale = torch.tensor([1.0, 1.0, v_scale], dtype=dtype).view(1, 1, 3, 1, 1)
+    qkv = (torch.randn(B, T, 3, H, Dh, dtype=dtype) * scale).requires_grad_()
+    coef = torch.tensor([COEF[k] for k in kinds], dtype=dtype, requires_grad=coef_grad)
+    return qkv, coef
+
+
+def run(fn, qkv, coef, **kw):
+    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # (B, H, T, Dh) views
+    return fn(q, k, v, coef[:, 0], coef[:, 1], **kw)
+
+
+def lean(q, k, v, a, b, **kw):
+    return laplacian_attention(q, k, v, a, b, **kw)
+
+
+def plain(q, k, v, a, b, attn_mask=None, is_causal=False, dropout_p=0.0, **_):
+    return compose(q, k, v, a, b, attn_mask, is_causal, dropout_p)
+
+
+def is_lean(z):
+    return type(z.grad_fn).__name__ == "_LaplacianSDPABackward"
+
+
+def grads(z, qkv, coef, g):
+    inputs = (qkv, coef) if coef.requires_grad else (qkv,)
+    return torch.autograd.grad(z, inputs, g)
+
+
+def masks(B, T):
+    keep = torch.ones(B, T, dtype=torch.bool)
+    keep[0, T - 5:] = False  # padding at the end of the first sequence
+    return {"none": ({}, None), "causal": ({"is_causal": True}, None),
+            "padding": ({}, build_attn_mask(keep, T, False)[0]),
+            "causal+padding": ({}, build_attn_mask(keep, T, True)[0])}
+
+
+@pytest.mark.parametrize("layer", list(LAYERS))
+@pytest.mark.parametrize("mask", ["none", "causal", "padding", "causal+padding"])
+def test_forward_and_gradients_match_the_composition(layer, mask):
+    kinds = LAYERS[layer]
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        qkv, coef = make(kinds, dtype=dtype, coef_grad=layer == "mixed")
+        kw, attn_mask = masks(2, 37)[mask]
+        if attn_mask is not None:
+            kw = {"attn_mask": attn_mask}
+        z = run(lean, qkv, coef, **kw)
+        ref = run(plain, qkv, coef, **kw)
+        assert is_lean(z) and z.is_contiguous() and z.shape == ref.shape
+        if layer == "mixed":
+            eps = torch.finfo(dtype).eps  # a V + b P V rounded in another order
+            torch.testing.assert_close(z, ref, rtol=4 * eps, atol=8 * eps)
+        else:
+            assert torch.equal(z, ref)  # same kernel, same one subtraction
+        g = torch.randn_like(z)
+        for got, want in zip(grads(z, qkv, coef, g), grads(ref, qkv, coef, g), strict=True):
+            assert ((got - want).norm() / want.norm()).item() < tol
+
+
+@pytest.mark.parametrize("Dh", [16, 32, 64])
+def test_float32_gradients_with_large_values(Dh):
+    """P V recovered as V − z loses bits when |V| ≫ |P V|; the error stays at float32's."""
+    qkv, coef = make(LAYERS["laplacian"], B=2, T=70, Dh=Dh, v_scale=100.0)
+    z, ref = run(lean, qkv, coef, is_causal=True), run(plain, qkv, coef, is_causal=True)
+    g = torch.randn_like(z)
+    for got, want in zip(grads(z, qkv, coef, g), grads(ref, qkv, coef, g), strict=True):
+        assert ((got - want).norm() / want.norm()).item() < 1e-5
+
+
+def test_gradcheck_against_finite_differences_with_learnable_coefficients():
+    qkv, coef = make(("attention", "laplacian", "mixed"), B=1, T=5, Dh=4,
+                     dtype=torch.float64, coef_grad=True)
+
+    def f(qkv, coef):
+        return run(lean, qkv, coef, is_causal=True)
+
+    assert torch.autograd.gradcheck(f, (qkv, coef))
+
+
+def test_double_backward_recomputes_the_composition():
+    qkv, coef = make(("laplacian", "mixed"), B=1, T=4, Dh=3, dtype=torch.float64,
+                     coef_grad=True)
+
+    def f(qkv, coef):
+        return run(lean, qkv, coef)
+
+    assert torch.autograd.gradgradcheck(f, (qkv, coef))
+
+
+def test_head_kinds_from_values_or_given_agree():
+    kinds = LAYERS["mixed"]
+    qkv, coef = make(kinds, coef_grad=True)
+    assert head_runs(coef[:, 0], coef[:, 1]) == head_runs(coef[:, 0], coef[:, 1], kinds)
+    assert head_runs(coef[:, 0], coef[:, 1]).runs == (
+        (0, 1, "laplacian"), (1, 2, "mixed"), (2, 3, "attention"), (3, 5, "mixed"),
+        (5, 6, "laplacian"))
+    z1 = run(lean, qkv, coef)
+    z2 = run(lean, qkv, coef, head_kinds=kinds)
+    assert torch.equal(z1, z2)
+
+
+def test_z_is_restored_exactly_and_a_retained_graph_gives_the_same_gradients():
+    qkv, coef = make(LAYERS["mixed"], coef_grad=True, v_scale=30.0)
+    z = run(lean, qkv, coef, is_causal=True)
+    before = z.detach().clone()
+    g = torch.randn_like(z)
+    first = torch.autograd.grad(z, (qkv, coef), g, retain_graph=True)
+    assert torch.equal(z, before)
+    second = torch.autograd.grad(z, (qkv, coef), g)
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_the_rare_inexact_round_trip_is_repaired():
+    """V − (V − z) ≠ z for these float32 values; the backward must still restore z."""
+    v = torch.randn(2, 3, 2, 4)  # (B, T, H, Dh)
+    pv = torch.randn(2, 3, 2, 4)
+    v[1, 2, 1, 3], pv[1, 2, 1, 3] = 0.00397832365706563, 0.011790824122726917
+    z = v - pv
+    assert (v - (v - z) != z).any()  # the case this test is about
+    runs = head_runs(torch.ones(2), -torch.ones(2))
+    original = z.clone()
+    fixes = L._pv_into_z(z, v, None, runs)
+    assert fixes and torch.equal(z, v - original)
+    L._z_from_pv(z, v, None, runs, fixes)
+    assert torch.equal(z, original)
+
+
+def test_fallback_to_the_composition_where_the_kernel_cannot_be_used():
+    qkv, coef = make(LAYERS["half"])
+    torch.manual_seed(1)
+    z = run(lean, qkv, coef, dropout_p=0.5)  # dropout cannot be replayed
+    torch.manual_seed(1)
+    ref = run(plain, qkv, coef, dropout_p=0.5)
+    assert not is_lean(z) and torch.equal(z, ref)
+    float_mask = torch.zeros(1, 1, 37, 37, requires_grad=True)  # a learnt bias
+    z = run(lean, qkv, coef, attn_mask=float_mask)
+    assert not is_lean(z) and torch.equal(z, run(plain, qkv, coef, attn_mask=float_mask))
+    assert is_lean(run(lean, qkv, coef, attn_mask=float_mask.detach()))
+
+
+def test_under_autocast_the_output_has_sdpa_dtype():
+    qkv, coef = make(LAYERS["half"])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = run(lean, qkv, coef)
+        ref = run(lambda q, k, v, *_: F.scaled_dot_product_attention(q, k, v), qkv, coef)
+    assert z.dtype == ref.dtype == torch.bfloat16
+
+
+def test_bad_input_raises_config_error():
+    qkv, coef = make(LAYERS["half"])
+    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+    with pytest.raises(ConfigError, match="one shape"):
+        laplacian_attention(q, k[:, :, :5], v[:, :, :5], coef[:, 0], coef[:, 1])
+    with pytest.raises(ConfigError, match="one per head"):
+        laplacian_attention(q, k, v, coef[:3, 0], coef[:3, 1])
+    with pytest.raises(ConfigError, match="head_kinds"):
+        laplacian_attention(q, k, v, coef[:, 0], coef[:, 1], head_kinds=("attention",) * 3)
+
+
+def saved_bytes(attention, kinds, B=2, T=64, D=64):
+    """Bytes of distinct storages saved for the backward of qkv → attention → proj."""
+    H = len(kinds)
+    x = torch.randn(B, T, D)
+    qkv_proj, proj = torch.nn.Linear(D, 3 * D), torch.nn.Linear(D, D)
+    coef = torch.tensor([COEF[k] for k in kinds])
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        q, k, v = qkv_proj(x).view(B, T, 3, H, D // H).unbind(2)
+        z = attention(*(t.transpose(1, 2) for t in (q, k, v)), coef[:, 0], coef[:, 1],
+                      is_causal=True)
+        proj(z.reshape(B, T, D))
+    return sum(storages.values()), B * T * D * 4
+
+
+def test_saved_tensors_are_those_of_standard_attention():
+    def standard(q, k, v, a, b, is_causal):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal).transpose(1, 2)
+
+    base, z_bytes = saved_bytes(standard, LAYERS["attention"])
+    for layer in ("laplacian", "half"):
+        lean_bytes, _ = saved_bytes(lean, LAYERS[layer])
+        plain_bytes, _ = saved_bytes(plain, LAYERS[layer])
+        assert lean_bytes <= base + 64  # the (H,) coefficients
+        assert plain_bytes >= base + z_bytes  # the composition keeps P V and z
