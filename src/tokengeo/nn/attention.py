@@ -27,6 +27,7 @@ from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
 from tokengeo.nn.config import BlockConfig
 from tokengeo.nn.heads import HeadKinds
+from tokengeo.nn.laplacian_sdpa import laplacian_attention
 
 ATTENTION_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z")
 
@@ -103,21 +104,33 @@ def attend(
     is_causal: bool,
     dropout_p: float,
     edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    lean: bool = True,
 ) -> torch.Tensor:
     """Per-head outputs z = a V + b P V of ``heads``; q, k, v and z are (N, T, H, Dh).
 
     Without ``edit_pattern`` P V comes from the fused kernel. With it, P (N, H, T, T) is
     materialised, ``edit_pattern(P)`` is what multiplies V (after attention dropout), so a
     hook that replaces the pattern changes the output.
+
+    Layers with Laplacian or mixed heads, when gradients are recorded and ``lean`` (the
+    caller does not expose z to a hook that might edit it in place), go through
+    :func:`~tokengeo.nn.laplacian_sdpa.laplacian_attention`, which keeps only what standard
+    attention keeps for the backward (same numbers, standard attention's memory).
     """
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))  # (N, H, T, Dh)
-    if edit_pattern is None:
-        pv = F.scaled_dot_product_attention(
-            qh, kh, vh, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
-        )  # (N, H, T, Dh)
-    else:
+    if edit_pattern is not None:
         pattern = edit_pattern(attention_pattern(qh, kh, attn_mask, is_causal))
         pv = (F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern) @ vh
+        return heads.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
+    if lean and heads.uses_values() and torch.is_grad_enabled():
+        a, b = heads.head_coefficients()
+        if a.dim() == 1:  # per-slice mixed coefficients ((p, H)) take the composition
+            return laplacian_attention(qh, kh, vh, a, b, attn_mask=attn_mask,
+                                       is_causal=is_causal, dropout_p=dropout_p,
+                                       head_kinds=heads.head_kinds)
+    pv = F.scaled_dot_product_attention(
+        qh, kh, vh, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
+    )  # (N, H, T, Dh)
     return heads.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
 
 
@@ -157,7 +170,8 @@ class MultiHeadAttention(HeadKinds):
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         dropout_p = self.attn_dropout if self.training else 0.0
         edit = self.hook_pattern if self.hook_pattern.is_active() else None
-        z = self.hook_z(attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit))
+        lean = not self.hook_z.is_active()
+        z = self.hook_z(attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit, lean))
         return self.proj_drop(self.proj(z.reshape(B, T, D)))
 
     def extra_repr(self) -> str:

@@ -201,6 +201,10 @@ class HeadKinds(nn.Module):
             coef[..., self.mixed_index, :] = self.mix_coef.to(coef.dtype)
         return coef[..., 0], coef[..., 1]
 
+    def uses_values(self) -> bool:
+        """Whether some head's output involves V itself (a Laplacian or mixed head)."""
+        return self.n_laplacian > 0 or self.mix_coef is not None
+
     def combine(self, v: torch.Tensor, pv: torch.Tensor) -> torch.Tensor:
         """``a_h V + b_h P V`` from V and P V, both (N, T, H, Dh) (with p slices: N = p·B,
         slice-major). A Laplacian head costs one subtraction; I − P is never built."""

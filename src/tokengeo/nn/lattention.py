@@ -99,7 +99,8 @@ class LMultiHeadAttention(HeadKinds):
             attn_mask = attn_mask.repeat(P, 1, 1, 1)  # (P·B, 1, 1 or T, T), slice-major
         dropout_p = self.attn_dropout if self.training else 0.0
         edit = self._edit_pattern if self.hook_pattern.is_active() else None
-        z = attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit)  # (P·B, T, H, Dh)
+        lean = not self.hook_z.is_active()
+        z = attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit, lean)  # (P·B, T, H, Dh)
         z = self._hook(self.hook_z, z)
         return self.proj_drop(self.proj(z.reshape(P, B, T, self.d_slice)))
 
