@@ -5,7 +5,7 @@ eager forward pass of the same model on the same batches, and its peak memory do
 grow with the number of samples.
 
 Throughput: every batch goes through ``model(input_ids=...)`` (eager attention, no hooks)
-and then through :class:`tokengeo.probes.similarity_run.SimilarityStream` (hooks on
+and then through :class:`tokengeo.probes.similarity.run.SimilarityStream` (hooks on
 ``hook_z`` and ``hook_pattern``, forward, every statistic), interleaved, ``--repeats``
 times; ratio = median plain batch time / median analysis batch time, in wall time and in
 process CPU time (the machines are shared: CPU time is less disturbed by other jobs).
@@ -30,8 +30,8 @@ import torch
 
 
 def _setup(n_windows: int, seq_len: int):
-    from tokengeo.probes.corpus_windows import make_windows, read_corpus, select_windows
-    from tokengeo.probes.similarity_run import load_hf_encoder
+    from tokengeo.probes.similarity.corpus import make_windows, read_corpus, select_windows
+    from tokengeo.probes.similarity.run import load_hf_encoder
 
     model, tok = load_hf_encoder("minilm")
     docs = read_corpus("shakespeare")[:4]
@@ -41,7 +41,7 @@ def _setup(n_windows: int, seq_len: int):
 
 
 def _stream(model, tok, windows, seps):
-    from tokengeo.probes.similarity_run import SimilarityStream
+    from tokengeo.probes.similarity.run import SimilarityStream
 
     return SimilarityStream(model, seq_len=windows.seq_len, vocab_size=len(tok),
                             separator_ids=seps, special_ids=windows.special_ids)

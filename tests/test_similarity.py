@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from tokengeo.errors import ConfigError
-from tokengeo.probes.similarity import context_similarity
-from tokengeo.probes.similarity_stats import HeadSimilarityAccumulator
+from tokengeo.probes.similarity.pairs import context_similarity
+from tokengeo.probes.similarity.stats import HeadSimilarityAccumulator
 
 
 def _acc(L, H, T, V=20, **kw):
@@ -215,9 +215,9 @@ class _TinyHooked(torch.nn.Module):
 
 def test_hooked_model_similarity_and_corpus_analysis():
     from tokengeo.probes.capture import run_with_cache
-    from tokengeo.probes.corpus_windows import Windows
-    from tokengeo.probes.similarity import head_output_similarity
-    from tokengeo.probes.similarity_run import analyze_windows
+    from tokengeo.probes.similarity.corpus import Windows
+    from tokengeo.probes.similarity.pairs import head_output_similarity
+    from tokengeo.probes.similarity.run import analyze_windows
 
     model = _TinyHooked().eval()
     ids = torch.randint(0, 20, (3, 7))

@@ -94,15 +94,16 @@ def write_json(path: str | Path, obj: Any, *, indent: int | None = 2,
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; move it onto ``path`` if the block succeeds.
 
-    The folder gets mode ``0o777 & ~umask``. An existing ``path`` is replaced (moved aside,
-    then deleted once the new one is in place). On error the temporary folder is removed.
+    The folder gets mode ``0o777 & ~umask``. On success every file in it is fsynced and an
+    existing ``path`` is replaced (moved aside, deleted once the new one is in place). On
+    error the temporary folder is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _new_sibling(path, folder=True)
     try:
         yield tmp
-        _fsync_dir(tmp)
+        _fsync_tree(tmp)
         _replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -137,6 +138,14 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file and folder under ``root`` (the contents of a folder about to appear)."""
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            _fsync_file(Path(folder) / name)
+        _fsync_dir(Path(folder))
 
 
 def _fsync_dir(path: Path) -> None:

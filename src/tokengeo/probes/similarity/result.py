@@ -1,17 +1,19 @@
 """The result of the head-output similarity analysis: statistics, JSON, table.
 
 Every ``(L, H)`` field is indexed ``[layer][head]``; definitions are in
-:mod:`tokengeo.probes.similarity_stats`. Shares are fractions in [0, 1].
+:mod:`tokengeo.probes.similarity.stats`. Shares are fractions in [0, 1].
 """
 
 from __future__ import annotations
 
-import json
+import io
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
+
+from tokengeo.io import write_bytes, write_json
 
 F64 = torch.float64
 
@@ -105,16 +107,11 @@ class HeadSimilarityResult:
         """Write ``similarity.json`` and ``mean_similarity.npy`` (atomically) to ``out_dir``."""
         import numpy as np
 
-        from tokengeo.probes.atomic import atomic_write_bytes, atomic_write_text
-
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "similarity.json", json.dumps(self.to_dict(), indent=1))
-        import io
-
+        write_json(out / "similarity.json", self.to_dict(), indent=1)
         buf = io.BytesIO()
         np.save(buf, self.mean_similarity.float().numpy())
-        atomic_write_bytes(out / "mean_similarity.npy", buf.getvalue())
+        write_bytes(out / "mean_similarity.npy", buf.getvalue())
 
 
 # column name -> table header

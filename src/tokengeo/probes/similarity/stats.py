@@ -2,10 +2,10 @@
 
 Halevi et al. ("Self-attention vector output similarities reveal how machines pay
 attention", arXiv 2512.21956) study ``S^{l,h}_{ij} = <z_i, z_j>`` (diagonal zeroed, see
-:mod:`tokengeo.probes.similarity`) over 20,000 fixed-length inputs. The
+:mod:`tokengeo.probes.similarity.pairs`) over 20,000 fixed-length inputs. The
 :class:`HeadSimilarityAccumulator` keeps only sums whose size depends on (L, H, T, V),
 never on the number of samples, and :meth:`compute` turns them into a
-:class:`~tokengeo.probes.similarity_result.HeadSimilarityResult`. Per layer l and head h:
+:class:`~tokengeo.probes.similarity.result.HeadSimilarityResult`. Per layer l and head h:
 
 * **mean matrix** ``M = E[S]`` by position (kept as its upper triangle: S is symmetric);
   **distance profile** ``m(d) = mean_i M_{i, i+d}``;
@@ -246,7 +246,7 @@ class HeadSimilarityAccumulator:
     # ----------------------------------------------------------------- result
     def compute(self):
         """The :class:`HeadSimilarityResult` of everything added so far."""
-        from tokengeo.probes.similarity_result import result_from_accumulator
+        from tokengeo.probes.similarity.result import result_from_accumulator
 
         if self.n_samples == 0:
             raise ConfigError("no samples were added to the similarity accumulator")

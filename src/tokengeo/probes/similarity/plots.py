@@ -1,4 +1,4 @@
-"""PNG figures of a :class:`~tokengeo.probes.similarity_result.HeadSimilarityResult`.
+"""PNG figures of a :class:`~tokengeo.probes.similarity.result.HeadSimilarityResult`.
 
 ``mean_similarity.png``: the mean context-similarity matrix of every layer (rows) and
 head (columns), each scaled to its own largest absolute value. ``distance_profiles.png``:
@@ -9,11 +9,13 @@ with the uniform and distance-matched chance levels.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import torch
 
 from tokengeo._deps import require
+from tokengeo.io import write_bytes
 
 
 def _pyplot():
@@ -88,13 +90,9 @@ def _within_sentence(plt, r, path: Path) -> Path:
 
 
 def _save(plt, fig, path: Path) -> Path:
-    import io
-
-    from tokengeo.probes.atomic import atomic_write_bytes
-
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())
     return path
