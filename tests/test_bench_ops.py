@@ -24,3 +24,43 @@ def test_interleaved_medians_calls_each_function():
     t = interleaved_medians({"a": make("a"), "b": make("b")}, repeats=3, warmup=1)
     assert set(t) == {"a", "b"} and all(v >= 0 for v in t.values())
     assert calls == {"a": 4, "b": 4}
+
+
+def test_flows_benchmark_reference_agrees_with_the_simulator():
+    from tokengeo.bench.flows import FlowsBenchConfig, run
+
+    r = run(FlowsBenchConfig(n=6, heads=2, paths=2, steps=2, repeats=1))
+    assert r["agree_1e-9"] and r["ratio"] > 0
+    assert len(r["all_s_per_step"]["ours"]) == len(r["all_s_per_step"]["reference"]) == 1
+
+
+def test_benchmark_flags_come_from_the_config_fields():
+    import pytest
+
+    from tokengeo.bench.cli import parse_config
+    from tokengeo.bench.similarity import SimilarityBenchConfig
+    from tokengeo.bench.trainer import TrainerBenchConfig
+
+    cfg = parse_config(SimilarityBenchConfig, argv=["--batch-size", "4", "--memory-samples",
+                                                    "8", "16", "--no-memory"])
+    assert cfg == SimilarityBenchConfig(batch_size=4, memory_samples=(8, 16), memory=False)
+    assert parse_config(TrainerBenchConfig, argv=[]) == TrainerBenchConfig()
+    with pytest.raises(SystemExit) as exc:
+        parse_config(TrainerBenchConfig, argv=["--case", "bert"])
+    assert exc.value.code == 2
+
+
+def test_benchmark_scripts_are_thin_entry_points():
+    """Every benchmarks/*.py only parses flags and prints what tokengeo.bench computes."""
+    import ast
+    from pathlib import Path
+
+    scripts = sorted((Path(__file__).parents[1] / "benchmarks").glob("*.py"))
+    assert len(scripts) == 5
+    for path in scripts:
+        tree = ast.parse(path.read_text())
+        defs = [n.name for n in ast.walk(tree)
+                if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)]
+        sources = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert defs == [], f"{path.name} defines {defs}: move them to tokengeo.bench"
+        assert any(m and m.startswith("tokengeo.bench.") for m in sources), path.name

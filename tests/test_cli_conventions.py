@@ -68,7 +68,7 @@ def no_model_loading(monkeypatch):
     def refuse(name):
         raise AssertionError("the model was loaded before the arguments were checked")
 
-    monkeypatch.setattr("tokengeo.probes.similarity_run.load_hf_encoder", refuse)
+    monkeypatch.setattr("tokengeo.probes.similarity.run.load_hf_encoder", refuse)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -117,15 +117,9 @@ def test_flow_scaling_has_integer_head_ticks_and_names_its_bars(flow_run):
 
 
 def _similarity_plots():
-    """The similarity plotting module (its file may live in a ``similarity`` subpackage)."""
-    import importlib
+    from tokengeo.probes.similarity import plots
 
-    for name in ("tokengeo.probes.similarity.plots", "tokengeo.probes.similarity_plots"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    raise ImportError("no similarity plotting module")
+    return plots
 
 
 def _fake_similarity(L=3, H=12, T=16):

@@ -7,7 +7,7 @@ import torch
 
 from tokengeo.errors import ConfigError
 from tokengeo.probes.capture import capture, run_with_cache
-from tokengeo.probes.similarity import head_output_similarity
+from tokengeo.probes.similarity.pairs import head_output_similarity
 
 transformers = pytest.importorskip("transformers", reason="transformers is an optional extra")
 

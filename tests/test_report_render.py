@@ -4,6 +4,7 @@ import shutil
 
 import numpy as np
 import pytest
+from browser import dump_dom, screenshot
 
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput, write_report
@@ -29,8 +30,6 @@ def _figure(path):
 
 
 def test_report_renders_tables_and_embedded_images(tmp_path):
-    from tokengeo.experiments.browser import dump_dom, screenshot
-
     fig = _figure(tmp_path / "heatmap.png")
     claim = Claim("demo", "Laplacian heads raise accuracy", "Zhang & Papyan, §5", "+0.9",
                   "accuracy difference", Region.above(0), measured=mean_interval([0.1, 0.2, 0.15]))

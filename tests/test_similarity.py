@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from tokengeo.errors import ConfigError
-from tokengeo.probes.similarity import context_similarity
-from tokengeo.probes.similarity_stats import HeadSimilarityAccumulator
+from tokengeo.probes.similarity.pairs import context_similarity
+from tokengeo.probes.similarity.stats import HeadSimilarityAccumulator
 
 
 def _acc(L, H, T, V=20, **kw):
@@ -178,6 +178,46 @@ def test_accumulator_rejects_bad_shapes_and_empty_results():
         _acc(1, 1, 4, top_k=7)
 
 
+def test_the_result_reads_only_the_public_sums():
+    """result.py computes from SimilaritySums fields, never from the accumulator's state."""
+    import ast
+    import dataclasses
+    import inspect
+
+    from tokengeo.probes.similarity import result
+    from tokengeo.probes.similarity.result import SimilaritySums
+
+    public = {f.name for f in dataclasses.fields(SimilaritySums)} | {"shape"}
+    tree = ast.parse(inspect.getsource(result))
+    read, sums_args = set(), 0
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        params = {a.arg for a in fn.args.args
+                  if isinstance(a.annotation, ast.Name) and a.annotation.id == "SimilaritySums"}
+        sums_args += len(params)
+        read |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)
+                 and isinstance(n.value, ast.Name) and n.value.id in params}
+    private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+               and n.attr.startswith("_") and not n.attr.startswith("__")}
+    assert sums_args >= 6 and read and read <= public
+    assert private == set()
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert "HeadSimilarityAccumulator" not in names and "acc" not in names
+
+
+def test_sums_are_a_snapshot_and_give_the_result():
+    from tokengeo.probes.similarity.result import result_from_sums
+
+    acc = _acc(1, 2, 6, top_k=3)
+    ids, sent = torch.randint(0, 20, (2, 6)), torch.zeros(2, 6, dtype=torch.long)
+    acc.update([torch.randn(2, 6, 2, 4)], ids, sent)
+    sums = acc.sums()
+    before = sums.sum_s.clone()
+    acc.update([torch.randn(2, 6, 2, 4)], ids, sent)
+    assert sums.n_samples == 2 and torch.equal(sums.sum_s, before)
+    torch.testing.assert_close(result_from_sums(acc.sums()).snr, acc.compute().snr,
+                               equal_nan=True)
+
+
 class _Attn(torch.nn.Module):
     def __init__(self, d, h):
         super().__init__()
@@ -215,9 +255,9 @@ class _TinyHooked(torch.nn.Module):
 
 def test_hooked_model_similarity_and_corpus_analysis():
     from tokengeo.probes.capture import run_with_cache
-    from tokengeo.probes.corpus_windows import Windows
-    from tokengeo.probes.similarity import head_output_similarity
-    from tokengeo.probes.similarity_run import analyze_windows
+    from tokengeo.probes.similarity.corpus import Windows
+    from tokengeo.probes.similarity.pairs import head_output_similarity
+    from tokengeo.probes.similarity.run import analyze_windows
 
     model = _TinyHooked().eval()
     ids = torch.randint(0, 20, (3, 7))

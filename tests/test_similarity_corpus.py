@@ -7,7 +7,7 @@ import torch
 
 from tokengeo.cli import main
 from tokengeo.errors import ConfigError, DataNotFoundError
-from tokengeo.probes.corpus_windows import (
+from tokengeo.probes.similarity.corpus import (
     char_sentence_ids,
     make_windows,
     read_corpus,

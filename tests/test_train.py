@@ -252,7 +252,7 @@ def test_interrupted_checkpoint_write_leaves_nothing(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt, "_write_json", fail)
+    monkeypatch.setattr(ckpt, "write_json", fail)
     with pytest.raises(OSError, match="disk full"):
         ckpt.save_checkpoint(tmp_path, 2, model, opt, {})
     assert [p.name for p in tmp_path.iterdir()] == ["step-00000001"]

@@ -4,16 +4,28 @@ A :class:`HookPoint` is an identity module placed where an activation is worth r
 or editing. Its name is its module path (``blocks.3.attn.hook_z``), so names are stable
 and discoverable with :func:`hook_points`. Expensive activations (attention patterns)
 are only computed when a hook is attached (:meth:`HookPoint.is_active`).
+
+A *hook site* (:class:`HookSite`) is the model-independent view of a hook point: anything
+with ``attach(fn) -> handle`` where ``fn(activation)`` (an :data:`ActivationFn`) may return a
+replacement. tokengeo's hook points are sites (:class:`HookPointSite`); Hugging Face models
+get sites from :mod:`tokengeo.probes.hf_sites`; :mod:`tokengeo.probes.capture` uses both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 HookFn = Callable[[torch.Tensor, "HookPoint"], torch.Tensor | None]
+ActivationFn = Callable[[torch.Tensor], torch.Tensor | None]
+
+
+class HookSite(Protocol):
+    def attach(self, fn: ActivationFn) -> Any:  # returns a handle with .remove()
+        ...
 
 
 class HookPoint(nn.Module):
@@ -49,3 +61,13 @@ def name_hook_points(model: nn.Module) -> None:
 def hook_points(model: nn.Module) -> dict[str, HookPoint]:
     """All hook points of a tokengeo model, keyed by their stable names."""
     return {n: m for n, m in model.named_modules() if isinstance(m, HookPoint)}
+
+
+class HookPointSite:
+    """A :class:`HookPoint` seen as a :class:`HookSite` (``fn`` gets the activation only)."""
+
+    def __init__(self, point: HookPoint) -> None:
+        self.point = point
+
+    def attach(self, fn: ActivationFn) -> torch.utils.hooks.RemovableHandle:
+        return self.point.add_hook(lambda x, _hp: fn(x))

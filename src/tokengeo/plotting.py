@@ -14,6 +14,7 @@ import io
 from pathlib import Path
 
 from tokengeo._deps import require
+from tokengeo.io import write_bytes
 
 DPI = 110
 # the report's text column: body max-width 1100 px (experiments/report.py CSS) less padding.
@@ -42,12 +43,10 @@ def new_figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **su
 
 def save_figure(fig, path: str | Path) -> Path:
     """Write ``fig`` as PNG at :data:`DPI` (atomically) and close it; returns the path."""
-    from tokengeo.probes.atomic import atomic_write_bytes
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     pyplot().close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    write_bytes(path, buf.getvalue())
     return Path(path)
 
 

@@ -25,9 +25,16 @@ def ensure_precise_rss() -> None:
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
-def _status_bytes(key: str) -> int:
+def status_bytes(key: str) -> int:
+    """A memory line of ``/proc/self/status`` in bytes (``VmRSS`` now, ``VmHWM`` peak)."""
     with open("/proc/self/status") as f:
         return int(re.search(rf"{key}:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def reset_peak_rss() -> None:
+    """Reset this process' peak-RSS mark (VmHWM) to the current RSS (Linux >= 4.0)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def peak_rss_bytes(fn: Callable[[], object]) -> int:
@@ -35,11 +42,17 @@ def peak_rss_bytes(fn: Callable[[], object]) -> int:
 
     On CUDA use ``torch.cuda.max_memory_allocated`` instead (see :func:`peak_bytes`).
     """
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the high-water mark to the current RSS
-    base = _status_bytes("VmRSS")
+    reset_peak_rss()
+    base = status_bytes("VmRSS")
     fn()
-    return _status_bytes("VmHWM") - base
+    return status_bytes("VmHWM") - base
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of one call ``fn()``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
@@ -54,11 +67,12 @@ def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
     return peak_rss_bytes(fn)
 
 
-def interleaved_medians(
+def interleaved_times(
     fns: dict[str, Callable[[], object]], *, repeats: int, warmup: int = 2,
     device: torch.device | None = None,
-) -> dict[str, float]:
-    """Median seconds per call of each function, timed round-robin ``repeats`` times."""
+) -> dict[str, list[float]]:
+    """Seconds of every call of each function, timed round-robin ``repeats`` times (so a
+    drift in machine load hits all of them alike), after ``warmup`` untimed calls each."""
     sync = (lambda: torch.cuda.synchronize(device)) if device and device.type == "cuda" else (
         lambda: None)
     for fn in fns.values():
@@ -72,4 +86,13 @@ def interleaved_medians(
             fn()
             sync()
             times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def interleaved_medians(
+    fns: dict[str, Callable[[], object]], *, repeats: int, warmup: int = 2,
+    device: torch.device | None = None,
+) -> dict[str, float]:
+    """Median seconds per call of each function (see :func:`interleaved_times`)."""
+    times = interleaved_times(fns, repeats=repeats, warmup=warmup, device=device)
     return {k: statistics.median(v) for k, v in times.items()}

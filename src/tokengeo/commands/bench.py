@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import tempfile
+
+from tokengeo.io import write_json
 
 BENCHMARKS = ("laplacian",)
 
@@ -30,15 +29,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_bench(cfg)
     print(table(result))
     if args.json:
-        write_json_atomic(args.json, result)
+        write_json(args.json, result, allow_nan=True)
         print(f"JSON written to {args.json}")
     return 0
 
-
-def write_json_atomic(path: str, obj: dict) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(tmp, path)

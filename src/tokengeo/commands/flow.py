@@ -8,13 +8,12 @@ main run) and PNG figures into ``--out``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from tokengeo.errors import ConfigError, MissingDependencyError
+from tokengeo.io import write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     def partial(run) -> None:  # keep finished H's if a long run is interrupted
         done.append(asdict(run))
-        _write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done})
+        write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done}, indent=1)
 
     bars = StepBars(heads, enabled=not args.quiet and bar_wanted())
     try:
@@ -127,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         **scaling.to_dict(),
         "main_run": {"n_heads": preset.n_heads, **main.to_dict()},
     }
-    _write_json(out / "flow.json", payload)
+    write_json(out / "flow.json", payload, indent=1)
     (out / "flow.partial.json").unlink(missing_ok=True)  # flow.json now holds every run
     log(f"wrote {out / 'flow.json'}")
     if not args.no_plots:
@@ -156,7 +155,3 @@ def _figures(preset, scaling, main, out: Path, *, gif: bool) -> None:
         plots.save_gif(main, out / "sphere.gif")
 
 
-def _write_json(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=1, allow_nan=False))
-    os.replace(tmp, path)

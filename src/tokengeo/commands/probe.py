@@ -38,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
 def _write(run_dir, result: dict, shown: dict) -> int:
     from pathlib import Path
 
-    from tokengeo.train.rundir import write_json_atomic
+    from tokengeo.io import write_json
 
-    write_json_atomic(Path(run_dir) / "probe.json", result)
+    write_json(Path(run_dir) / "probe.json", result)
     width = max(map(len, shown))
     for k, v in shown.items():
         print(f"{k:<{width}}  {v:.6g}" if isinstance(v, float) else f"{k:<{width}}  {v}")

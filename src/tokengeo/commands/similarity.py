@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
+from tokengeo.io import atomic_dir, write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokengeo.probes.similarity_run import SimilarityConfig, run_similarity
+    from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
@@ -72,20 +70,11 @@ def check_arguments(cfg) -> None:
 
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    tmp.chmod(0o755)
-    try:
+    with atomic_dir(out) as tmp:  # replaces an existing --out only once complete
         result.save(tmp)
         meta = {"config": dataclasses.asdict(cfg), "seconds": seconds}
-        (tmp / "config.json").write_text(json.dumps(meta, indent=1))
+        write_json(tmp / "config.json", meta, indent=1)
         if figures:
-            from tokengeo.probes.similarity_plots import save_figures
+            from tokengeo.probes.similarity.plots import save_figures
 
             save_figures(result, tmp)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -10,7 +10,8 @@ from pathlib import Path
 from tokengeo._deps import require
 from tokengeo.config import check_positive
 from tokengeo.data import sources
-from tokengeo.data.cache import cache_dir, write_atomic
+from tokengeo.data.cache import cache_dir
+from tokengeo.io import atomic_path
 
 EOS = "<|endoftext|>"
 PAD = "<pad>"  # only in locally trained tokenizers; GPT-2 has none (pad with EOS, mask 0)
@@ -72,7 +73,8 @@ def train_bpe(texts: Sequence[str], vocab_size: int = 4096, name: str = "bpe") -
             texts, vocab_size=vocab_size, min_frequency=2,
             special_tokens=[EOS, PAD], show_progress=False,
         )  # fmt: skip
-        write_atomic(path, lambda tmp: backend.save(str(tmp)))
+        with atomic_path(path) as tmp:
+            backend.save(str(tmp))
     return BPETokenizer(tokenizers.Tokenizer.from_file(str(path)), f"{name}-{vocab_size}")
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from tokengeo.io import atomic_path
 
 
 def cache_dir(*parts: str) -> Path:
@@ -17,21 +18,6 @@ def cache_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it into place.
-
-    Readers never see a half-written file; a failed write leaves no temporary behind.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _narrow(x: torch.Tensor) -> np.ndarray:
@@ -55,12 +41,8 @@ def cached_int_arrays(
         with np.load(path, allow_pickle=False) as z:
             return {k: torch.from_numpy(z[k].astype(np.int64)) for k in z.files}
     arrays = compute()
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            np.savez(f, **{k: _narrow(v) for k, v in arrays.items()})
-
-    write_atomic(path, write)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **{k: _narrow(v) for k, v in arrays.items()})
     return arrays
 
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokengeo.errors import DataNotFoundError, MissingDependencyError
+from tokengeo.io import write_json
 
 
 @dataclass(frozen=True)
@@ -92,12 +91,7 @@ class CellStore:
         return None if FIGURE_ERROR in value else value  # recompute to draw its figures
 
     def save(self, cell: Cell, value: dict) -> None:
-        p = self.path(cell)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f, indent=1)
-        os.replace(tmp, p)
+        write_json(self.path(cell), value, indent=1, allow_nan=True)
 
     def run(self, cell: Cell) -> CellResult:
         cached = self.load(cell)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import base64
 import html
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokengeo.errors import TokengeoError
 from tokengeo.experiments.claims import Claim
+from tokengeo.io import write_text
 
 
 @dataclass
@@ -166,18 +166,10 @@ def render_markdown(suites: list[SuiteOutput], title: str, preamble: list[str], 
     return "\n".join(md)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: list[str]) -> Path:
     """Write ``report.html`` and ``report.md`` under ``out``; return the HTML path."""
     out = Path(out)
-    write_atomic(out / "report.md", render_markdown(suites, title, preamble, out))
+    write_text(out / "report.md", render_markdown(suites, title, preamble, out))
     path = out / "report.html"
-    write_atomic(path, render_html(suites, title, preamble))
+    write_text(path, render_html(suites, title, preamble))
     return path

@@ -5,50 +5,34 @@ Names follow TransformerLens: ``blocks.{l}.hook_resid_pre``, ``blocks.{l}.attn.h
 ``blocks.{l}.attn.hook_pattern`` (``(B, H, T, T)``, computed only when captured),
 ``blocks.{l}.hook_resid_post``, ... Names may be shell patterns (``blocks.*.attn.hook_z``).
 
-A *hook site* is anything with ``attach(fn) -> handle`` where ``fn(tensor)`` sees the
-activation and may return a replacement. tokengeo models expose their
-:class:`~tokengeo.hooks.HookPoint` modules as sites; Hugging Face models get the same
-names from :func:`tokengeo.probes.hf_sites.hf_hook_sites`. Hooks are always removed when
+A *hook site* (:class:`tokengeo.hooks.HookSite`) is anything with ``attach(fn) -> handle``
+where ``fn(tensor)`` sees the activation and may return a replacement. tokengeo models
+expose their :class:`~tokengeo.hooks.HookPoint` modules as sites; Hugging Face models get
+the same names from :func:`tokengeo.probes.hf_sites.hf_hook_sites`. Hooks are always removed when
 the context exits, also on error.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
-from tokengeo.hooks import HookPoint
-
-ActivationFn = Callable[[torch.Tensor], torch.Tensor | None]
-
-
-class HookSite(Protocol):
-    def attach(self, fn: ActivationFn) -> Any:  # returns a handle with .remove()
-        ...
-
-
-class _HookPointSite:
-    def __init__(self, point: HookPoint) -> None:
-        self.point = point
-
-    def attach(self, fn: ActivationFn):
-        return self.point.add_hook(lambda x, _hp: fn(x))
+from tokengeo.hooks import ActivationFn, HookPoint, HookPointSite, HookSite
+from tokengeo.probes.hf_sites import hf_hook_sites
 
 
 def hook_sites(model: nn.Module) -> dict[str, HookSite]:
     """Every named hook site of ``model`` (tokengeo or supported Hugging Face model)."""
     points = {n: m for n, m in model.named_modules() if isinstance(m, HookPoint)}
     if points:
-        return {n: _HookPointSite(p) for n, p in points.items()}
-    if _is_hf_model(model):
-        from tokengeo.probes.hf_sites import hf_hook_sites
-
+        return {n: HookPointSite(p) for n, p in points.items()}
+    if is_hf_model(model):
         return hf_hook_sites(model)
     raise ConfigError(
         f"{type(model).__name__} has no hook points: use a tokengeo model or a supported "
@@ -56,7 +40,7 @@ def hook_sites(model: nn.Module) -> dict[str, HookSite]:
     )
 
 
-def _is_hf_model(model: nn.Module) -> bool:
+def is_hf_model(model: nn.Module) -> bool:
     return hasattr(model, "config") and hasattr(model.config, "model_type")
 
 

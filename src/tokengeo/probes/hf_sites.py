@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
-from tokengeo.probes.capture import ActivationFn, HookSite
+from tokengeo.hooks import ActivationFn, HookSite
 
 Get = Callable[[object], torch.Tensor]
 Put = Callable[[object, torch.Tensor], object]

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from tokengeo.errors import CheckpointError
+from tokengeo.io import atomic_dir, remove_temporaries, write_json
 
 FORMAT = "tokengeo-checkpoint/1"
 MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "state.json"
@@ -58,9 +57,8 @@ def save_checkpoint(
     state: dict[str, Any], keep: int = 1,
 ) -> Path:
     """Write ``root/step-<step>`` atomically and keep only the ``keep`` newest checkpoints."""
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".tmp-step-{step:08d}-"))
-    try:
+    final = step_dir(root, step)
+    with atomic_dir(final) as tmp:  # hidden .tmp-step-<N>-*, renamed once complete
         weights, aliases = unique_state_dict(model)
         optim_tensors, optim_meta = split_optimizer_state(optimizer.state_dict())
         save_file(weights, tmp / MODEL_FILE)
@@ -69,13 +67,7 @@ def save_checkpoint(
             "format": FORMAT, "step": step, **state, "aliases": aliases, "optimizer": optim_meta,
             "sha256": {name: _sha256(tmp / name) for name in (MODEL_FILE, OPTIM_FILE)},
         }
-        _write_json(tmp / STATE_FILE, sidecar)
-        _fsync_dir(tmp)
-        final = step_dir(root, step)
-        _move_into_place(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_json(tmp / STATE_FILE, sidecar, indent=1)
     prune_checkpoints(root, keep)
     return final
 
@@ -119,31 +111,7 @@ def prune_checkpoints(root: Path, keep: int) -> None:
 
 def remove_partial(root: Path) -> None:
     """Delete temporary directories left by a write that was interrupted."""
-    for path in root.glob(".tmp-*") if root.is_dir() else []:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _move_into_place(tmp: Path, final: Path) -> None:
-    if not final.exists():
-        os.replace(tmp, final)
-        return
-    old = final.with_name(f".tmp-old-{final.name}")
-    os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1, allow_nan=False)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    for name in (MODEL_FILE, OPTIM_FILE):
-        with open(path / name, "rb") as f:
-            os.fsync(f.fileno())
+    remove_temporaries(root)
 
 
 def _sha256(path: Path) -> str:

@@ -14,31 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tokengeo.errors import CheckpointError, ConfigError
+from tokengeo.io import write_json, write_text
 from tokengeo.train.config import RESUMABLE_CHANGES
 
 # metrics.jsonl keys that measure wall-clock time (they differ between identical runs)
 TIMING_KEYS = ("wall_s", "throughput")
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to a temporary file beside ``path``, then rename it over it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class RunDir:
@@ -72,7 +57,7 @@ class RunDir:
     def create(self, config: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.checkpoints.mkdir(exist_ok=True)
-        write_json_atomic(self.config, config)
+        write_json(self.config, config)
         self.metrics.touch()
 
     def append(self, record: dict[str, Any]) -> None:
@@ -91,10 +76,7 @@ class RunDir:
     def truncate_metrics(self, step: int) -> None:
         """Keep the records of steps <= ``step`` (a resumed run rewrites the rest)."""
         kept = [r for r in _records(self.metrics) if r["step"] <= step and not r.get("final")]
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".metrics.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in kept)
-        os.replace(tmp, self.metrics)
+        write_text(self.metrics, "".join(json.dumps(r) + "\n" for r in kept))
 
 
 def _records(path: Path) -> Iterable[dict[str, Any]]:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import CheckpointError, ConfigError, TokengeoError
+from tokengeo.io import write_json
 from tokengeo.train import checkpoint as ckpt
 from tokengeo.train.config import TrainConfig
 from tokengeo.train.curves import plot_curves
@@ -38,7 +39,7 @@ from tokengeo.train.distributed import (
 from tokengeo.train.loggers import MetricLogger, close_loggers, open_loggers
 from tokengeo.train.progress import Progress
 from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
-from tokengeo.train.rundir import RunDir, config_changes, write_json_atomic
+from tokengeo.train.rundir import RunDir, config_changes
 from tokengeo.train.schedule import WarmupCosine
 from tokengeo.train.tasks import Batch, Task, build_task_and_model
 
@@ -153,7 +154,7 @@ class Trainer:
             if self.env.is_main:
                 ckpt.remove_partial(self.run.checkpoints)
                 self.run.truncate_metrics(self.step)
-                write_json_atomic(self.run.config, self.cfg.to_dict())
+                write_json(self.run.config, self.cfg.to_dict())
         barrier(self.env)
 
     # ---- checkpoints ---------------------------------------------------------------
@@ -365,7 +366,7 @@ class Trainer:
         final = {s: self._log_eval(s, limit, final=True) for s in self.task.eval_splits}
         summary = {**self.summary(final), **self._curves()}
         if self.env.is_main:
-            write_json_atomic(self.run.summary, summary)
+            write_json(self.run.summary, summary)
         barrier(self.env)
         return summary
 

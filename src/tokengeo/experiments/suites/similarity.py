@@ -23,8 +23,8 @@ SRC = "Halevi et al. 2025"
 
 
 def similarity_cell(config: dict, figure_dir: str) -> dict:
-    from tokengeo.probes.similarity_plots import save_figures
-    from tokengeo.probes.similarity_run import SimilarityConfig, run_similarity
+    from tokengeo.probes.similarity.plots import save_figures
+    from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
 
     result = run_similarity(SimilarityConfig(**config))
     return draw_figures({"result": result.to_dict()}, lambda: save_figures(result, figure_dir))
@@ -122,6 +122,6 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         f"{r['short_range_chance']:.3f}, repeated token {r['repeated_token_chance']:.3f}, "
         f"noise {r['noise_chance']:.3f}. 'Noise' = top pairs with no sentence or repetition "
         "relation (the paper's unrelated high similarities); SNR = d' of related vs "
-        "unrelated pairs (see tokengeo.probes.similarity_stats).")
+        "unrelated pairs (see tokengeo.probes.similarity.stats).")
     out.notes.extend(figure_notes(results))
     return out

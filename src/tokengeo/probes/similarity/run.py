@@ -3,7 +3,7 @@
 ``analyze_windows(model, windows)`` streams fixed-length windows through any model with
 ``blocks.{l}.attn.hook_z`` sites (tokengeo models, Hugging Face BERT / GPT-2 / ViT
 through :mod:`tokengeo.probes.hf_sites`) and accumulates
-:class:`~tokengeo.probes.similarity_stats.HeadSimilarityAccumulator`; memory depends on
+:class:`~tokengeo.probes.similarity.stats.HeadSimilarityAccumulator`; memory depends on
 the batch size, the model and the vocabulary, never on the number of windows.
 """
 
@@ -21,10 +21,10 @@ from tokengeo._deps import require
 from tokengeo.config import check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.probes.capture import capture, hook_sites
-from tokengeo.probes.corpus_windows import Windows, make_windows, read_corpus, select_windows
-from tokengeo.probes.similarity import Z_PATTERN, forward_tokens, layer_index
-from tokengeo.probes.similarity_result import HeadSimilarityResult
-from tokengeo.probes.similarity_stats import HeadSimilarityAccumulator
+from tokengeo.probes.similarity.corpus import Windows, make_windows, read_corpus, select_windows
+from tokengeo.probes.similarity.pairs import Z_PATTERN, forward_tokens, layer_index
+from tokengeo.probes.similarity.result import HeadSimilarityResult
+from tokengeo.probes.similarity.stats import HeadSimilarityAccumulator
 
 PATTERN_NAMES = "blocks.*.attn.hook_pattern"
 SEPARATOR_TOKENS = (".", ",")  # the separators named by Halevi et al.
@@ -33,7 +33,7 @@ SEPARATOR_TOKENS = (".", ",")  # the separators named by Halevi et al.
 @dataclass
 class SimilarityConfig:
     model: str = "minilm"  # "minilm" or a local Hugging Face BERT-like folder
-    corpus: str = "shakespeare+python-docs"  # see tokengeo.probes.corpus_windows
+    corpus: str = "shakespeare+python-docs"  # see tokengeo.probes.similarity.corpus
     samples: int = 2000
     seq_len: int = 128
     batch_size: int = 32

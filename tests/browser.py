@@ -1,4 +1,8 @@
-"""Render the report in headless Chromium (Debian's ``chromium``) and keep a screenshot."""
+"""Test helper: render an HTML file in headless Chromium (Debian's ``chromium``).
+
+Used by ``test_report_render.py`` only (imported as ``browser``: pytest puts ``tests/`` on
+``sys.path``); tokengeo itself never drives a browser.
+"""
 
 from __future__ import annotations
 

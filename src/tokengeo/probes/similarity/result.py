@@ -1,17 +1,19 @@
 """The result of the head-output similarity analysis: statistics, JSON, table.
 
 Every ``(L, H)`` field is indexed ``[layer][head]``; definitions are in
-:mod:`tokengeo.probes.similarity_stats`. Shares are fractions in [0, 1].
+:mod:`tokengeo.probes.similarity.stats`. Shares are fractions in [0, 1].
 """
 
 from __future__ import annotations
 
-import json
+import io
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
+
+from tokengeo.io import write_bytes, write_json
 
 F64 = torch.float64
 
@@ -105,16 +107,11 @@ class HeadSimilarityResult:
         """Write ``similarity.json`` and ``mean_similarity.npy`` (atomically) to ``out_dir``."""
         import numpy as np
 
-        from tokengeo.probes.atomic import atomic_write_bytes, atomic_write_text
-
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "similarity.json", json.dumps(self.to_dict(), indent=1))
-        import io
-
+        write_json(out / "similarity.json", self.to_dict(), indent=1)
         buf = io.BytesIO()
         np.save(buf, self.mean_similarity.float().numpy())
-        atomic_write_bytes(out / "mean_similarity.npy", buf.getvalue())
+        write_bytes(out / "mean_similarity.npy", buf.getvalue())
 
 
 # column name -> table header
@@ -140,19 +137,64 @@ def _jsonable(v):
     return v
 
 
-def result_from_accumulator(acc) -> HeadSimilarityResult:
+@dataclass(frozen=True)
+class SimilaritySums:
+    """Sums over inputs that :class:`HeadSimilarityResult` is computed from.
+
+    Produced by :meth:`HeadSimilarityAccumulator.sums` (definitions in
+    :mod:`tokengeo.probes.similarity.stats`); ``P = T (T - 1) / 2`` pairs ``i < j``,
+    ``V`` = vocabulary size. Sums over pairs/tokens are per input unless said otherwise.
+    """
+
+    n_samples: int
+    top_k: int
+    short_range: int
+    pairs: torch.Tensor  # (2, P) long: (i, j) with i < j
+    special_ids: torch.Tensor  # (S,) long
+    sum_s: torch.Tensor  # (L, H, P) sum of S_ij
+    top_codes: torch.Tensor  # (L, H, 4) long: top pairs per code 1*same sentence + 2*same token
+    top_dist: torch.Tensor  # (L, H, T) long: top pairs per distance
+    top_dm_chance: torch.Tensor  # (L, H) sum over top pairs of p_b(d)
+    same_by_d: torch.Tensor  # (L, H, T) sum of S over same-sentence pairs at distance d
+    cross_by_d: torch.Tensor  # (L, H, T) ... over cross-sentence (non-special) pairs
+    same_n_d: torch.Tensor  # (T,) number of same-sentence pairs at distance d
+    cross_n_d: torch.Tensor  # (T,)
+    rel_sum: torch.Tensor  # (L, H) sum of S over related non-special pairs
+    plain_sum: torch.Tensor  # (L, H) sum of S over non-special pairs
+    plain_sq: torch.Tensor  # (L, H) sum of S^2 over non-special pairs
+    rel_n: float  # number of related non-special pairs
+    plain_n: float  # number of non-special pairs
+    chance_within: float  # sum over inputs of the share of pairs in one sentence
+    chance_repeat: float  # ... of pairs of one token id
+    chance_unrelated: float  # ... of unrelated pairs
+    endpoint_counts: torch.Tensor  # (L, H, V) long: top-pair endpoints per token id
+    token_counts: torch.Tensor  # (V,) long: corpus token frequencies
+    n_pattern: torch.Tensor  # (L,) inputs whose attention patterns were added
+    sep_mass: torch.Tensor  # (L, H) attention mass on separator keys
+    special_mass: torch.Tensor  # (L, H) attention mass on special keys
+    top_lift: torch.Tensor  # (L, H) sum over top pairs of T (P_ij + P_ji) / 2
+    all_lift: torch.Tensor  # (L, H) the same, mean over all pairs, summed over inputs
+    chance_sep: float  # sum over inputs of the share of separator keys
+    chance_special: float  # ... of special keys
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(L, H, T)."""
+        L, H, T = self.top_dist.shape
+        return L, H, T
+
+
+def result_from_sums(s: SimilaritySums) -> HeadSimilarityResult:
     """Turn the sums of a :class:`HeadSimilarityAccumulator` into means and shares."""
-    L, H, T = acc.shape
-    n, k, w = acc.n_samples, acc.top_k, acc.short_range
+    L, H, T = s.shape
+    n, k, w = s.n_samples, s.top_k, s.short_range
     n_top = n * k
-    mean = _full_matrix(acc.sum_s / n, acc.iu, T)  # (L, H, T, T)
+    mean = _full_matrix(s.sum_s / n, s.pairs, T)  # (L, H, T, T)
     pos = mean.clamp_min(0)
     off = ~torch.eye(T, dtype=torch.bool)
     near = ((torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() <= w) & off
-    attn = _attention_fields(acc)
-    codes = acc.top_codes.to(F64)  # (L, H, 4)
-    hist = acc.top_dist.to(F64)  # (L, H, T)
-    dominant = _dominant_tokens(acc)
+    codes = s.top_codes.to(F64)  # (L, H, 4)
+    hist = s.top_dist.to(F64)  # (L, H, T)
     return HeadSimilarityResult(
         n_samples=n, seq_len=T, top_k=k, short_range=w,
         mean_similarity=mean.float(),
@@ -163,16 +205,16 @@ def result_from_accumulator(acc) -> HeadSimilarityResult:
         top_mean_distance=(hist * torch.arange(T)).sum(-1) / n_top,
         top_distance_histogram=hist,
         within_sentence_share=(codes[..., 1] + codes[..., 3]) / n_top,
-        within_sentence_chance=float(acc.chance["within"] / n),
-        within_sentence_chance_distance_matched=acc.top["dm_chance"] / n_top,
-        sentence_contrast=_sentence_contrast(acc),
+        within_sentence_chance=s.chance_within / n,
+        within_sentence_chance_distance_matched=s.top_dm_chance / n_top,
+        sentence_contrast=_sentence_contrast(s),
         repeated_token_share=(codes[..., 2] + codes[..., 3]) / n_top,
-        repeated_token_chance=float(acc.chance["repeat"] / n),
+        repeated_token_chance=s.chance_repeat / n,
         noise_share=codes[..., 0] / n_top,
-        noise_chance=float(acc.chance["unrelated"] / n),
-        snr=_snr(acc),
-        **dominant,
-        **attn,
+        noise_chance=s.chance_unrelated / n,
+        snr=_snr(s),
+        **_dominant_tokens(s),
+        **_attention_fields(s),
     )
 
 
@@ -189,41 +231,40 @@ def _distance_profile(mean: torch.Tensor) -> torch.Tensor:
     return torch.stack([mean.diagonal(d, -2, -1).mean(-1) for d in range(1, T)], dim=-1)
 
 
-def _sentence_contrast(acc) -> torch.Tensor:
-    same = acc.same_by_d / acc.same_n_d.clamp_min(1)  # (L, H, T) mean S per distance
-    cross = acc.cross_by_d / acc.cross_n_d.clamp_min(1)
-    weight = torch.minimum(acc.same_n_d, acc.cross_n_d)  # (T,)
+def _sentence_contrast(s: SimilaritySums) -> torch.Tensor:
+    same = s.same_by_d / s.same_n_d.clamp_min(1)  # (L, H, T) mean S per distance
+    cross = s.cross_by_d / s.cross_n_d.clamp_min(1)
+    weight = torch.minimum(s.same_n_d, s.cross_n_d)  # (T,)
     if float(weight.sum()) == 0:
-        return torch.full(acc.shape[:2], float("nan"), dtype=F64)
+        return torch.full(s.shape[:2], float("nan"), dtype=F64)
     diff = ((same - cross) * weight).sum(-1) / weight.sum()
-    return diff / _plain_std(acc)
+    return diff / _plain_std(s)
 
 
-def _plain_std(acc) -> torch.Tensor:
+def _plain_std(s: SimilaritySums) -> torch.Tensor:
     """std of S over non-special pairs (L, H)."""
-    mu = acc.plain_sum / acc.plain_n
-    return (acc.plain_sq / acc.plain_n - mu.square()).clamp_min(0).sqrt()
+    mu = s.plain_sum / s.plain_n
+    return (s.plain_sq / s.plain_n - mu.square()).clamp_min(0).sqrt()
 
 
-def _snr(acc) -> torch.Tensor:
-    unrel_n = acc.plain_n - acc.rel_n
-    if float(acc.rel_n) == 0 or float(unrel_n) == 0:
-        return torch.full(acc.shape[:2], float("nan"), dtype=F64)
-    unrel_mean = (acc.plain_sum - acc.rel_sum) / unrel_n
-    return (acc.rel_sum / acc.rel_n - unrel_mean) / _plain_std(acc)
+def _snr(s: SimilaritySums) -> torch.Tensor:
+    unrel_n = s.plain_n - s.rel_n
+    if s.rel_n == 0 or unrel_n == 0:
+        return torch.full(s.shape[:2], float("nan"), dtype=F64)
+    unrel_mean = (s.plain_sum - s.rel_sum) / unrel_n
+    return (s.rel_sum / s.rel_n - unrel_mean) / _plain_std(s)
 
 
-def _dominant_tokens(acc) -> dict:
-    L, H, _ = acc.shape
-    V = acc.vocab_size
-    counts = acc.endpoint_counts.view(L, H, V).to(F64)
-    special = counts[..., acc.special_ids].sum(-1)
+def _dominant_tokens(s: SimilaritySums) -> dict:
+    L, H, _ = s.shape
+    counts = s.endpoint_counts.to(F64)  # (L, H, V), a copy
+    special = counts[..., s.special_ids].sum(-1)
     all_ends = counts.sum(-1)
-    counts[..., acc.special_ids] = 0
+    counts[..., s.special_ids] = 0
     total = counts.sum(-1).clamp_min(1)
     best = counts.argmax(-1)  # (L, H)
     share = counts.gather(-1, best[..., None])[..., 0] / total
-    freq = acc.token_counts.to(F64) / acc.token_counts.sum()
+    freq = s.token_counts.to(F64) / s.token_counts.sum()
     per_layer = torch.tensor([len(set(best[l].tolist())) / H for l in range(L)], dtype=F64)
     return {
         "special_endpoint_share": special / all_ends.clamp_min(1),
@@ -235,17 +276,18 @@ def _dominant_tokens(acc) -> dict:
     }
 
 
-def _attention_fields(acc) -> dict:
-    if float(acc.n_pattern.min()) == 0:
+def _attention_fields(s: SimilaritySums) -> dict:
+    if float(s.n_pattern.min()) == 0:
         return {k: None for k in ("separator_attention", "separator_chance",
                                   "special_attention", "special_chance",
                                   "top_attention_lift", "all_attention_lift")}
-    n_p = acc.n_pattern[:, None]
+    n_p = s.n_pattern[:, None]
+    n_first = float(s.n_pattern[0])
     return {
-        "separator_attention": acc.sep_mass / n_p,
-        "separator_chance": float(acc.chance["sep"] / acc.n_pattern[0]),
-        "special_attention": acc.special_mass / n_p,
-        "special_chance": float(acc.chance["special"] / acc.n_pattern[0]),
-        "top_attention_lift": acc.top["lift"] / (n_p * acc.top_k),
-        "all_attention_lift": acc.lift_all / n_p,
+        "separator_attention": s.sep_mass / n_p,
+        "separator_chance": s.chance_sep / n_first,
+        "special_attention": s.special_mass / n_p,
+        "special_chance": s.chance_special / n_first,
+        "top_attention_lift": s.top_lift / (n_p * s.top_k),
+        "all_attention_lift": s.all_lift / n_p,
     }

@@ -1,4 +1,4 @@
-"""PNG figures of a :class:`~tokengeo.probes.similarity_result.HeadSimilarityResult`.
+"""PNG figures of a :class:`~tokengeo.probes.similarity.result.HeadSimilarityResult`.
 
 ``mean_similarity.png``: the mean context-similarity matrix of every layer (rows) and
 head (columns), on one colour scale (``±`` the largest absolute value) with a colour bar.

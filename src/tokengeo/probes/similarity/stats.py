@@ -2,10 +2,11 @@
 
 Halevi et al. ("Self-attention vector output similarities reveal how machines pay
 attention", arXiv 2512.21956) study ``S^{l,h}_{ij} = <z_i, z_j>`` (diagonal zeroed, see
-:mod:`tokengeo.probes.similarity`) over 20,000 fixed-length inputs. The
+:mod:`tokengeo.probes.similarity.pairs`) over 20,000 fixed-length inputs. The
 :class:`HeadSimilarityAccumulator` keeps only sums whose size depends on (L, H, T, V),
-never on the number of samples, and :meth:`compute` turns them into a
-:class:`~tokengeo.probes.similarity_result.HeadSimilarityResult`. Per layer l and head h:
+never on the number of samples; :meth:`~HeadSimilarityAccumulator.sums` hands them out as a
+:class:`~tokengeo.probes.similarity.result.SimilaritySums` and :meth:`compute` turns them into a
+:class:`~tokengeo.probes.similarity.result.HeadSimilarityResult`. Per layer l and head h:
 
 * **mean matrix** ``M = E[S]`` by position (kept as its upper triangle: S is symmetric);
   **distance profile** ``m(d) = mean_i M_{i, i+d}``;
@@ -44,6 +45,7 @@ import torch
 
 from tokengeo.config import check_positive
 from tokengeo.errors import ConfigError
+from tokengeo.probes.similarity.result import HeadSimilarityResult, SimilaritySums, result_from_sums
 
 F64 = torch.float64
 
@@ -244,13 +246,33 @@ class HeadSimilarityAccumulator:
         return self._buf("ones", (n,)).fill_(1.0)
 
     # ----------------------------------------------------------------- result
-    def compute(self):
-        """The :class:`HeadSimilarityResult` of everything added so far."""
-        from tokengeo.probes.similarity_result import result_from_accumulator
+    def sums(self) -> SimilaritySums:
+        """A copy of the running sums (further updates do not change it)."""
+        L, H, _ = self.shape
+        c = lambda t: t.clone()  # noqa: E731
+        return SimilaritySums(
+            n_samples=self.n_samples, top_k=self.top_k, short_range=self.short_range,
+            pairs=c(self.iu), special_ids=c(self.special_ids), sum_s=c(self.sum_s),
+            top_codes=c(self.top_codes), top_dist=c(self.top_dist),
+            top_dm_chance=c(self.top["dm_chance"]), same_by_d=c(self.same_by_d),
+            cross_by_d=c(self.cross_by_d), same_n_d=c(self.same_n_d),
+            cross_n_d=c(self.cross_n_d), rel_sum=c(self.rel_sum), plain_sum=c(self.plain_sum),
+            plain_sq=c(self.plain_sq), rel_n=float(self.rel_n), plain_n=float(self.plain_n),
+            chance_within=float(self.chance["within"]),
+            chance_repeat=float(self.chance["repeat"]),
+            chance_unrelated=float(self.chance["unrelated"]),
+            endpoint_counts=self.endpoint_counts.view(L, H, self.vocab_size).clone(),
+            token_counts=c(self.token_counts), n_pattern=c(self.n_pattern),
+            sep_mass=c(self.sep_mass), special_mass=c(self.special_mass),
+            top_lift=c(self.top["lift"]), all_lift=c(self.lift_all),
+            chance_sep=float(self.chance["sep"]), chance_special=float(self.chance["special"]),
+        )
 
+    def compute(self) -> HeadSimilarityResult:
+        """The :class:`HeadSimilarityResult` of everything added so far."""
         if self.n_samples == 0:
             raise ConfigError("no samples were added to the similarity accumulator")
-        return result_from_accumulator(self)
+        return result_from_sums(self.sums())
 
 
 def _pair_square_sum(zh: torch.Tensor) -> torch.Tensor:

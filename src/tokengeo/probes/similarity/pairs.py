@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
-from tokengeo.probes.capture import _is_hf_model, capture
+from tokengeo.probes.capture import capture, is_hf_model
 
 Z_PATTERN = "blocks.*.attn.hook_z"
 
@@ -47,7 +47,7 @@ def layer_index(name: str) -> int:
 
 def forward_tokens(model: nn.Module, input_ids, attention_mask=None):
     """One forward pass: HF models get ``attention_mask``; tokengeo models take ``(ids)``."""
-    if _is_hf_model(model):
+    if is_hf_model(model):
         return model(input_ids=input_ids, attention_mask=attention_mask)
     if attention_mask is not None:
         raise ConfigError("attention_mask is only supported for Hugging Face models; give "
