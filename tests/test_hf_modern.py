@@ -272,3 +272,83 @@ def test_refused_families_name_the_reason(builder, reason):
     with pytest.raises(ConfigError, match=reason):
         tokengeo.laplacianize(model, n_laplacian=1)
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+# --- capture: TransformerLens names on the same families ---------------------------------
+
+from tokengeo.probes.capture import capture, run_with_cache  # noqa: E402
+from tokengeo.probes.similarity import head_output_similarity  # noqa: E402
+
+
+def _shape(model):
+    return hf.attention_sites(model)[0].shape
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_captured_z_is_pattern_times_ungrouped_values(name):
+    """z_h = P_h V_{h // (H/Hkv)} with P from hook_pattern and V from hook_v (eager)."""
+    model = build(name, "eager")
+    shape = _shape(model)
+    batch = inputs(name, pad=0)
+    with capture(model, ["*"], ungroup_kv=True) as cache:
+        with torch.no_grad():
+            model(**batch)
+    for layer in range(2):
+        p = f"blocks.{layer}."
+        z, v = cache[p + "attn.hook_z"], cache[p + "attn.hook_v"]  # (B, T, H, Dh)
+        pattern = cache[p + "attn.hook_pattern"]  # (B, H, T, T)
+        assert z.shape == v.shape == (2, T, shape.n_heads, shape.head_dim)
+        assert cache[p + "attn.hook_q"].shape == z.shape
+        torch.testing.assert_close(pattern.sum(-1), torch.ones(2, shape.n_heads, T))
+        if name in DECODERS:
+            assert torch.all(pattern.triu(1) == 0)  # causal
+        torch.testing.assert_close((pattern @ v.transpose(1, 2)).transpose(1, 2), z,
+                                   atol=1e-5, rtol=1e-4)
+        out_proj = hf.attention_sites(model)[layer].out_proj
+        torch.testing.assert_close(out_proj(z.flatten(-2)), cache[p + "hook_attn_out"])
+    torch.testing.assert_close(cache["blocks.0.hook_resid_post"], cache["blocks.1.hook_resid_pre"])
+
+
+def test_grouped_and_ungrouped_keys():
+    model = build("llama", "sdpa")
+    batch = inputs("llama")
+    _, grouped = run_with_cache(model, **batch, names=["blocks.0.attn.hook_k"])
+    with capture(model, ["blocks.0.attn.hook_k"], ungroup_kv=True) as cache:
+        with torch.no_grad():
+            model(**batch)
+    assert grouped["blocks.0.attn.hook_k"].shape == (2, T, 2, 8)
+    torch.testing.assert_close(cache["blocks.0.attn.hook_k"],
+                               grouped["blocks.0.attn.hook_k"].repeat_interleave(2, dim=2))
+
+
+@pytest.mark.parametrize("name", ["phi3-fused", "gpt-neox-fused", "llama"])
+def test_zeroing_captured_values_zeroes_z_through_fused_projections(name):
+    model = build(name, "sdpa")
+    handle = __import__("tokengeo.probes.hf_sites", fromlist=["x"]).hf_hook_sites(model)[
+        "blocks.1.attn.hook_v"].attach(torch.zeros_like)
+    try:
+        with torch.no_grad():
+            _, cache = run_with_cache(model, **inputs(name, pad=0),
+                                      names=["blocks.1.attn.hook_z", "blocks.1.attn.hook_q"])
+    finally:
+        handle.remove()
+    assert torch.all(cache["blocks.1.attn.hook_z"] == 0)  # P 0 = 0
+    assert cache["blocks.1.attn.hook_q"].abs().max() > 0  # Q untouched by the V write
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma2-softcap", "phi3-fused"])
+def test_similarity_of_a_right_padded_causal_row_equals_the_unpadded_sequence(name):
+    """Decoders: z_i depends on tokens <= i only, so right padding changes no real pair."""
+    model = build(name, DECODERS[name][3][-1])
+    batch = inputs(name, pad=3)
+    sim = head_output_similarity(model, batch["input_ids"], batch["attention_mask"])
+    alone = head_output_similarity(model, batch["input_ids"][-1:, : T - 3])
+    assert sim.shape == (2, 4, 2, T, T)
+    torch.testing.assert_close(sim[:, :, -1, : T - 3, : T - 3], alone[:, :, 0],
+                               atol=1e-5, rtol=1e-4)
+    assert torch.all(sim[:, :, -1, T - 3:] == 0)
+
+
+def test_refused_family_has_no_hook_sites():
+    with pytest.raises(ConfigError, match="hook sites refuses.*attention sinks"):
+        capture(tiny_gpt_oss(), ["*"]).__enter__()
