@@ -390,7 +390,7 @@ BAD = [
     pytest.param({"heads": {0: [1, 1]}}, "lists a head twice", id="duplicate-head"),
     pytest.param({"heads": {0: 1}}, "must be a list", id="head-not-list"),
     pytest.param({"heads": [0, 1]}, "must be a dict", id="heads-not-dict"),
-    pytest.param({"n_laplacian": 1, "kind": "mixed"}, "kind='mixed' is not valid", id="kind"),
+    pytest.param({"n_laplacian": 1, "kind": "mix"}, "kind='mix' is not valid", id="kind"),
 ]
 
 
@@ -404,11 +404,9 @@ def test_bad_arguments_raise_config_error(kwargs, message):
 
 
 def test_unsupported_architecture_names_the_supported_ones():
-    config = transformers.DistilBertConfig(
-        vocab_size=40, dim=16, n_layers=1, n_heads=4, hidden_dim=32, max_position_embeddings=16
-    )
-    with pytest.raises(ConfigError, match="DistilBertModel.*BertModel.*GPT2Model.*ViTModel"):
-        tokengeo.laplacianize(transformers.DistilBertModel(config), n_laplacian=1)
+    config = transformers.CTRLConfig(vocab_size=40, n_embd=16, n_layer=1, n_head=4, dff=32)
+    with pytest.raises(ConfigError, match="CTRLModel.*ctrl.*bert.*vit.*gpt2.*llama"):
+        tokengeo.laplacianize(transformers.CTRLModel(config), n_laplacian=1)
     with pytest.raises(ConfigError, match="does not support Linear"):
         tokengeo.laplacianize(torch.nn.Linear(2, 2), n_laplacian=1)
 

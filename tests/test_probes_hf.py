@@ -193,8 +193,7 @@ def test_bert_for_classification_has_sites():
 
 
 def test_unsupported_hf_model_type_is_a_clear_error():
-    cfg = transformers.DistilBertConfig(n_layers=1, n_heads=2, dim=16, hidden_dim=32,
-                                        vocab_size=30)
-    model = transformers.DistilBertModel(cfg)
+    cfg = transformers.CTRLConfig(vocab_size=30, n_embd=16, n_layer=1, n_head=2, dff=32)
+    model = transformers.CTRLModel(cfg)
     with pytest.raises(ConfigError, match="supported"):
         head_output_similarity(model, torch.randint(0, 30, (1, 4)))

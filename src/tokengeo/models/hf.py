@@ -3,18 +3,27 @@
 A standard head writes ``z_h = P_h V_h`` (``P_h`` the row-stochastic softmax attention
 matrix); a Laplacian head writes ``z_h = (I - P_h) V_h = V_h - P_h V_h``. It adds no
 parameters. :func:`laplacianize` converts a loaded model in place, whatever its attention
-kernel (eager, sdpa, ...), with two hooks per patched layer and no T x T matrix:
+kernel (eager, sdpa, flash, ...), with two hooks per patched layer and no T x T matrix:
 
 1. a forward hook on the value projection keeps ``V`` of the current call, shaped
-   (B, T, H*Dh): the values of the *query* tokens (with a KV cache: the new tokens only);
+   (B, T, Hkv*Dh): the values of the *query* tokens (with a KV cache, dynamic or static:
+   the new tokens only, never rows read back from the cache);
 2. a forward pre-hook on the output projection, whose input is the per-head outputs
-   ``z = P V`` (B, T, H*Dh), replaces ``z_h`` by ``V_h - z_h`` on the chosen heads.
+   ``z = P V`` (B, T, H*Dh), replaces ``z_h`` by ``V_{g(h)} - z_h`` on the chosen heads,
+   where ``g(h) = h // (H / Hkv)`` is the key/value head that query head ``h`` reads
+   (grouped-query attention; ``g(h) = h`` without it).
 
-In training mode the kernel applies attention dropout to ``P``, so a Laplacian head
-computes ``V - dropout(P) V``, as tokengeo's own attention does. The chosen heads are
-recorded in ``model.config.tokengeo_laplacian_heads`` (``{"layer": [heads]}``), so they
-survive ``save_pretrained``; :func:`from_pretrained` reloads a model and re-applies them
-(a plain ``transformers`` load gives the unpatched model).
+Everything inside the kernel (rotary positions, q/k norms, logit softcapping, sliding
+windows, padding masks) shapes ``P`` and is kept. In training mode the kernel applies
+attention dropout to ``P``, so a Laplacian head computes ``V - dropout(P) V``, as tokengeo's
+own attention does. ``kind="mixed"`` gives each chosen head learnable ``(a_h, b_h)`` and the
+output ``a_h V_h + b_h P_h V_h`` (a parameter ``tokengeo_mix_coef`` of the attention module,
+saved with the model). Supported architectures: :data:`tokengeo.models.hf_families.FAMILIES`;
+the ones refused, with the reason: :data:`~tokengeo.models.hf_families.REFUSED`.
+
+The chosen heads are recorded in ``model.config.tokengeo_laplacian_heads``
+(``{"layer": [heads]}``), so they survive ``save_pretrained``; :func:`from_pretrained`
+reloads a model and re-applies them (a plain ``transformers`` load gives the unpatched model).
 
 Head choice and its rules (and the per-head ``combine``) are those of tokengeo's own models:
 :mod:`tokengeo.nn.heads`.
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,15 +43,21 @@ from torch.utils.hooks import RemovableHandle
 from tokengeo._deps import require
 from tokengeo.config import check_choice
 from tokengeo.errors import ConfigError
-from tokengeo.nn.heads import HeadChoice, HeadKinds, choose_heads
+from tokengeo.models.hf_families import (
+    FAMILIES,
+    HeadShape,
+    family_of,
+    head_shape,
+    qkv_slicer,
+    ungroup,
+)
+from tokengeo.nn.heads import KIND_COEFFICIENTS, MIXED_INITS, HeadChoice, HeadKinds, choose_heads
 
 CONFIG_KEY = "tokengeo_laplacian_heads"
-KINDS = ("laplacian",)
-SUPPORTED = (
-    "BertModel and its Bert*For* heads (BertForSequenceClassification, BertForMaskedLM, ...), "
-    "GPT2Model and its heads (GPT2LMHeadModel, ...), "
-    "ViTModel and its heads (ViTForImageClassification, ...)"
-)
+KIND_KEY = "tokengeo_head_kind"  # recorded only for kind="mixed"
+MIX_NAME = "tokengeo_mix_coef"  # (k, 2) learnable (a, b) of the chosen heads, on the attention
+KINDS = ("laplacian", "mixed")
+SUPPORTED = ", ".join(FAMILIES)
 _PATCH_ATTR = "_tokengeo_laplacian_patch"
 
 
@@ -51,6 +67,8 @@ class _Patch:
 
     heads: HeadChoice
     handles: list[RemovableHandle]
+    kind: str = "laplacian"
+    mixed_modules: tuple[nn.Module, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,110 +76,86 @@ class AttentionSite:
     """Where one layer's self-attention computes V and consumes the per-head outputs z."""
 
     value_module: nn.Module  # its output holds V
-    take_value: Callable[[torch.Tensor], torch.Tensor]  # that output -> V (B, T, H*Dh)
+    take_value: Callable[[torch.Tensor], torch.Tensor]  # that output -> V (B, T, Hkv*Dh)
     out_proj: nn.Module  # its input is z (B, T, H*Dh)
-    n_heads: int
-    head_dim: int
+    attention: nn.Module  # the self-attention module (holds the mixed coefficients)
+    shape: HeadShape
 
+    @property
+    def n_heads(self) -> int:
+        return self.shape.n_heads
 
-def _whole(output: torch.Tensor) -> torch.Tensor:
-    return output
-
-
-def _bert_sites(base: nn.Module) -> list[AttentionSite]:
-    """BertLayer: ``attention.self.value`` -> V, ``attention.output.dense`` <- z."""
-    sites = []
-    for layer in base.encoder.layer:
-        attn = layer.attention
-        sites.append(
-            AttentionSite(
-                attn.self.value, _whole, attn.output.dense,
-                attn.self.num_attention_heads, attn.self.attention_head_size,
-            )
-        )
-    return sites
-
-
-def _gpt2_sites(base: nn.Module) -> list[AttentionSite]:
-    """GPT2Block: ``attn.c_attn`` -> [Q | K | V] (V the last third), ``attn.c_proj`` <- z."""
-    sites = []
-    for block in base.h:
-        attn = block.attn
-        width = attn.split_size
-
-        def take_value(qkv: torch.Tensor, width: int = width) -> torch.Tensor:
-            return qkv[..., 2 * width :]  # (B, T, 3*H*Dh) -> (B, T, H*Dh)
-
-        sites.append(
-            AttentionSite(attn.c_attn, take_value, attn.c_proj, attn.num_heads, attn.head_dim)
-        )
-    return sites
-
-
-def _vit_sites(base: nn.Module) -> list[AttentionSite]:
-    """ViTLayer (transformers 5): ``attention.v_proj`` -> V, ``attention.o_proj`` <- z."""
-    sites = []
-    for layer in base.layers:
-        attn = layer.attention
-        sites.append(
-            AttentionSite(attn.v_proj, _whole, attn.o_proj, attn.num_attention_heads, attn.head_dim)
-        )
-    return sites
+    @property
+    def head_dim(self) -> int:
+        return self.shape.head_dim
 
 
 def _base_model(model: Any) -> nn.Module:
-    """The backbone (BertModel, GPT2Model, ViTModel) of ``model``, or a ConfigError."""
-    transformers = require("transformers")
+    """The backbone of a supported model, or a ConfigError naming why not."""
+    family_of(model)
     base = getattr(model, "base_model", None)
-    backbones = (transformers.BertModel, transformers.GPT2Model, transformers.ViTModel)
-    if not isinstance(base, backbones):
-        raise ConfigError(
-            f"laplacianize does not support {type(model).__name__}; supported: {SUPPORTED}"
-        )
+    if not isinstance(base, nn.Module):
+        raise ConfigError(f"laplacianize does not support {type(model).__name__}: it has no "
+                          "base_model (load it with transformers' from_pretrained)")
     return base
 
 
 def attention_sites(model: Any) -> list[AttentionSite]:
     """One :class:`AttentionSite` per layer of a supported Hugging Face model."""
-    transformers = require("transformers")
+    family = family_of(model)
     base = _base_model(model)
-    if isinstance(base, transformers.BertModel):
-        return _bert_sites(base)
-    if isinstance(base, transformers.GPT2Model):
-        return _gpt2_sites(base)
-    return _vit_sites(base)
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") \
+        else model.config
+    shape = head_shape(config)
+    take_value = qkv_slicer(family.qkv_split, 2, shape)
+    sites = []
+    for block in base.get_submodule(family.blocks):
+        sites.append(AttentionSite(
+            block.get_submodule(family.value), take_value, block.get_submodule(family.out_proj),
+            block.get_submodule(family.attn), shape,
+        ))
+    return sites
 
 
 class LaplacianSwap:
-    """Hook pair of one layer: ``z_h <- V_h - z_h`` for the heads in ``heads``.
+    """Hook pair of one layer: ``z_h <- V_g(h) - z_h`` (or ``a_h V + b_h z_h``) on ``heads``.
 
     ``z = P V`` is the output projection's input, so ``V - z = (I - P) V``
-    (Zhang & Papyan, arXiv 2602.09297, the Laplacian head).
+    (Zhang & Papyan, arXiv 2602.09297, the Laplacian head); with grouped KV heads query
+    head ``h`` reads KV head ``g(h) = h // (H / Hkv)``.
     """
 
-    def __init__(self, site: AttentionSite, heads: Sequence[int]) -> None:
+    def __init__(self, site: AttentionSite, heads: Sequence[int],
+                 mix: nn.Parameter | None = None) -> None:
         self.site = site
-        kinds = ["laplacian" if h in heads else "attention" for h in range(site.n_heads)]
+        kind = "laplacian" if mix is None else "mixed"
+        kinds = [kind if h in heads else "attention" for h in range(site.n_heads)]
         self.kinds = HeadKinds(site.n_heads, kinds)  # not a submodule: moved on first use
+        if mix is not None:
+            self.kinds.mix_coef = mix  # the (k, 2) parameter saved with the attention module
         self._value: torch.Tensor | None = None
 
     def keep_value(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-        self._value = self.site.take_value(output)  # (B, T, H*Dh)
+        self._value = self.site.take_value(output)  # (B, T, Hkv*Dh)
 
     def swap_heads(self, module: nn.Module, args: tuple) -> tuple:
         z = args[0]  # (B, T, H*Dh)
+        shape = self.site.shape
         value, self._value = self._value, None
-        if value is None or value.shape != z.shape:
+        want = (*z.shape[:-1], shape.n_kv_heads * shape.head_dim)
+        if value is None or tuple(value.shape) != want:
             got = None if value is None else tuple(value.shape)
             raise RuntimeError(
                 f"Laplacian hook: output projection called with z {tuple(z.shape)} but the "
-                f"value projection gave {got}; the module was called outside its attention layer"
+                f"value projection gave {got} (expected {want}); the module was called outside "
+                "its attention layer"
             )
-        shape = (*z.shape[:-1], self.site.n_heads, self.site.head_dim)
-        z_heads, v_heads = z.reshape(shape), value.reshape(shape)  # (B, T, H, Dh)
-        if self.kinds.laplacian_mask.device != z.device:
+        z_heads = z.unflatten(-1, (shape.n_heads, shape.head_dim))  # (B, T, H, Dh)
+        v_heads = ungroup(value.unflatten(-1, (shape.n_kv_heads, shape.head_dim)),
+                          shape.groups)  # (B, T, H, Dh)
+        if self.kinds.coef_fixed.device != z.device:
             self.kinds.to(z.device)
-        swapped = self.kinds.combine(v_heads, z_heads)  # (B, T, H, Dh)
+        swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
         return (swapped.flatten(-2), *args[1:])
 
     def install(self) -> list[RemovableHandle]:
@@ -182,33 +176,53 @@ def resolve_heads(n_laplacian: Any, heads: Any, n_layers: int, n_heads: int) -> 
     return choose_heads(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads)
 
 
+def _mix_parameter(site: AttentionSite, n_chosen: int, mixed_init: str) -> nn.Parameter:
+    """(k, 2) learnable (a, b) initialised as the kind ``mixed_init``, on the attention module."""
+    weight = next(site.out_proj.parameters())
+    init = torch.tensor([KIND_COEFFICIENTS[mixed_init]] * n_chosen)  # (k, 2)
+    mix = nn.Parameter(init.to(device=weight.device, dtype=weight.dtype))
+    site.attention.register_parameter(MIX_NAME, mix)
+    return mix
+
+
 def laplacianize(
     model: Any,
     n_laplacian: int | None = None,
     *,
     heads: Mapping[int, Sequence[int]] | None = None,
     kind: str = "laplacian",
+    mixed_init: str = "laplacian",
 ) -> Any:
     """Make chosen heads of a Hugging Face model Laplacian, in place; returns ``model``.
 
     A Laplacian head outputs ``(I - P) V = V - P V`` instead of ``P V`` (Zhang & Papyan,
     arXiv 2602.09297). Choose heads with ``n_laplacian=k`` (the last ``k`` of ``H`` heads
-    in every layer, as the authors) or ``heads={layer: [head indices]}``. A new call
-    replaces the previous patch; ``n_laplacian=0`` (or ``heads={}``) leaves the model
-    exactly as unpatched. Supported: BERT, GPT-2 and ViT models (see ``SUPPORTED``).
+    in every layer, as the authors) or ``heads={layer: [head indices]}``. ``kind="mixed"``
+    makes them ``a_h V + b_h P V`` with learnable ``(a_h, b_h)`` initialised as
+    ``mixed_init`` (``"laplacian"``: (1, -1), ``"attention"``: (0, 1)). A new call replaces
+    the previous patch; ``n_laplacian=0`` (or ``heads={}``) leaves the model exactly as
+    unpatched. Supported: the model types in ``SUPPORTED``; refused ones raise with the reason.
 
     Raises :class:`~tokengeo.errors.ConfigError` on bad input.
     """
     check_choice("kind", kind, KINDS)
+    check_choice("mixed_init", mixed_init, MIXED_INITS)
     sites = attention_sites(model)
     chosen = resolve_heads(n_laplacian, heads, len(sites), sites[0].n_heads)
     unlaplacianize(model)
-    handles = []
+    handles, mixed_modules = [], []
     for layer, indices in chosen.items():
-        handles += LaplacianSwap(sites[layer], indices).install()
+        mix = None
+        if kind == "mixed":
+            mix = _mix_parameter(sites[layer], len(indices), mixed_init)
+            mixed_modules.append(sites[layer].attention)
+        handles += LaplacianSwap(sites[layer], indices, mix).install()
     if chosen:
-        setattr(_base_model(model), _PATCH_ATTR, _Patch(chosen, handles))
+        patch = _Patch(chosen, handles, kind, tuple(mixed_modules))
+        setattr(_base_model(model), _PATCH_ATTR, patch)
         setattr(model.config, CONFIG_KEY, {str(layer): idx for layer, idx in chosen.items()})
+        if kind != "laplacian":
+            setattr(model.config, KIND_KEY, kind)
     return model
 
 
@@ -219,9 +233,12 @@ def unlaplacianize(model: Any) -> Any:
     if patch is not None:
         for handle in patch.handles:
             handle.remove()
+        for module in patch.mixed_modules:
+            delattr(module, MIX_NAME)
         delattr(base, _PATCH_ATTR)
-    if hasattr(model.config, CONFIG_KEY):
-        delattr(model.config, CONFIG_KEY)
+    for key in (CONFIG_KEY, KIND_KEY):
+        if hasattr(model.config, key):
+            delattr(model.config, key)
     return model
 
 
@@ -249,17 +266,49 @@ def _saved_class(config: Any) -> type:
     return cls
 
 
+def _saved_mix(path: str | Path) -> dict[str, torch.Tensor]:
+    """Every ``*.tokengeo_mix_coef`` tensor in the safetensors files of a saved model."""
+    from safetensors import safe_open
+
+    found = {}
+    for file in sorted(Path(path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            for key in handle.keys():
+                if key.endswith("." + MIX_NAME):
+                    found[key] = handle.get_tensor(key)
+    return found
+
+
+def _load_mix(model: Any, path: str | Path) -> None:
+    """Copy the saved mixed coefficients into the freshly created ``tokengeo_mix_coef``."""
+    saved = _saved_mix(path)
+    for name, param in model.named_parameters():
+        if not name.endswith("." + MIX_NAME):
+            continue
+        hits = [v for k, v in saved.items() if k == name or k.endswith("." + name)
+                or name.endswith("." + k)]
+        if len(hits) != 1:
+            raise ConfigError(f"{path} records mixed heads but holds no saved {name}; save the "
+                              "model with save_pretrained after laplacianize(kind='mixed')")
+        with torch.no_grad():
+            param.copy_(hits[0])
+
+
 def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> Any:
     """Load a saved model and re-apply the Laplacian heads recorded in its config.
 
     ``model_cls`` defaults to the class in ``config.architectures`` (the class that was
     saved); ``kwargs`` go to ``model_cls.from_pretrained`` (e.g. ``attn_implementation``).
+    Mixed heads get their saved ``(a_h, b_h)`` back.
     """
     transformers = require("transformers")
     if model_cls is None:
         model_cls = _saved_class(transformers.AutoConfig.from_pretrained(path))
     model = model_cls.from_pretrained(path, **kwargs)
     recorded = recorded_heads(model.config)
+    kind = getattr(model.config, KIND_KEY, "laplacian")
     if recorded:
-        laplacianize(model, heads=recorded)
+        laplacianize(model, heads=recorded, kind=kind)
+        if kind == "mixed":
+            _load_mix(model, path)
     return model

@@ -27,16 +27,20 @@ from tokengeo.hooks import ActivationFn, HookPoint, HookPointSite, HookSite
 from tokengeo.probes.hf_sites import hf_hook_sites
 
 
-def hook_sites(model: nn.Module) -> dict[str, HookSite]:
-    """Every named hook site of ``model`` (tokengeo or supported Hugging Face model)."""
+def hook_sites(model: nn.Module, *, ungroup_kv: bool = False) -> dict[str, HookSite]:
+    """Every named hook site of ``model`` (tokengeo or supported Hugging Face model).
+
+    ``ungroup_kv``: Hugging Face grouped-query models give ``hook_k``/``hook_v`` one entry per
+    query head instead of per KV head.
+    """
     points = {n: m for n, m in model.named_modules() if isinstance(m, HookPoint)}
     if points:
         return {n: HookPointSite(p) for n, p in points.items()}
     if is_hf_model(model):
-        return hf_hook_sites(model)
+        return hf_hook_sites(model, ungroup_kv=ungroup_kv)
     raise ConfigError(
         f"{type(model).__name__} has no hook points: use a tokengeo model or a supported "
-        "Hugging Face model (BERT, GPT-2, ViT)"
+        "Hugging Face model (see tokengeo.models.hf_families.FAMILIES)"
     )
 
 
@@ -62,13 +66,15 @@ def resolve_names(available: Iterable[str], names: Iterable[str]) -> list[str]:
 
 @contextmanager
 def capture(
-    model: nn.Module, names: Iterable[str], *, detach: bool = True, device: str | None = None
+    model: nn.Module, names: Iterable[str], *, detach: bool = True, device: str | None = None,
+    ungroup_kv: bool = False,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """Context manager filling a dict ``{name: activation}`` during forward passes.
 
     Each forward pass overwrites the entry. ``device="cpu"`` moves captured tensors.
+    ``ungroup_kv=True``: see :func:`hook_sites`.
     """
-    sites = hook_sites(model)
+    sites = hook_sites(model, ungroup_kv=ungroup_kv)
     cache: dict[str, torch.Tensor] = {}
     handles = []
     try:

@@ -1,24 +1,31 @@
-"""TransformerLens-style hook sites on Hugging Face BERT, GPT-2 and ViT models.
+"""TransformerLens-style hook sites on Hugging Face models (every family in the table of
+:mod:`tokengeo.models.hf_families`: BERT-likes, ViT, GPT-2, Llama, Mistral, Qwen, Gemma, Phi,
+GPT-NeoX, OPT, OLMo, ...).
 
 :func:`hf_hook_sites` gives a Hugging Face model the names tokengeo models have, so
 :func:`tokengeo.probes.capture.capture` works on both. Names per block ``l``:
 
 ==============================  =====================================================
-``hook_embed``                  output of the embedding module = what enters block 0
-                                (BERT: word + position + type, LayerNorm; GPT-2: wte + wpe;
-                                ViT: patches + [CLS] + positions), ``(B, T, D)``
+``hook_embed``                  what enters block 0 (BERT: word + position + type, LayerNorm;
+                                GPT-2: wte + wpe; ViT: patches + [CLS] + positions; rotary
+                                decoders: the (scaled) token embeddings), ``(B, T, D)``
 ``blocks.{l}.hook_resid_pre``   input of block ``l``, ``(B, T, D)``
-``blocks.{l}.attn.hook_q|k|v``  query / key / value projections, ``(B, T, H, Dh)``
+``blocks.{l}.attn.hook_q|k|v``  query / key / value projections, ``(B, T, H, Dh)``; keys
+                                and values have ``Hkv`` heads under grouped-query attention
+                                (``ungroup_kv=True``: repeated to ``H``, query head ``h`` reading
+                                KV head ``h // (H/Hkv)``, read-only); before rotary / q-k norms
 ``blocks.{l}.attn.hook_pattern`` softmax attention weights, ``(B, H, T, T)`` (read-only)
 ``blocks.{l}.attn.hook_z``      per-head outputs = input of the attention output
                                 projection (BERT/ViT ``o_proj``/``attention.output.dense``,
                                 GPT-2 ``attn.c_proj``) reshaped to heads, ``(B, T, H, Dh)``
 ``blocks.{l}.hook_attn_out``    output of that projection, ``(B, T, D)``
 ``blocks.{l}.hook_resid_mid``   input of the MLP sub-block (BERT is post-LN: there it is
-                                ``LayerNorm(x + attn_out)``), ``(B, T, D)``
-``blocks.{l}.hook_mlp_out``     MLP output before the residual add, ``(B, T, D)``
+                                ``LayerNorm(x + attn_out)``), ``(B, T, D)``; absent in parallel
+                                blocks (GPT-J, Phi, Cohere, GPT-NeoX with parallel residual)
+``blocks.{l}.hook_mlp_out``     MLP module output before the residual add (Gemma 2/3, OLMo 2:
+                                before their post-MLP norm), ``(B, T, D)``
 ``blocks.{l}.hook_resid_post``  output of block ``l``, ``(B, T, D)``
-``hook_final``                  final LayerNorm output (GPT-2, ViT; BERT has none)
+``hook_final``                  final norm output (decoders, ViT; BERT has none)
 ==============================  =====================================================
 
 Attention patterns: Hugging Face returns attention weights only from the ``"eager"``
@@ -35,13 +42,22 @@ already applied) and so raises.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import ActivationFn, HookSite
+from tokengeo.models.hf_families import (
+    Family,
+    HeadShape,
+    family_of,
+    head_shape,
+    is_parallel,
+    qkv_slicer,
+    qkv_writer,
+    ungroup,
+)
 
 Get = Callable[[object], torch.Tensor]
 Put = Callable[[object, torch.Tensor], object]
@@ -132,103 +148,76 @@ def _heads_view(n_heads: int) -> tuple[Get, Put]:
     return get, put
 
 
-def _fused_qkv_view(n_heads: int, which: int) -> tuple[Get, Put]:
-    """GPT-2's fused ``c_attn`` output (B, T, 3*D): slice ``which`` as (B, T, H, Dh)."""
+def _part_view(family: Family, which: int, shape: HeadShape, ungrouped: bool) -> tuple[Get, Put]:
+    """Output of the q/k/v (or fused qkv) projection -> part ``which`` as (B, T, n, Dh)."""
+    take = qkv_slicer(family.qkv_split, which, shape)
+    write = qkv_writer(family.qkv_split, which, shape)
+    n_heads = shape.n_heads if which == 0 else shape.n_kv_heads
 
     def get(x):
-        d = x.shape[-1] // 3
-        part = x[..., which * d : (which + 1) * d]
-        return part.reshape(*x.shape[:-1], n_heads, d // n_heads)
+        part = take(_identity_get(x))
+        heads = part.unflatten(-1, (n_heads, shape.head_dim))  # (B, T, n, Dh)
+        return ungroup(heads, shape.groups) if ungrouped and which else heads
 
     def put(old, new):
-        parts = list(old.chunk(3, dim=-1))
-        parts[which] = new.reshape(*new.shape[:-2], -1)
-        return torch.cat(parts, dim=-1)
+        if ungrouped and which and shape.groups > 1:
+            raise ConfigError("ungrouped hook_k/hook_v are read-only: replace the grouped "
+                              "activation (capture with ungroup_kv=False)")
+        return _identity_put(old, write(_identity_get(old), new.flatten(-2)))
 
     return get, put
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """Where each site lives, as module paths relative to the base model / a block."""
+def hf_hook_sites(model: nn.Module, *, ungroup_kv: bool = False) -> dict[str, HookSite]:
+    """Named hook sites of a supported Hugging Face model (incl. ``*For*`` heads).
 
-    blocks: str
-    embed: str
-    final: str | None
-    q: str | None  # separate q/k/v projections (None: GPT-2's fused c_attn)
-    k: str | None
-    v: str | None
-    qkv: str | None
-    attn: str  # module returning (output, weights)
-    out_proj: str  # input = hook_z, output = hook_attn_out
-    mlp_in: str  # pre-hook target whose input is resid_mid
-    mlp_in_is_output_of: str | None  # BERT: resid_mid is the output of `attention`
-    mlp_out: str
-
-
-_LAYOUTS = {
-    "bert": _Layout(
-        blocks="encoder.layer", embed="embeddings", final=None,
-        q="attention.self.query", k="attention.self.key", v="attention.self.value", qkv=None,
-        attn="attention.self", out_proj="attention.output.dense",
-        mlp_in="intermediate", mlp_in_is_output_of="attention", mlp_out="output.dense",
-    ),
-    "gpt2": _Layout(
-        blocks="h", embed="drop", final="ln_f", q=None, k=None, v=None, qkv="attn.c_attn",
-        attn="attn", out_proj="attn.c_proj", mlp_in="ln_2", mlp_in_is_output_of=None,
-        mlp_out="mlp",
-    ),
-    "vit": _Layout(
-        blocks="layers", embed="embeddings", final="layernorm",
-        q="attention.q_proj", k="attention.k_proj", v="attention.v_proj", qkv=None,
-        attn="attention", out_proj="attention.o_proj", mlp_in="layernorm_after",
-        mlp_in_is_output_of=None, mlp_out="mlp",
-    ),
-}
-
-
-def hf_hook_sites(model: nn.Module) -> dict[str, HookSite]:
-    """Named hook sites of a Hugging Face BERT / GPT-2 / ViT model (incl. ``*For*`` heads)."""
-    config = getattr(model, "config", None)
-    kind = getattr(config, "model_type", None)
-    if kind not in _LAYOUTS:
-        raise ConfigError(
-            f"no hook-site adapter for Hugging Face model_type={kind!r}; supported: "
-            f"{sorted(_LAYOUTS)}"
-        )
-    layout = _LAYOUTS[kind]
+    ``ungroup_kv=True`` gives ``hook_k``/``hook_v`` one entry per query head.
+    """
+    family = family_of(model, "hook sites")
+    config = model.config.get_text_config()
     base = getattr(model, "base_model", model)
-    n_heads = int(config.num_attention_heads)
-    sites: dict[str, HookSite] = {"hook_embed": _OutputSite(_module(base, layout.embed, kind))}
-    for l, block in enumerate(_module(base, layout.blocks, kind)):
-        sites.update(_block_sites(model, block, l, layout, n_heads, kind))
-    if layout.final is not None:
-        sites["hook_final"] = _OutputSite(_module(base, layout.final, kind))
+    shape = head_shape(config)
+    blocks = _module(base, family.blocks, config.model_type)
+    if family.embed is not None:
+        sites: dict[str, HookSite] = {"hook_embed": _OutputSite(_module(base, family.embed,
+                                                                        config.model_type))}
+    else:
+        sites = {"hook_embed": _InputSite(blocks[0])}
+    for l, block in enumerate(blocks):
+        sites.update(_block_sites(model, block, l, family, shape, ungroup_kv))
+    if family.final is not None and _has_module(base, family.final):
+        sites["hook_final"] = _OutputSite(base.get_submodule(family.final))
     return sites
 
 
-def _block_sites(model, block, l: int, lay: _Layout, n_heads: int, kind: str) -> dict:
+def _block_sites(model, block, l: int, fam: Family, shape: HeadShape, ungroup_kv: bool) -> dict:
     def m(path: str) -> nn.Module:
-        return _module(block, path, kind)
+        return _module(block, path, model.config.model_type)
 
     p = f"blocks.{l}."
     sites: dict[str, HookSite] = {p + "hook_resid_pre": _InputSite(block)}
     for i, name in enumerate("qkv"):
-        if lay.qkv is not None:
-            sites[p + f"attn.hook_{name}"] = _OutputSite(m(lay.qkv), *_fused_qkv_view(n_heads, i))
-        else:
-            sites[p + f"attn.hook_{name}"] = _OutputSite(m(getattr(lay, name)),
-                                                         *_heads_view(n_heads))
-    sites[p + "attn.hook_pattern"] = _PatternSite(m(lay.attn), model)
-    sites[p + "attn.hook_z"] = _InputSite(m(lay.out_proj), *_heads_view(n_heads))
-    sites[p + "hook_attn_out"] = _OutputSite(m(lay.out_proj))
-    if lay.mlp_in_is_output_of is not None:
-        sites[p + "hook_resid_mid"] = _OutputSite(m(lay.mlp_in_is_output_of))
-    else:
-        sites[p + "hook_resid_mid"] = _InputSite(m(lay.mlp_in))
-    sites[p + "hook_mlp_out"] = _OutputSite(m(lay.mlp_out))
+        path = fam.qkv if fam.qkv is not None else getattr(fam, name)
+        sites[p + f"attn.hook_{name}"] = _OutputSite(m(path),
+                                                     *_part_view(fam, i, shape, ungroup_kv))
+    sites[p + "attn.hook_pattern"] = _PatternSite(m(fam.attn), model)
+    sites[p + "attn.hook_z"] = _InputSite(m(fam.out_proj), *_heads_view(shape.n_heads))
+    sites[p + "hook_attn_out"] = _OutputSite(m(fam.out_proj))
+    if not is_parallel(fam, model.config.get_text_config()):
+        where, path = fam.resid_mid
+        site = _OutputSite if where == "output" else _InputSite
+        sites[p + "hook_resid_mid"] = site(m(path))
+    sites[p + "hook_mlp_out"] = _OutputSite(m(fam.mlp))
     sites[p + "hook_resid_post"] = _OutputSite(block)
     return sites
+
+
+def _has_module(root: nn.Module, path: str) -> bool:
+    try:
+        root.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
 
 
 def _module(root: nn.Module, path: str, kind: str):

@@ -7,6 +7,11 @@ the context-similarity matrix
     S^{l,h}_{ij} = <z^{l,h}_i, z^{l,h}_j>   for i != j,   S^{l,h}_{ii} = 0
 
 (the paper's 128 x 128 matrices of dot products with the diagonal zeroed).
+
+Causal decoders (GPT-2, Llama, ...): ``z_i = sum_{j <= i} P_ij v_j`` summarises the prefix up
+to token ``i``, so ``S_ij`` compares the prefix summaries of ``i`` and ``j``; all pairs are
+kept (``S`` stays symmetric) and only padded tokens are zeroed. With right padding a causal
+model's real tokens see no padding, so their pairs equal those of the unpadded sequence.
 """
 
 from __future__ import annotations
