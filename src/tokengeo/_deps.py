@@ -14,6 +14,7 @@ _EXTRAS = {
     "matplotlib": ("plot", "matplotlib"),
     "sklearn": ("data", "scikit-learn"),
     "tokenizers": ("data", "tokenizers"),
+    "ray": ("cluster", "ray"),
 }
 
 

@@ -29,6 +29,7 @@ class Cell:
     fn: Callable[..., dict]
     kwargs: dict[str, Any]
     label: str = ""
+    threads: int = 1  # torch threads while it runs: fixed by the cell, not the scheduler
 
 
 @dataclass
