@@ -19,7 +19,6 @@ from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, CellStore
 from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_files
 from tokengeo.experiments.progress import CellProgress
-
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.probes.atomic import atomic_write_bytes
 
