@@ -30,6 +30,7 @@ class Cell:
     kwargs: dict[str, Any]
     label: str = ""
     threads: int = 1  # torch threads while it runs: fixed by the cell, not the scheduler
+    cost: float = 1.0  # relative run time, a scheduling hint only (long cells start first)
 
 
 @dataclass
