@@ -119,3 +119,17 @@ def test_ray_cells_give_the_serial_report(fake_suite, tmp_path):
     serial = _report(tmp_path / "serial", conf, ExecutorConfig("serial"))
     on_ray = _report(tmp_path / "ray", conf, ExecutorConfig("ray", jobs=2))
     assert on_ray == serial
+
+
+def test_a_real_suite_gives_the_same_numbers_in_two_workers(tmp_path):
+    from test_suites import MICRO
+
+    (tmp_path / "flows.toml").write_text(MICRO["flows"])
+    outs = {}
+    for name, executor in (("serial", ExecutorConfig("serial")),
+                           ("two", ExecutorConfig("process", jobs=2))):
+        cfg = rp.ReproduceConfig(out=tmp_path / name, only=("flows",), config_dir=tmp_path)
+        _, (out,) = rp.reproduce(cfg, log=lambda m: None, executor=executor)
+        assert out.figures and all(Path(f).exists() for f in out.figures)
+        outs[name] = [(c.verdict, c.measured) for c in out.claims]
+    assert outs["two"] == outs["serial"]
