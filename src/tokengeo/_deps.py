@@ -16,6 +16,7 @@ _EXTRAS = {
     "tokenizers": ("data", "tokenizers"),
     "scipy": ("data", "scipy"),
     "PIL": ("data", "pillow"),
+    "ray": ("cluster", "ray"),
 }
 
 

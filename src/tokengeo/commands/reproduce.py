@@ -17,9 +17,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/repro", help="output folder (resumable)")
     parser.add_argument("--config-dir", default=None,
                         help="folder of suite TOML files (default: the built-in ones)")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="cells run at once (default 0: one per core); results do not "
+                             "depend on it")
+    parser.add_argument("--executor", choices=("process", "ray"), default="process",
+                        help="local worker processes (default) or Ray tasks "
+                             "(pip install 'tokengeo[cluster]')")
+    parser.add_argument("--ray-address", default=None,
+                        help="address of a running Ray cluster (default: start a local one)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from tokengeo.experiments.executors import ExecutorConfig
     from tokengeo.experiments.reproduce import (
         BUILTIN_CONFIG_DIR,
         ReproduceConfig,
@@ -30,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR))
-    path, outputs = reproduce(cfg)
+    executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address)
+    path, outputs = reproduce(cfg, executor=executor)
     print(summary_text(outputs))
     print(f"\nreport: {path.resolve()}")
     return 0

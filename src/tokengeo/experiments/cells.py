@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokengeo.errors import DataNotFoundError, MissingDependencyError
 from tokengeo.io import write_json
 
 
@@ -30,6 +29,8 @@ class Cell:
     fn: Callable[..., dict]
     kwargs: dict[str, Any]
     label: str = ""
+    threads: int = 1  # torch threads while it runs: fixed by the cell, not the scheduler
+    cost: float = 1.0  # relative run time, a scheduling hint only (long cells start first)
 
 
 FIGURE_ERROR = "figure_error"  # key of a cell value whose figures were not drawn
@@ -92,14 +93,3 @@ class CellStore:
 
     def save(self, cell: Cell, value: dict) -> None:
         write_json(self.path(cell), value, indent=1, allow_nan=True)
-
-    def run(self, cell: Cell) -> CellResult:
-        cached = self.load(cell)
-        if cached is not None:
-            return CellResult(cell.key, cached, cached=True)
-        try:
-            value = cell.fn(**cell.kwargs)
-        except (DataNotFoundError, MissingDependencyError) as exc:
-            return CellResult(cell.key, None, not_run=str(exc))
-        self.save(cell, value)
-        return CellResult(cell.key, value)

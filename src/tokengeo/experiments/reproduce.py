@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import importlib
 import sys
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from tokengeo.errors import ConfigError
-from tokengeo.experiments.cells import CellResult, CellStore
+from tokengeo.experiments.cells import Cell, CellResult, CellStore
+from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_files
+from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
+from tokengeo.io import write_bytes
 
 # name -> module (in run order); each has a settings file suites/<name>.toml
 SUITES: dict[str, str] = {
@@ -60,32 +63,73 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
     return {**data.get("common", {}), **data[mode]}
 
 
-def run_suite(name: str, cfg: ReproduceConfig, store: CellStore, log) -> SuiteOutput:
+@dataclass
+class SuitePlan:
+    """One suite's settings, figure folder and cells, before anything runs."""
+
+    name: str
+    module: ModuleType
+    settings: dict
+    fig_dir: Path
+    cells: list[Cell]
+
+
+def plan_suite(name: str, cfg: ReproduceConfig) -> SuitePlan:
     module = importlib.import_module(SUITES[name])
     settings = load_settings(cfg.config_dir, name, cfg.mode)
     fig_dir = cfg.out / "figures" / name
-    fig_dir.mkdir(parents=True, exist_ok=True)
     settings["_figure_dir"] = str(fig_dir)
     settings["_out_dir"] = str(cfg.out)
-    cells = module.cells(settings)
-    results: dict[str, CellResult] = {}
-    for i, cell in enumerate(cells, 1):
-        t0 = time.perf_counter()
-        res = store.run(cell)
-        how = ("cached" if res.cached else f"not run: {res.not_run}" if res.not_run
-               else f"{time.perf_counter() - t0:.1f} s")
-        log(f"[{name} {i}/{len(cells)}] {cell.label or cell.key}: {how}")
-        results[cell.key] = res
-    return module.summarise(settings, results, fig_dir)
+    return SuitePlan(name, module, settings, fig_dir, module.cells(settings))
 
 
-def reproduce(cfg: ReproduceConfig, log=None) -> tuple[Path, list[SuiteOutput]]:
-    """Run the chosen suites, write ``report.html`` / ``report.md``; return (path, outputs)."""
+def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
+                  log) -> dict[tuple[str, str], CellResult]:
+    """Every cell's result: cached ones read from disk, the rest run by ``executor``.
+
+    The driver saves each result as it arrives, so an interrupted run (Ctrl-C, a failing
+    cell, a lost worker) resumes with only the missing cells.
+    """
+    results: dict[tuple[str, str], CellResult] = {}
+    todo = []
+    for cell in cells:
+        cached = store.load(cell)
+        if cached is None:
+            todo.append(cell)
+        else:
+            results[cell.suite, cell.key] = CellResult(cell.key, cached, cached=True)
+    if len(todo) < len(cells):
+        log(f"{len(cells) - len(todo)} of {len(cells)} cells read from {store.root}")
+    with CellProgress(len(todo)) as progress:
+        for cell, outcome in run_cells(todo, executor):
+            write_files(outcome.files, write_bytes)
+            if outcome.not_run is None:
+                store.save(cell, outcome.value)
+            results[cell.suite, cell.key] = CellResult(cell.key, outcome.value, outcome.not_run)
+            how = f"not run: {outcome.not_run}" if outcome.not_run else f"{outcome.seconds:.1f} s"
+            progress.done(f"[{cell.suite}] {cell.label or cell.key}: {how}", log)
+    return results
+
+
+def reproduce(cfg: ReproduceConfig, log=None,
+              executor: ExecutorConfig | None = None) -> tuple[Path, list[SuiteOutput]]:
+    """Run the chosen suites, write ``report.html`` / ``report.md``; return (path, outputs).
+
+    ``executor`` says where cells run (default: serially in this process); the report does
+    not depend on it.
+    """
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    executor = executor or ExecutorConfig("serial")
+    executor.validate()
     names = cfg.suites()
+    plans = [plan_suite(n, cfg) for n in names]
     cfg.out.mkdir(parents=True, exist_ok=True)
+    for plan in plans:
+        plan.fig_dir.mkdir(parents=True, exist_ok=True)
     store = CellStore(cfg.out)
-    outputs = [run_suite(n, cfg, store, log) for n in names]
+    results = compute_cells([c for p in plans for c in p.cells], store, executor, log)
+    outputs = [p.module.summarise(p.settings, {c.key: results[p.name, c.key] for c in p.cells},
+                                  p.fig_dir) for p in plans]
     preamble = [
         f"Mode: {cfg.mode}. Suites: {', '.join(names)}. Intervals are 95% Student-t intervals "
         "over seeds or Monte Carlo paths; each verdict follows the rule written under its claim.",
