@@ -172,6 +172,7 @@ def evaluate_field(
     feats = _pair_features(x, ito and energy)  # (P, n, F)  [x, 1, (x x^T) features]
     n_feat = feats.shape[-1]
     gram_ito = energy and ito and n_feat == d + 1  # high d: (x_i . x_j)^2 from Gram tiles
+    xt = x.mT  # (P, d, n)
     acc = torch.zeros_like(x)  # (P, n, d)  sum_h V_h sum_j A^h_ij x_j
     inv_n = x.new_zeros(P, n)  # sum_h 1 / N_{h,i}
     k_sum, ito_sum = x.new_zeros(P), x.new_zeros(P)
@@ -182,15 +183,21 @@ def evaluate_field(
     work = (x.new_empty(P * heads * tile * n), x.new_empty(sums), x.new_empty(sums))
     for h0 in range(0, H, heads):
         hs = slice(h0, h0 + heads)
-        q = torch.einsum("pia,phab->pihb", x, score[:, hs]).contiguous()  # (P, n, c, d)
-        kf, ito_gram = _strip_sums(q, x, feats_t, tile, symmetric, gram_ito, work)
-        kx, norm = kf[:, :d], kf[:, d]  # (P, d, n, c), (P, n, c)
-        acc += torch.einsum("pbih,phab->pia", kx / norm.unsqueeze(1), value[:, hs])
-        inv_n += norm.reciprocal().sum(-1)
+        b_h, v_h = score[:, hs], value[:, hs]  # (P, c, d, d)
+        c = b_h.shape[1]
+        q = torch.bmm(x, b_h.permute(0, 2, 1, 3).reshape(P, d, c * d))  # (P, n, c d)  x_i^T B_h
+        kf, ito_part = _strip_sums(q.view(P, n, c, d), x, feats_t, tile, symmetric, gram_ito,
+                                   work)
+        kx, norm = kf[:, :d], kf[:, d]  # (P, d, n, c)  sum_j K_ij x_j;  (P, n, c)  N_{h,i}
+        inv = norm.reciprocal()
+        inv_n += inv.sum(-1)
+        ax = (kx * inv.unsqueeze(1)).permute(0, 2, 1, 3).reshape(P, n, d * c)  # sum_j A_ij x_j
+        acc.baddbmm_(ax, v_h.permute(0, 3, 1, 2).reshape(P, d * c, d))  # sum_h V_h (A x)_i
         if energy:
             k_sum += norm.sum((1, 2))
-            moment[:, hs] = torch.einsum("pia,pbih->phab", x, kx)  # sum_i x_i (K x)_i^T
-            ito_sum += ito_gram
+            ito_sum += ito_part
+            for b in range(d):  # M_h[:, b] = sum_i x_i (K x)_ib
+                moment[:, hs, :, b] = torch.bmm(xt, kx[:, b]).mT  # (P, c, d)
     velocity = tangent_project(x, acc / H)
     mobility = n * inv_n / H  # (P, n)  mean_h n / N_{h,i}
     g2 = (velocity.square().sum(-1) / mobility).mean(-1)
