@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-DEFAULT_CHUNK_ELEMS = 1 << 19
-TILE = 50  # strip rows (see _tiling)
+DEFAULT_CHUNK_ELEMS = 1 << 20  # 8 MB of float64 kernel per strip
+TILE = 40  # strip rows (see _tiling)
 
 
 @dataclass
