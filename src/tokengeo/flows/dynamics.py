@@ -132,9 +132,8 @@ def _strip_sums(
     if n_feat > base:  # sum_ij K_ij (x_i . x_j)^2 = sum_i <U_i, (K U)_i>, row and column parts
         u = feats_t[:, base:]  # (P, F - d - 1, n)
         ito_sum += (u.reshape(P, 1, -1) @ rows[:, base:].reshape(P, -1, c)).sum((1, 2))
-        if symmetric:
-            u_col = u.reshape(-1, n, 1)  # (P (F - d - 1), n, 1)
-            ito_sum += (cols[:, base:].reshape(-1, c, n) @ u_col).view(P, -1).sum(1)
+        if symmetric:  # column part: sum over the heads first, (P, F - d - 1, n)
+            ito_sum += (cols[:, base:].sum(2) * u).sum((1, 2))
     kf = rows[:, :base]  # (P, d + 1, n, c)
     if symmetric:
         kf += cols[:, :base].transpose(-1, -2)
