@@ -62,10 +62,10 @@ def direct_field(x, B, V):
 
 @pytest.mark.parametrize("d,symmetric", [(3, True), (3, False), (8, True), (8, False)])
 def test_field_matches_direct_formulas(d, symmetric):
-    """Both Ito paths (pair features for d <= 6, Gram tiles above) and both tilings."""
-    x, D = sphere(2, 20, d), sym(2, 3, d)  # 2 x 2 tiles of 10 tokens
+    """Both Ito paths (pair features for d <= 6, Gram strips above) and both tilings."""
+    x, D = sphere(2, 20, d), sym(2, 3, d)  # 2 strips of 10 x 20 tokens, one head at a time
     B = D if symmetric else D + 0.2 * torch.randn(2, 3, d, d, dtype=F64)
-    ev = evaluate_field(x, B, D, energy=True, ito=True, chunk_elems=2 * 3 * 16 * 16)
+    ev = evaluate_field(x, B, D, energy=True, ito=True, chunk_elems=2 * 10 * 20)
     v, g2, E, M, ito = direct_field(x, B, D)
     for got, want in ((ev.velocity, v), (ev.g2, g2), (ev.energy, E), (ev.moment, M),
                       (ev.ito_kernel, ito)):
@@ -288,9 +288,9 @@ def test_bad_input_raises_a_clear_error(change, match):
 def test_kernel_blocks_respect_the_chunk_budget(P, H, n, chunk):
     from tokengeo.flows.dynamics import _tiling
 
-    tile, heads = _tiling(P, H, n, chunk)
+    tile, heads = _tiling(P, H, n, chunk)  # strips (P, heads, tile, n)
     assert 1 <= tile <= n and 1 <= heads <= H
-    assert P * heads * tile * tile <= max(chunk, P * 16 * 16)
+    assert P * heads * tile * n <= max(chunk, P * 16 * n)
     assert -(-n // tile) * tile - n < -(-n // tile)  # balanced: every tile nearly full
 
 

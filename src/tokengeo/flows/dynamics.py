@@ -14,9 +14,9 @@ and the weight-derivative terms of the energy balance need only the d x d moment
                                                   martingale increment = sum_h <sigma dW_h, M_h>,
     Ito kernel = 1/(2 H n^2) sum_h sum_ij K^h_ij ((x_i . x_j)^2 + 1)   (times sigma^2 / 4).
 
-Nothing of size (H, n, n) is ever held: heads and (tile x tile) blocks of token pairs are
+Nothing of size (H, n, n) is ever held: heads and strips of (tile x n) token pairs are
 processed in chunks of at most ``chunk_elems`` kernel entries, each costing one exp and two
-small matmuls; symmetric heads exponentiate only the upper blocks.
+matmuls; symmetric heads exponentiate only the diagonal tiles and the entries right of them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-DEFAULT_CHUNK_ELEMS = 1 << 19
+DEFAULT_CHUNK_ELEMS = 1 << 20  # 8 MB of float64 kernel per strip
+TILE = 40  # strip rows (see _tiling)
 
 
 @dataclass
@@ -47,15 +48,16 @@ def tangent_project(x: Tensor, u: Tensor) -> Tensor:
 
 
 def _tiling(P: int, H: int, n: int, chunk_elems: int) -> tuple[int, int]:
-    """(tile rows, heads) per block so that a (P, heads, tile, tile) kernel fits chunk_elems.
+    """(tile rows, heads) per strip so that a (P, heads, tile, n) kernel strip fits chunk_elems.
 
-    Tiles are sized for about 16 heads per block: smaller tiles exponentiate fewer
-    symmetric entries twice (a fraction (m + 1) / 2m of them with m tiles per side), larger
-    ones pay less per-block overhead.
+    A strip is ``tile`` rows against every column (right of the diagonal tile for symmetric
+    heads, which exponentiate a fraction (m + 1) / 2m of the entries with m strips). About
+    TILE rows keep the mirror matmul (contraction over the rows) efficient while m stays
+    large; the tile shrinks, down to 16 rows, only when one head's strip would not fit.
     """
-    tile = min(n, max(16, math.isqrt(max(1, chunk_elems // (16 * P)))))
+    tile = min(n, max(16, min(TILE, chunk_elems // (P * n))))
     tile = -(-n // -(-n // tile))  # balance the tiles
-    return tile, max(1, min(H, chunk_elems // (P * tile * tile)))
+    return tile, max(1, min(H, chunk_elems // (P * tile * n)))
 
 
 _MAX_PAIR_FEATURES = 21  # use (x x^T) features for the Ito kernel up to d = 6
@@ -75,49 +77,66 @@ def _pair_features(x: Tensor, ito: bool) -> Tensor:
     return torch.cat(cols, dim=-1)
 
 
-def _kernel_sums(
-    xs: Tensor,
+def _strip_sums(
+    q: Tensor,
     x: Tensor,
     feats_t: Tensor,
     tile: int,
     symmetric: bool,
     gram_ito: bool,
-    bufs: tuple[Tensor, Tensor],
+    work: tuple[Tensor, Tensor, Tensor],
 ) -> tuple[Tensor, Tensor]:
-    """sum_j K^h_ij feats_j for a chunk of heads, tile by tile, as (P, c, F, n).
+    """sum_j K^h_ij [x_j, 1] for a chunk of c heads, strip by strip, as (P, d + 1, n, c).
 
-    K^h_ij = exp(xs_hi . x_j) with xs = x B_h, (P, c, n, d). With symmetric K only tiles
-    j >= i are exponentiated and each also adds its transpose. Sums are kept transposed,
-    (F, n): the faster layout for these skinny matmuls. Also returns sum_ij K_ij (x_i.x_j)^2,
-    (P,), when ``gram_ito`` (else zeros).
+    K^h_ij = exp(q_ih . x_j) with q = rows x_i^T B_h laid out (P, n, c, d), so a strip of
+    rows i is one (P, tile c, L) matrix: one matmul and one in-place exp per strip. The
+    strip holds columns j >= i0 for symmetric heads (j >= 0 otherwise). Its row sums over
+    the columns right of the diagonal tile (all columns if not symmetric) are one matmul;
+    for symmetric heads one more matmul, over the rows, gives sum_i K_ij feats_i for every
+    column of the strip, the diagonal tile's own row sums included (K^h is symmetric there).
+    Also returns sum_h sum_ij K^h_ij (x_i . x_j)^2, (P,), from the pair features U in
+    ``feats_t`` or, when ``gram_ito``, from Gram strips (else zeros).
     """
-    P, c, n, d = xs.shape
+    P, n, c, d = q.shape
     n_feat = feats_t.shape[1]
     xt = x.mT  # (P, d, n)
-    kf = x.new_zeros(P, c, n_feat, n)
+    rows = work[1][: P * n_feat * n * c].view(P, n_feat, n, c)  # columns right of the tile
+    cols = work[2][: P * n_feat * c * n].view(P, n_feat, c, n)  # symmetric: columns via rows
     ito_sum = x.new_zeros(P)
     for i0 in range(0, n, tile):
-        ri = slice(i0, i0 + tile)
-        qi = xs[:, :, ri].reshape(P, -1, d)  # (P, c * ti, d)
-        ti = qi.shape[1] // c
-        fi = feats_t[:, None, :, ri].expand(P, c, n_feat, ti).reshape(P * c, n_feat, ti)
-        for j0 in range(i0 if symmetric else 0, n, tile):
-            rj = slice(j0, j0 + tile)
-            tj = min(tile, n - j0)
-            kern = bufs[0][: P * c * ti * tj].view(P, c * ti, tj)
-            torch.bmm(qi, xt[:, :, rj], out=kern).exp_()  # (P, c * ti, tj)  K_ij
-            rows = bufs[1][: P * n_feat * c * ti].view(P, n_feat, c * ti)
-            torch.bmm(feats_t[:, :, rj], kern.mT, out=rows)  # (P, F, c * ti)
-            kf[..., ri] += rows.view(P, n_feat, c, ti).transpose(1, 2)
-            mirror = symmetric and j0 != i0
-            if mirror:  # K_ji = K_ij: sum_i K_ij feats_i for the rows j
-                cols = bufs[1][: P * c * n_feat * tj].view(P * c, n_feat, tj)
-                torch.bmm(fi, kern.view(P * c, ti, tj), out=cols)  # (P c, F, tj)
-                kf[..., rj] += cols.view(P, c, n_feat, tj)
-            if gram_ito:
-                gram2 = (x[:, ri] @ xt[:, :, rj]).square_()  # (P, ti, tj)  (x_i . x_j)^2
-                kern4 = kern.view(P, c, ti, tj)
-                ito_sum += (1 + mirror) * kern4.mul_(gram2.unsqueeze(1)).sum((1, 2, 3))
+        ti = min(tile, n - i0)
+        j0 = i0 if symmetric else 0
+        L = n - j0
+        kern = work[0][: P * ti * c * L].view(P, ti * c, L)
+        qi = q[:, i0 : i0 + ti].reshape(P, ti * c, d)
+        torch.bmm(qi, xt[:, :, j0:], out=kern).exp_()  # (P, ti c, L)  K_ij, layout (i, h, j)
+        row_out = rows[:, :, i0 : i0 + ti].view(P, n_feat, ti * c)
+        right = ti if symmetric else 0
+        if L > right:
+            torch.bmm(feats_t[:, :, j0 + right :], kern[:, :, right:].mT, out=row_out)
+        else:
+            row_out.zero_()
+        if symmetric:  # K_ji = K_ij: sum_i K_ij feats_i for the columns j >= i0
+            fi, k2 = feats_t[:, :, i0 : i0 + ti], kern.view(P, ti, c * L)
+            if i0 == 0:
+                torch.bmm(fi, k2, out=cols.view(P, n_feat, c * n))
+            else:
+                cols[..., i0:] += torch.bmm(fi, k2).view(P, n_feat, c, L)
+        if gram_ito:  # sum_ij K_ij (x_i . x_j)^2, each pair right of the diagonal tile twice
+            gram2 = (x[:, i0 : i0 + ti] @ xt[:, :, j0:]).square_()  # (P, ti, L)
+            if symmetric:
+                gram2[:, :, ti:] *= 2
+            per_row = kern.view(P * ti, c, L) @ gram2.view(P * ti, L, 1)  # (P ti, c, 1)
+            ito_sum += per_row.view(P, -1).sum(1)
+    base = d + 1  # [x, 1]; pair features U after them feed only the Ito sum
+    if n_feat > base:  # sum_ij K_ij (x_i . x_j)^2 = sum_i <U_i, (K U)_i>, row and column parts
+        u = feats_t[:, base:]  # (P, F - d - 1, n)
+        ito_sum += (u.reshape(P, 1, -1) @ rows[:, base:].reshape(P, -1, c)).sum((1, 2))
+        if symmetric:  # column part: sum over the heads first, (P, F - d - 1, n)
+            ito_sum += (cols[:, base:].sum(2) * u).sum((1, 2))
+    kf = rows[:, :base]  # (P, d + 1, n, c)
+    if symmetric:
+        kf += cols[:, :base].transpose(-1, -2)
     return kf, ito_sum
 
 
@@ -138,10 +157,10 @@ def evaluate_field(
         score: B_h, (P, H, d, d).
         value: V_h, (P, H, d, d); ``None`` means V_h = B_h (the paper's symmetric D_h).
         energy: also compute E, M_h (and the Ito kernel when ``ito``).
-        chunk_elems: the largest kernel block (P, heads, tile, tile) held at once.
+        chunk_elems: the largest kernel strip (P, heads, tile, n) held at once.
 
-    When every B_h is exactly symmetric, K^h is symmetric and only the tiles on and above
-    the diagonal are exponentiated. See the module docstring for the formulas
+    When every B_h is exactly symmetric, K^h is symmetric and only the entries in or right of
+    the diagonal tiles are exponentiated. See the module docstring for the formulas
     (arXiv 2605.18870, Eq. 5 and Sec. 6).
     """
     P, n, d = x.shape
@@ -157,23 +176,27 @@ def evaluate_field(
     inv_n = x.new_zeros(P, n)  # sum_h 1 / N_{h,i}
     k_sum, ito_sum = x.new_zeros(P), x.new_zeros(P)
     moment = x.new_zeros(P, H, d, d) if energy else None
-    # Preallocated work buffers: fresh multi-MB temporaries per block cost more than the exp.
+    # Preallocated work buffers: fresh multi-MB temporaries per strip cost more than the exp.
     feats_t = feats.mT.contiguous()  # (P, F, n)
-    bufs = (x.new_empty(P * heads * tile * tile), x.new_empty(P * heads * tile * n_feat))
+    sums = P * heads * n_feat * n
+    work = (x.new_empty(P * heads * tile * n), x.new_empty(sums), x.new_empty(sums))
     for h0 in range(0, H, heads):
         hs = slice(h0, h0 + heads)
-        xs = x.unsqueeze(1) @ score[:, hs]  # (P, c, n, d)  rows x_i^T B_h
-        kf, ito_gram = _kernel_sums(xs, x, feats_t, tile, symmetric, gram_ito, bufs)
-        kx, norm = kf[:, :, :d].mT, kf[:, :, d]  # (P, c, n, d), (P, c, n)
-        acc += ((kx / norm.unsqueeze(-1)) @ value[:, hs].mT).sum(1)
-        inv_n += norm.reciprocal().sum(1)
+        b_h, v_h = score[:, hs], value[:, hs]  # (P, c, d, d)
+        c = b_h.shape[1]
+        q = torch.bmm(x, b_h.permute(0, 2, 1, 3).reshape(P, d, c * d))  # (P, n, c d)  x_i^T B_h
+        kf, ito_part = _strip_sums(q.view(P, n, c, d), x, feats_t, tile, symmetric, gram_ito,
+                                   work)
+        kx, norm = kf[:, :d], kf[:, d]  # (P, d, n, c)  sum_j K_ij x_j;  (P, n, c)  N_{h,i}
+        inv = norm.reciprocal()
+        inv_n += inv.sum(-1)
+        ax = (kx * inv.unsqueeze(1)).permute(0, 2, 1, 3).reshape(P, n, d * c)  # sum_j A_ij x_j
+        acc.baddbmm_(ax, v_h.permute(0, 3, 1, 2).reshape(P, d * c, d))  # sum_h V_h (A x)_i
         if energy:
             k_sum += norm.sum((1, 2))
-            moment[:, hs] = xt.unsqueeze(1) @ kx  # (P, c, d, d)
-            if gram_ito:
-                ito_sum += ito_gram
-            elif ito:  # sum_ij K_ij (x_i . x_j)^2 = sum_i <U_i, (K U)_i>
-                ito_sum += (kf[:, :, d + 1 :] * feats_t[:, None, d + 1 :]).sum((1, 2, 3))
+            ito_sum += ito_part
+            for b in range(d):  # M_h[:, b] = sum_i x_i (K x)_ib
+                moment[:, hs, :, b] = torch.bmm(xt, kx[:, b]).mT  # (P, c, d)
     velocity = tangent_project(x, acc / H)
     mobility = n * inv_n / H  # (P, n)  mean_h n / N_{h,i}
     g2 = (velocity.square().sum(-1) / mobility).mean(-1)

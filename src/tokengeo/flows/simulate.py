@@ -152,9 +152,10 @@ class _Run:
             value.expand(self.n_paths, *value.shape),
         )
 
-    def evaluate(self, x: Tensor, D: Tensor | None, t: float) -> FieldEval:
+    def evaluate(self, x: Tensor, D: Tensor | None, t: float, ito: bool = True) -> FieldEval:
+        """The field at (x, D, t); ``ito=False`` skips the Ito kernel (not needed at T)."""
         score, value = self.heads(D, t)
-        ito = self.energy and self.noise_var > 0
+        ito = ito and self.energy and self.noise_var > 0
         return evaluate_field(
             x, score, value, energy=self.energy, ito=ito, chunk_elems=self.chunk_elems
         )
@@ -285,7 +286,7 @@ def simulate(
         x, D = x_new, D_new
         if progress is not None:
             progress(k + 1, n_steps)
-    record(n_steps * dt, run.evaluate(x, D, n_steps * dt))
+    record(n_steps * dt, run.evaluate(x, D, n_steps * dt, ito=False))
     return _result(rec, energy, x, D, config=dict(
         drift=drift if isinstance(drift, str) else getattr(drift, "__name__", "callable"),
         noise_var=noise_var, T=T, dt=dt, n_steps=n_steps, n_paths=n_paths, seed=seed,
