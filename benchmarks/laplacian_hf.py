@@ -95,10 +95,10 @@ def _workloads(model, tokenizer, cfg: HFBenchConfig) -> dict[str, Callable[[], o
             return_dict_in_generate=True,
         )
         new = out.sequences.shape[1] - prompt.shape[1]
-        if new != cfg.new_tokens or not isinstance(out.past_key_values, DynamicCache):
+        cache = out["cache"] if "cache" in out else out["past_key_values"]  # transformers 5 | 4
+        if new != cfg.new_tokens or not isinstance(cache, DynamicCache):
             raise RuntimeError(f"generate gave {new} new tokens (expected {cfg.new_tokens}) "
-                               f"with a {type(out.past_key_values).__name__} (expected "
-                               "DynamicCache)")
+                               f"with a {type(cache).__name__} (expected DynamicCache)")
         return out.sequences
 
     return {"forward": forward, "generate": generate}
