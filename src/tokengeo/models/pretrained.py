@@ -120,14 +120,7 @@ def from_gguf(path: Path, **kwargs: Any) -> Loaded:
     ``kwargs`` go to ``from_pretrained`` (e.g. ``attn_implementation="eager"``).
     """
     transformers = require("transformers")
-    for module in ("gguf", "accelerate"):
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise MissingDependencyError(
-                f"reading {path.name} needs '{module}' ({exc}); install it with: "
-                "pip install 'tokengeo[llm]'"
-            ) from exc
+    require("gguf"), require("accelerate")  # what transformers' GGUF reader needs
     folder, name = path.parent, path.name
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, **kwargs)
