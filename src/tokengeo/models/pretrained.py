@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tokengeo._deps import require
+from tokengeo.data.cache import cache_dir
 from tokengeo.errors import ConfigError, MissingDependencyError
 
 SOURCE_FILE = "tokengeo-source.json"  # written last into a cache folder: what it came from
@@ -109,8 +110,6 @@ def source_key(record: dict[str, Any]) -> str:
 
 def models_cache_dir(name: str) -> Path:
     """``$TOKENGEO_CACHE/models/<name>`` (see :func:`tokengeo.data.cache.cache_dir`)."""
-    from tokengeo.data.cache import cache_dir
-
     return cache_dir("models", name)
 
 
@@ -120,7 +119,8 @@ def from_gguf(path: Path, **kwargs: Any) -> Loaded:
     ``kwargs`` go to ``from_pretrained`` (e.g. ``attn_implementation="eager"``).
     """
     transformers = require("transformers")
-    require("gguf"), require("accelerate")  # what transformers' GGUF reader needs
+    require("gguf")  # transformers' GGUF reader needs both
+    require("accelerate")
     folder, name = path.parent, path.name
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, **kwargs)
