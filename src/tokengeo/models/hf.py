@@ -312,3 +312,13 @@ def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> 
         if kind == "mixed":
             _load_mix(model, path)
     return model
+
+
+def load(name: str, **kwargs: Any) -> Any:
+    """``(model, tokenizer)`` of a named pretrained model, offline (``"smollm2-135m"``).
+
+    See :func:`tokengeo.models.pretrained.load` (the names, the cache, the install command).
+    """
+    from tokengeo.models.pretrained import load as load_pretrained
+
+    return load_pretrained(name, **kwargs)

