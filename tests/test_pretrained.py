@@ -155,7 +155,7 @@ def test_load_is_cached_under_tokengeo_cache_and_keyed_by_the_gguf_file(tmp_path
 
 
 def test_similarity_resolves_the_name_with_eager_attention(monkeypatch):
-    from tokengeo.probes.similarity_run import load_hf_encoder
+    from tokengeo.probes.similarity.run import load_hf_encoder
 
     seen = {}
     monkeypatch.setattr(pretrained, "load", lambda name, **kw: seen.update(name=name, **kw))
