@@ -2,7 +2,12 @@
 
 import torch
 
-from tokengeo.bench.laplacian import fused_laplacian_op, naive_laplacian_op, standard_op
+from tokengeo.bench.laplacian import (
+    composed_laplacian_op,
+    fused_laplacian_op,
+    naive_laplacian_op,
+    standard_op,
+)
 from tokengeo.bench.measure import interleaved_medians
 
 
@@ -10,6 +15,7 @@ def test_fused_and_naive_laplacian_agree_and_complement_attention():
     q, k, v = (torch.randn(2, 17, 3, 8, dtype=torch.float64) for _ in range(3))
     fused, naive = fused_laplacian_op(q, k, v), naive_laplacian_op(q, k, v)
     assert torch.allclose(fused, naive, atol=1e-12)
+    assert torch.equal(fused, composed_laplacian_op(q, k, v))
     assert torch.allclose(standard_op(q, k, v) + fused, v.reshape(2, 17, 24), atol=1e-12)
 
 
