@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,7 +23,6 @@ hf = pytest.importorskip("tokengeo.models.hf")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 WORDS = ["<unk>", "<s>", "</s>", "the", "capital", "of", "france", "is", "paris", "."]
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "laplacian_hf.py"
 
 
 def tiny_tokenizer():
@@ -170,12 +168,9 @@ def test_similarity_resolves_the_name_with_eager_attention(monkeypatch):
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("laplacian_hf_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through it
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    from tokengeo.bench import laplacian_hf
+
+    return laplacian_hf
 
 
 def _tiny_cfg(bench, **kw):
