@@ -8,6 +8,7 @@ with Laplacian heads costs within 3% of one without.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -141,8 +142,14 @@ def bench_train_step(cfg: LaplacianBenchConfig) -> dict:
     }
 
 
-def run(cfg: LaplacianBenchConfig) -> dict:
-    ops = [bench_operator(cfg, T) for T in cfg.seq_lens]
+def run(cfg: LaplacianBenchConfig, log: Callable[[str], None] | None = None) -> dict:
+    """The whole benchmark; ``log`` (if given) hears each stage as it starts."""
+    log = log or (lambda msg: None)
+    ops = []
+    for i, T in enumerate(cfg.seq_lens, 1):
+        log(f"[{i}/{len(cfg.seq_lens) + 1}] attention operator, T={T}")
+        ops.append(bench_operator(cfg, T))
+    log(f"[{len(cfg.seq_lens) + 1}/{len(cfg.seq_lens) + 1}] {cfg.model} training step")
     train = bench_train_step(cfg)
     worst_train = max(v for k, v in train["ratio_vs_k0"].items() if k != "k=0")
     at512 = next((o for o in ops if o["T"] == 512), ops[-1])

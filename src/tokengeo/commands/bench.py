@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tokengeo.io import write_json
 
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = LaplacianBenchConfig(device=args.device)
     if args.quick:
         cfg.op_repeats, cfg.train_repeats = 5, 5
-    result = run_bench(cfg)
+    result = run_bench(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(table(result))
     if args.json:
         write_json(args.json, result, allow_nan=True)
