@@ -19,7 +19,8 @@ from tokengeo.io import atomic_dir, write_json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="minilm",
-                        help="'minilm' (all-MiniLM-L6-v2) or a local Hugging Face BERT-like folder")
+                        help="'minilm' (all-MiniLM-L6-v2), 'smollm2-135m' or a local Hugging Face "
+                        "model folder")
     parser.add_argument("--corpus", default="shakespeare+python-docs",
                         help="shakespeare, python-docs, a text file or folder, or a+b")
     parser.add_argument("--samples", type=int, default=2000, help="number of windows")
@@ -56,13 +57,16 @@ def run(args: argparse.Namespace) -> int:
 def check_arguments(cfg) -> None:
     """Refuse bad sizes, an unknown model and an unknown corpus without loading anything."""
     from tokengeo.data.corpus import CORPORA
+    from tokengeo.models import pretrained
 
     cfg.validate()
     if cfg.seq_len < 2:
         raise ConfigError(f"--seq-len {cfg.seq_len} leaves no token pairs; use >= 2")
-    if cfg.model != "minilm" and not (Path(cfg.model).expanduser() / "config.json").is_file():
+    named = ["minilm", *pretrained.names()]
+    if cfg.model not in named and not (Path(cfg.model).expanduser() / "config.json").is_file():
         raise ConfigError(f"unknown model {cfg.model!r}: use 'minilm' or a local Hugging Face "
-                          "model folder (one with a config.json)")
+                          "model folder (one with a config.json), or a named pretrained LLM "
+                          f"{pretrained.names()}")
     for part in (p.strip() for p in cfg.corpus.split("+")):
         if part not in CORPORA and not Path(part).expanduser().exists():
             raise ConfigError(f"--corpus part {part!r} is neither a known corpus {list(CORPORA)} "

@@ -5,3 +5,4 @@ Importing the package registers the built-in variants (:mod:`tokengeo.models.zoo
 """
 
 from tokengeo.models import zoo  # noqa: F401  (registers the built-in variants)
+from tokengeo.models import hf_lm  # noqa: F401  (registers the hf:<source> names)
