@@ -94,10 +94,14 @@ def cells(settings: dict) -> list[Cell]:
     for corpus in settings.get("study_corpora", []):
         cfg = {**base, "data": corpus, "n_laplacian": 0, "steps": 1}
         run = runs / f"study-{corpus}-{config_digest(cfg)}"
-        out.append(Cell(NAME, f"study-{corpus}", study_cell,
+        out.append(Cell(NAME, _study_key(corpus), study_cell,
                         {"run_dir": str(run), "config": cfg, "geometry_examples": n_geo},
                         label=f"pretrained geometry on {corpus}"))
     return out
+
+
+def _study_key(corpus: str) -> str:
+    return f"study-{Path(corpus).name}"  # a data set name, or a folder's name
 
 
 def _ppl(value: dict, when: str) -> float:
@@ -152,7 +156,7 @@ def _rows(settings: dict, results: dict[str, CellResult]) -> list[list[str]]:
 def _study_rows(settings: dict, results: dict[str, CellResult]) -> list[list[str]]:
     rows = []
     for corpus in settings.get("study_corpora", []):
-        r = results[f"study-{corpus}"]
+        r = results[_study_key(corpus)]
         if r.not_run:
             rows.append([corpus, f"not run: {r.not_run}", "", "", "", ""])
             continue
