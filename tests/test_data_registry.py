@@ -16,6 +16,7 @@ from tokengeo.errors import ConfigError, DataNotFoundError
 EXPECTED = {
     "fashion-mnist", "digits", "animal-mnist", "shakespeare", "shakespeare-char",
     "shakespeare-gpt2", "shakespeare-bpe", "tweets", "tweets-binary", "fortunes-topics",
+    "python-docs",
 }  # fmt: skip
 
 # dataset -> the environment variable locating its source (digits ships inside scikit-learn)
@@ -24,7 +25,7 @@ SOURCE_ENV = {
     "shakespeare": sources.SHAKESPEARE, "shakespeare-char": sources.SHAKESPEARE,
     "shakespeare-gpt2": sources.SHAKESPEARE, "shakespeare-bpe": sources.SHAKESPEARE,
     "tweets": sources.TWEETS, "tweets-binary": sources.TWEETS,
-    "fortunes-topics": sources.FORTUNES,
+    "fortunes-topics": sources.FORTUNES, "python-docs": sources.PYTHON_DOCS,
 }  # fmt: skip
 
 
@@ -41,7 +42,7 @@ def test_registry_lists_every_dataset_with_a_kind():
     for kind in KINDS:
         assert all(dataset_info(n).kind == kind for n in list_datasets(kind))
     assert list_datasets("language-modeling") == [
-        "shakespeare", "shakespeare-bpe", "shakespeare-char", "shakespeare-gpt2",
+        "python-docs", "shakespeare", "shakespeare-bpe", "shakespeare-char", "shakespeare-gpt2",
     ]  # fmt: skip
 
 

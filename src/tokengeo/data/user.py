@@ -20,7 +20,12 @@ from tokengeo.data.bundles import (
 )
 from tokengeo.data.images import image_bundle
 from tokengeo.data.text_classification import build_text_classification
-from tokengeo.data.tokenizer import CharTokenizer, count_characters, encode_documents
+from tokengeo.data.tokenizer import (
+    CharTokenizer,
+    Tokenizer,
+    count_characters,
+    encode_documents,
+)
 from tokengeo.errors import ConfigError, DataNotFoundError, MissingDependencyError
 
 TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")
@@ -63,18 +68,22 @@ def _split_documents(docs: dict[str, str], val_fraction: float, seed: int):
 
 
 def load_text(
-    path: str | Path, tokenizer: str = "char", val_fraction: float = 0.1, seed: int = 0,
-    bpe_vocab_size: int = 4096,
+    path: str | Path, tokenizer: str | Tokenizer = "char", val_fraction: float = 0.1,
+    seed: int = 0, bpe_vocab_size: int = 4096,
 ) -> LanguageModelData:  # fmt: skip
-    """A text file or a folder of text files as a causal-LM dataset, split without overlap."""
-    check_choice("tokenizer", tokenizer, ["char", "gpt2", "bpe"])
+    """A text file or a folder of text files as a causal-LM dataset, split without overlap.
+    ``tokenizer``: ``char``, ``gpt2``, ``bpe`` or a :class:`Tokenizer` object."""
+    if isinstance(tokenizer, str):
+        check_choice("tokenizer", tokenizer, ["char", "gpt2", "bpe"])
     root = _exists(path)
     files = [root] if root.is_file() else text_files(root)
     if not files:
         raise DataNotFoundError(f"{root} holds no text files ({', '.join(TEXT_SUFFIXES)})")
     docs = {str(f.relative_to(root) if root.is_dir() else f.name): read_text(f) for f in files}
     train, val = _split_documents(docs, val_fraction, seed)
-    if tokenizer == "char":
+    if not isinstance(tokenizer, str):
+        tok = tokenizer
+    elif tokenizer == "char":
         tok = CharTokenizer.from_texts([*docs.values(), "\n\n"])  # + the separator
     elif tokenizer == "gpt2":
         tok = gpt2_tokenizer()

@@ -30,6 +30,7 @@ SUITES: dict[str, str] = {
     "flows": "tokengeo.experiments.suites.flows",
     "similarity": "tokengeo.experiments.suites.similarity",
     "dino": "tokengeo.experiments.suites.dino",
+    "retrofit": "tokengeo.experiments.suites.retrofit",
 }
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
 

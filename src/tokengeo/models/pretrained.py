@@ -203,6 +203,11 @@ def cached_load(
     Every load, first or later, returns the model read back from the cache, so all loads
     give the same model. ``kwargs`` go to ``from_pretrained`` (e.g. ``attn_implementation``).
     """
+    return load_folder(ensure_cached(parent, record, convert), **kwargs)
+
+
+def ensure_cached(parent: Path, record: dict[str, Any], convert: Callable[[], Loaded]) -> Path:
+    """The cache folder ``parent/<key of record>``, filled by ``convert()`` if missing."""
     key = source_key(record)
     folder = parent / key
     if not (folder / SOURCE_FILE).is_file():
@@ -210,7 +215,15 @@ def cached_load(
         _publish(folder, lambda tmp: _write_folder(tmp, model, tokenizer, record))
         del model, tokenizer
         _drop_stale(parent, keep=key)
-    return load_folder(folder, **kwargs)
+    return folder
+
+
+def cached_folder(name: str) -> Path:
+    """The cache folder of the pretrained model ``name`` (config, safetensors, tokenizer),
+    dequantised first if needed: read the tokenizer alone without loading the weights."""
+    spec = get_spec(name)
+    path = gguf_path(spec)
+    return ensure_cached(models_cache_dir(name), source_record(path), lambda: from_gguf(path))
 
 
 def load(name: str, **kwargs: Any) -> Loaded:

@@ -30,6 +30,9 @@ class ModelEntry:
     builder: Callable[[Any], nn.Module]
     defaults: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    # a model that brings its own tokenizer (a pretrained LM): () -> the tokenizer its
+    # text data must be encoded with (see tokengeo.train.tasks.data_options)
+    tokenizer: Callable[[], Any] | None = None
 
     def config(self, **overrides: Any):
         removed = getattr(self.config_cls, "REMOVED_FIELDS", {})
@@ -42,6 +45,8 @@ class ModelEntry:
 
 
 _REGISTRY: dict[str, ModelEntry] = {}
+# name prefix -> (resolver of a full name to its entry, how the name is written)
+_PREFIXES: dict[str, tuple[Callable[[str], ModelEntry], str]] = {}
 
 
 def register_model(
@@ -54,15 +59,27 @@ def register_model(
     _REGISTRY[name] = ModelEntry(name, family, config_cls, builder, defaults, description)
 
 
+def register_prefix(prefix: str, resolve: Callable[[str], ModelEntry], usage: str) -> None:
+    """Names starting with ``prefix`` resolve through ``resolve(name)`` (e.g. ``hf:<name>``:
+    a pretrained model, :mod:`tokengeo.models.hf_lm`); ``usage`` shows the form in errors."""
+    if prefix in _PREFIXES:
+        raise ConfigError(f"model prefix {prefix!r} is already registered")
+    _PREFIXES[prefix] = (resolve, usage)
+
+
 def list_models(family: str | None = None) -> list[str]:
     """Names of the registered variants (optionally of one family), sorted."""
     return sorted(n for n, e in _REGISTRY.items() if family is None or e.family == family)
 
 
 def get_entry(name: str) -> ModelEntry:
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown model {name!r}; registered models: {list_models()}")
-    return _REGISTRY[name]
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    for prefix, (resolve, _) in _PREFIXES.items():
+        if isinstance(name, str) and name.startswith(prefix):
+            return resolve(name)
+    forms = "".join(f" or {usage}" for _, usage in _PREFIXES.values())
+    raise ConfigError(f"unknown model {name!r}; registered models: {list_models()}{forms}")
 
 
 def create_model(

@@ -235,7 +235,7 @@ class TextClassification(_Classification):
 @register_task
 class LanguageModeling(Task):
     name = kind = "language-modeling"
-    families = ("gpt",)
+    families = ("gpt", "hf-lm")
     unit = "tok"
     stat_names = ("loss_sum", "tokens")
     eval_splits = ("val",)
@@ -328,6 +328,26 @@ def check_task_options(name: str, options: dict) -> None:
             raise ConfigError(f"task_options {sorted(options)} need an explicit --task")
         return
     task_class(name).check_options(options)
+
+
+def data_options(cfg: Any) -> dict[str, Any]:
+    """``cfg.data_options``, plus the tokenizer of a model that brings its own (``hf:``
+    models): their text is encoded with the model's tokenizer, never another one."""
+    from tokengeo.data import dataset_options
+
+    options = dict(cfg.data_options)
+    entry = get_entry(cfg.model)
+    if entry.tokenizer is None:
+        return options
+    if "tokenizer" in options:
+        raise ConfigError(f"model {cfg.model!r} brings its own tokenizer; drop "
+                          f"data_options.tokenizer={options['tokenizer']!r}")
+    if "tokenizer" not in dataset_options(cfg.data):
+        raise ConfigError(f"model {cfg.model!r} encodes text with its own tokenizer, but data "
+                          f"{cfg.data!r} takes no tokenizer option; use a text data set with "
+                          "a free tokenizer (e.g. --data shakespeare, not shakespeare-char)")
+    options["tokenizer"] = entry.tokenizer()
+    return options
 
 
 def build_task(cfg: Any, data: Any) -> Task:

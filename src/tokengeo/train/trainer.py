@@ -41,7 +41,7 @@ from tokengeo.train.progress import Progress
 from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
 from tokengeo.train.rundir import RunDir, config_changes
 from tokengeo.train.schedule import WarmupCosine
-from tokengeo.train.tasks import Batch, Task, build_task_and_model
+from tokengeo.train.tasks import Batch, Task, build_task_and_model, data_options
 
 SIDECAR_KEYS = ("config", "model", "schedule", "sampler", "scaler", "rng", "world_size", "wall_s")
 
@@ -81,7 +81,7 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
 def load_data(cfg: TrainConfig) -> Any:
     from tokengeo.data import load_dataset
 
-    return load_dataset(cfg.data, **cfg.data_options)
+    return load_dataset(cfg.data, **data_options(cfg))  # hf: models add their tokenizer
 
 
 class Trainer:

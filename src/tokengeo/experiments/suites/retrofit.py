@@ -1,0 +1,191 @@
+"""Suite ``retrofit``: Laplacian heads retrofitted into a pretrained LM (SmolLM2-135M).
+
+Zhang & Papyan (arXiv 2602.09297) train Laplacian heads from scratch. Here the last k of
+H heads of every layer of a *trained* LM become Laplacian (``z_h = V_h - P_h V_h``) and the
+model is fine-tuned on Shakespeare with its own tokenizer (``tokengeo train --model
+hf:smollm2-135m --n-laplacian k``). Held-out perplexity (the validation works, fixed
+windows) is measured for each k: pretrained, right after the conversion (step 0) and after
+the same fine-tuning budget; seeds change the fine-tuning data order. Study cells measure
+the pretrained model's token geometry (spectral decay, next-token separability) on each
+corpus of ``study_corpora``.
+
+Settings (``retrofit.toml``; declared here for the settings schema): ``seeds``, ``ks`` (two
+values: the baseline first, then the retrofitted k), ``tolerance`` (the relative perplexity
+cost allowed by the claim), ``geometry_examples`` (windows for token geometry),
+``study_corpora`` (data set names), ``train`` (TrainConfig fields), ``full_only`` (a reason:
+the quick report then states that the suite runs only with ``--full``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.claims import Claim
+from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.stats import Region, mean_interval
+from tokengeo.experiments.sweep import config_digest
+
+NAME = "retrofit"
+TITLE = "Laplacian heads retrofitted into a pretrained LM"
+PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
+         "Representations\", arXiv 2602.09297 (retrofitting: tokengeo issue #15)")
+SRC = "Zhang & Papyan 2026 train from scratch; retrofitting a trained LM is our question"
+SETTINGS = ("seeds", "ks", "tolerance", "geometry_examples", "study_corpora", "train",
+            "full_only")
+CONVERTED_FILE = "converted.json"  # the step-0 evaluation, kept beside the run
+
+
+def _eval_windows(config: dict[str, Any]) -> int:
+    return config.get("final_eval_batches", 0) * config["batch_size"]
+
+
+def _geometry(trainer, n: int) -> dict:
+    from tokengeo.probes.run_geometry import language_geometry
+
+    return language_geometry(trainer.model, trainer.task, "val", n)
+
+
+def retrofit_cell(run_dir: str, config: dict[str, Any], geometry_examples: int) -> dict:
+    """Convert, evaluate (step 0), fine-tune ``config`` in ``run_dir``, evaluate again."""
+    from tokengeo.experiments.training import _trainer
+    from tokengeo.io import write_json
+
+    trainer = _trainer(Path(run_dir), config)
+    converted_file = Path(run_dir) / CONVERTED_FILE
+    if trainer.step == 0:  # before the first checkpoint, so a resumed run has the file
+        write_json(converted_file, trainer.evaluate("val", _eval_windows(config)))
+    converted = json.loads(converted_file.read_text())
+    summary = trainer.fit()
+    tokens = summary["step"] * config["batch_size"] * trainer.task.model_config.block_size
+    return {"converted": converted, "final": summary["final"]["val"],
+            "geometry": _geometry(trainer, geometry_examples),
+            "wall_time_s": summary["wall_time_s"], "step": summary["step"],
+            "train_tokens": tokens, "warnings": summary["warnings"]}
+
+
+def study_cell(run_dir: str, config: dict[str, Any], geometry_examples: int) -> dict:
+    """Perplexity and token geometry of the unconverted pretrained model on ``config.data``."""
+    import shutil
+
+    from tokengeo.experiments.training import _trainer
+
+    shutil.rmtree(run_dir, ignore_errors=True)  # nothing is trained: start clean
+    trainer = _trainer(Path(run_dir), config)
+    return {"val": trainer.evaluate("val", _eval_windows(config)),
+            "geometry": _geometry(trainer, geometry_examples)}
+
+
+def cells(settings: dict) -> list[Cell]:
+    if settings.get("full_only"):
+        return []
+    runs = Path(settings["_out_dir"]) / "runs" / NAME
+    base, n_geo = dict(settings["train"]), settings["geometry_examples"]
+    out = []
+    for k in settings["ks"]:
+        for seed in settings["seeds"]:
+            cfg = {**base, "n_laplacian": k, "seed": seed}
+            run = runs / f"k={k}-s{seed}-{config_digest(cfg)}"
+            out.append(Cell(NAME, f"k={k}-s{seed}", retrofit_cell,
+                            {"run_dir": str(run), "config": cfg, "geometry_examples": n_geo},
+                            label=f"retrofit k={k}, seed {seed}", cost=10.0))
+    for corpus in settings.get("study_corpora", []):
+        cfg = {**base, "data": corpus, "n_laplacian": 0, "steps": 1}
+        run = runs / f"study-{corpus}-{config_digest(cfg)}"
+        out.append(Cell(NAME, _study_key(corpus), study_cell,
+                        {"run_dir": str(run), "config": cfg, "geometry_examples": n_geo},
+                        label=f"pretrained geometry on {corpus}"))
+    return out
+
+
+def _study_key(corpus: str) -> str:
+    return f"study-{Path(corpus).name}"  # a data set name, or a folder's name
+
+
+def _ppl(value: dict, when: str) -> float:
+    return float(value[when]["perplexity"])
+
+
+def _claims(settings: dict, results: dict[str, CellResult]) -> list[Claim]:
+    k0, k = settings["ks"][0], settings["ks"][-1]
+    tol = float(settings["tolerance"])
+    main = Claim(NAME, f"k={k} Laplacian heads can be retrofitted into the pretrained LM at "
+                 "no perplexity cost (same fine-tuning budget)", SRC,
+                 "no paper value (new question)",
+                 f"ppl_ft(k={k}) / ppl_ft(k={k0}) − 1, paired by seed",
+                 Region(high=tol, text=f"below +{tol:.0%}"))
+    recover = Claim(NAME, f"fine-tuning lowers the perplexity of the converted k={k} model",
+                    SRC, "-", f"log ppl_ft(k={k}) − log ppl_converted(k={k}), per seed",
+                    Region.below(0.0))
+    claims = [main, recover]
+    missing = next((r.not_run for r in results.values() if r.not_run), None)
+    if missing or not results:
+        for c in claims:
+            c.not_run = missing or settings.get("full_only") or "no cells"
+        return claims
+    import math
+
+    seeds = settings["seeds"]
+    ft = {kk: [_ppl(results[f"k={kk}-s{s}"].value, "final") for s in seeds] for kk in (k0, k)}
+    conv = [_ppl(results[f"k={k}-s{s}"].value, "converted") for s in seeds]
+    main.measured = mean_interval([a / b - 1 for a, b in zip(ft[k], ft[k0], strict=True)])
+    main.detail = (f"fine-tuned perplexity: k={k} {mean_interval(ft[k]).fmt(3)}, "
+                   f"k={k0} {mean_interval(ft[k0]).fmt(3)}")
+    recover.measured = mean_interval([math.log(a / b) for a, b in zip(ft[k], conv,
+                                                                       strict=True)])
+    recover.detail = f"converted k={k}: {conv[0]:.4g}; fine-tuned: {mean_interval(ft[k]).fmt(3)}"
+    return claims
+
+
+def _rows(settings: dict, results: dict[str, CellResult]) -> list[list[str]]:
+    rows = []
+    for kk in settings["ks"]:
+        vals = [results[f"k={kk}-s{s}"].value for s in settings["seeds"]]
+        conv = mean_interval([_ppl(v, "converted") for v in vals])
+        ft = mean_interval([_ppl(v, "final") for v in vals])
+        geo = mean_interval([v["geometry"]["components_99"] for v in vals])
+        stage = "pretrained" if kk == 0 else "converted"
+        rows.append([f"k={kk}", f"{stage}: {conv.mean:.4g}", f"{ft.mean:.4g} ± {ft.std:.2g}",
+                     f"{geo.mean:.4g}", f"{vals[0]['train_tokens']}",
+                     f"{mean_interval([v['wall_time_s'] for v in vals]).mean:.0f}"])
+    return rows
+
+
+def _study_rows(settings: dict, results: dict[str, CellResult]) -> list[list[str]]:
+    rows = []
+    for corpus in settings.get("study_corpora", []):
+        r = results[_study_key(corpus)]
+        if r.not_run:
+            rows.append([corpus, f"not run: {r.not_run}", "", "", "", ""])
+            continue
+        g = r.value["geometry"]
+        rows.append([corpus, f"{r.value['val']['perplexity']:.4g}",
+                     f"{g['components_99']}", f"{g['decay_alpha']:.3g}",
+                     f"{g['cdnv_mean']:.3g}", f"{g['next_token_nm_accuracy']:.3g}"])
+    return rows
+
+
+def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
+    train_results = {key: r for key, r in results.items() if not key.startswith("study-")}
+    out = SuiteOutput(NAME, TITLE, PAPER, _claims(settings, train_results))
+    if settings.get("full_only") or any(r.not_run for r in train_results.values()):
+        return out
+    out.tables.append((
+        "held-out perplexity (validation works): at step 0 and after fine-tuning "
+        "(mean ± std over seeds)",
+        ["setting", "step 0", "fine-tuned", "PCs for 99% (ft)", "train tokens", "train s"],
+        _rows(settings, results)))
+    if settings.get("study_corpora"):
+        out.tables.append((
+            "pretrained model (k=0, no fine-tuning): perplexity and final-layer token geometry",
+            ["corpus", "val perplexity", "PCs for 99%", "decay α", "CDNV", "next-token NM acc"],
+            _study_rows(settings, results)))
+    t = settings["train"]
+    out.notes.append(
+        f"Fine-tuning: {t}; seeds {settings['seeds']} (data order). The claim's tolerance "
+        f"(+{float(settings['tolerance']):.0%} relative perplexity) was fixed before "
+        "measuring: it is about the spread of perplexity between fine-tuning seeds and "
+        "small next to the cost of the conversion itself.")
+    return out
