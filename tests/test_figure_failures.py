@@ -63,7 +63,7 @@ def test_cell_with_failing_figure_keeps_its_numbers_and_is_redrawn_later(tmp_pat
     res = _run(store, cell)
     assert res.not_run is None and res.value["number"] == 6.0
     assert "tokengeo[plot]" in res.figure_error
-    assert json.loads(store.path(cell).read_text())["number"] == 6.0  # stored
+    assert json.loads(store.path(cell).read_text())["value"]["number"] == 6.0  # stored
     assert store.load(cell) is None  # recomputed on the next run, to draw the figures
     assert figure_notes({"c": res}) == [f"Figures of c not drawn: {res.figure_error}"]
 
@@ -90,11 +90,11 @@ def test_suite_figure_failure_becomes_a_note(tmp_path, no_matplotlib):
                    "k", "x", "title")
     assert out.figures == []
     assert len(out.notes) == 1 and "tokengeo[plot]" in out.notes[0]
-    html = render_html([out], "t", [])
+    html = render_html([out], "t", [], tmp_path)
     assert "reproduced" in html and "tokengeo[plot]" in html
 
 
 def test_report_names_a_missing_figure_file(tmp_path):
-    out = SuiteOutput("demo", "Demo", "paper", [], figures=[tmp_path / "gone.png"])
-    assert "gone.png not found" in render_html([out], "t", [])
+    out = SuiteOutput("demo", "Demo", "paper", [], figures=[tmp_path / "figures" / "gone.png"])
+    assert "gone.png not found" in render_html([out], "t", [], tmp_path)
     assert "gone.png" in render_markdown([out], "t", [], tmp_path)

@@ -30,7 +30,8 @@ def _figure(path):
 
 
 def test_report_renders_tables_and_embedded_images(tmp_path):
-    fig = _figure(tmp_path / "heatmap.png")
+    (tmp_path / "out" / "figures").mkdir(parents=True)
+    fig = _figure(tmp_path / "out" / "figures" / "heatmap.png")  # only figures/ is embedded
     claim = Claim("demo", "Laplacian heads raise accuracy", "Zhang & Papyan, §5", "+0.9",
                   "accuracy difference", Region.above(0), measured=mean_interval([0.1, 0.2, 0.15]))
     suite = SuiteOutput("demo", "Demo suite", "A paper", [claim], figures=[fig],

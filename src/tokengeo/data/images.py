@@ -7,7 +7,7 @@ source has one (Fashion-MNIST) and a seeded stratified cut otherwise.
 
 from __future__ import annotations
 
-import gzip
+import math
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +15,10 @@ import torch
 
 from tokengeo._deps import require
 from tokengeo.data import sources
+from tokengeo.data.bounded import BoundedReader, corrupt, read_bounded
 from tokengeo.data.bundles import ImageClassificationData, ImageSplit
 from tokengeo.data.safe_pickle import load_array
 from tokengeo.data.splits import stratified_split
-from tokengeo.errors import DataNotFoundError
 
 FASHION_CLASSES = [
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -29,20 +29,37 @@ FASHION_CLASSES = [
 ANIMAL_CLASSES = [
     "bear", "bird", "cat", "cow", "dog", "elephant", "giraffe", "horse", "sheep", "zebra",
 ]  # fmt: skip
+# The most bytes each file can hold (decompressed): reads stop there (tokengeo.data.bounded).
+FASHION_BYTES = {
+    "train-images-idx3-ubyte.gz": 60000 * 28 * 28, "train-labels-idx1-ubyte.gz": 60000,
+    "t10k-images-idx3-ubyte.gz": 10000 * 28 * 28, "t10k-labels-idx1-ubyte.gz": 10000,
+}  # fmt: skip
+ANIMAL_BYTES = {"animal_data_version_3.gz": 10000 * 28 * 28,  # uint8 images
+                "animal_label_version_3.gz": 10000 * 8}  # int64 labels
+PICKLE_OVERHEAD = 4096  # opcodes around a pickled array's bytes (~170 in the real files)
 
 
-def read_idx(path: Path) -> np.ndarray:
+def read_idx(path: Path, max_bytes: int = max(FASHION_BYTES.values())) -> np.ndarray:
     """An idx file (optionally gzip'd): magic ``0x00 0x00 dtype ndim``, ndim big-endian
-    uint32 sizes, then the data. Only unsigned-byte (0x08) payloads are supported."""
-    raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
-    if raw[:2] != b"\x00\x00" or raw[2] != 0x08:
-        raise DataNotFoundError(f"{path} is not a uint8 idx file (header {raw[:4].hex()})")
-    ndim = raw[3]
-    shape = tuple(int(s) for s in np.frombuffer(raw, ">u4", count=ndim, offset=4))
-    data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(shape)):
-        raise DataNotFoundError(f"{path} is truncated: {data.size} bytes for shape {shape}")
-    return data.reshape(shape)
+    uint32 sizes, then ``prod(sizes)`` bytes. Only unsigned-byte (0x08) payloads are
+    supported; a header declaring more than ``max_bytes`` is refused before reading on, and
+    so is a file holding more (or less) data than its header declares."""
+    path = Path(path)
+    with BoundedReader(path) as f:
+        magic = f.read(4)
+        if len(magic) < 4 or magic[:2] != b"\x00\x00" or magic[2] != 0x08:
+            raise corrupt(path, f"is not a uint8 idx file (header {magic.hex()})")
+        ndim = magic[3]
+        shape = tuple(int(s) for s in np.frombuffer(f.read_exactly(4 * ndim, "the header"),
+                                                    ">u4"))
+        size = math.prod(shape)
+        if size > max_bytes:
+            raise corrupt(path, f"declares shape {shape} ({size:,} bytes), more than the "
+                          f"{max_bytes:,} bytes the data set can hold")
+        data = f.read_exactly(size, f"shape {shape}")
+        if f.read(1):
+            raise corrupt(path, f"holds more data than its header's shape {shape}")
+    return np.frombuffer(data, np.uint8).reshape(shape)
 
 
 def _split(images: torch.Tensor, labels: torch.Tensor, idx: torch.Tensor) -> ImageSplit:
@@ -73,10 +90,14 @@ def load_fashion_mnist(
 ) -> ImageClassificationData:
     """Fashion-MNIST: 60000 train (minus ``val_fraction`` for val) / 10000 test, 1x28x28."""
     d = sources.FASHION_MNIST.locate(root)
-    x_train = torch.from_numpy(read_idx(d / "train-images-idx3-ubyte.gz").copy())
-    y_train = torch.from_numpy(read_idx(d / "train-labels-idx1-ubyte.gz").astype(np.int64))
-    x_test = torch.from_numpy(read_idx(d / "t10k-images-idx3-ubyte.gz").copy())
-    y_test = torch.from_numpy(read_idx(d / "t10k-labels-idx1-ubyte.gz").astype(np.int64))
+
+    def idx(name: str) -> np.ndarray:
+        return read_idx(d / name, FASHION_BYTES[name])
+
+    x_train = torch.from_numpy(idx("train-images-idx3-ubyte.gz").copy())
+    y_train = torch.from_numpy(idx("train-labels-idx1-ubyte.gz").astype(np.int64))
+    x_test = torch.from_numpy(idx("t10k-images-idx3-ubyte.gz").copy())
+    y_test = torch.from_numpy(idx("t10k-labels-idx1-ubyte.gz").astype(np.int64))
     test = ImageSplit(x_test.unsqueeze(1), y_test)  # (10000, 1, 28, 28)
     return image_bundle(
         "fashion-mnist", x_train.unsqueeze(1), y_train, FASHION_CLASSES,
@@ -103,10 +124,15 @@ def load_animal_mnist(
     """Animal-MNIST: 10000 28x28 grayscale animal shapes, 10 classes of 1000.
 
     Its files are gzip'd pickles; they are read with a restricted unpickler that only
-    rebuilds numpy arrays (see :mod:`tokengeo.data.safe_pickle`)."""
+    rebuilds numpy arrays (see :mod:`tokengeo.data.safe_pickle`), no larger than the data
+    set (decompression stops there too)."""
     d = sources.ANIMAL_MNIST.locate(root)
-    data = load_array(gzip.open(d / "animal_data_version_3.gz").read())
-    label = load_array(gzip.open(d / "animal_label_version_3.gz").read())
+
+    def array(name: str) -> np.ndarray:
+        raw = read_bounded(d / name, ANIMAL_BYTES[name] + PICKLE_OVERHEAD)
+        return load_array(raw, max_bytes=ANIMAL_BYTES[name], what=str(d / name))
+
+    data, label = array("animal_data_version_3.gz"), array("animal_label_version_3.gz")
     images = torch.from_numpy(np.ascontiguousarray(data, dtype=np.uint8)).reshape(-1, 1, 28, 28)
     labels = torch.from_numpy(label.astype(np.int64)).flatten()
     fractions = (val_fraction, test_fraction)

@@ -2,6 +2,9 @@
 
 ``report.html`` is self-contained (figures embedded as base64 PNG, inline CSS, no
 scripts, nothing fetched), so it opens offline; ``report.md`` links the PNG files.
+Only PNG files whose resolved path lies inside the output folder's own ``figures/`` are
+embedded or linked: a figure path read from a cell file is not trusted to name anything else
+(``/etc/hostname``, ``../x.png``, a symbolic link out of the folder).
 """
 
 from __future__ import annotations
@@ -112,17 +115,44 @@ img{max-width:100%;border:1px solid #ddd;margin:0.5em 0} .rule{color:#555;font-s
 """
 
 
-def _html_figure(fig: Path) -> str:
-    """The PNG embedded as base64, or a line saying the file is missing."""
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+OUTSIDE = "figure outside the report folder: not embedded"
+
+
+def figure_problem(fig: Path, out: Path) -> str | None:
+    """Why ``fig`` may not be shown in the report of ``out``, or None.
+
+    It must resolve (symbolic links followed) to a PNG file inside ``out/figures/``."""
+    try:
+        real = Path(fig).resolve()
+        inside = real.is_relative_to((Path(out) / "figures").resolve())
+    except (OSError, RuntimeError):  # a symbolic link loop
+        inside = False
+    if not inside:
+        return OUTSIDE
+    if not real.is_file():
+        return "not found"
+    try:
+        with open(real, "rb") as f:
+            head = f.read(len(PNG_MAGIC))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    return None if head == PNG_MAGIC else "not a PNG file: not embedded"
+
+
+def _html_figure(fig: Path, out: Path) -> str:
+    """The PNG embedded as base64, or a line saying why it is not."""
     name = html.escape(fig.stem)
-    if not fig.is_file():
-        return f"<p class='rule'>Figure {name} missing: {html.escape(str(fig))} not found.</p>"
-    data = base64.b64encode(fig.read_bytes()).decode()
+    problem = figure_problem(fig, out)
+    if problem is not None:
+        return f"<p class='rule'>Figure {name}: {html.escape(str(fig))} {problem}.</p>"
+    data = base64.b64encode(fig.resolve().read_bytes()).decode()
     return (f"<figure><img alt='{name}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{name}</figcaption></figure>")
 
 
-def render_html(suites: list[SuiteOutput], title: str, preamble: list[str]) -> str:
+def render_html(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path) -> str:
+    """The self-contained HTML report; figures are embedded only from ``out/figures/``."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
              f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     parts += [f"<p>{html.escape(p)}</p>" for p in preamble]
@@ -144,7 +174,7 @@ def render_html(suites: list[SuiteOutput], title: str, preamble: list[str]) -> s
         for note in s.notes:
             parts.append(f"<p>{html.escape(note)}</p>")
         for fig in s.figures:
-            parts.append(_html_figure(Path(fig)))
+            parts.append(_html_figure(Path(fig), out))
     parts.append("</body></html>")
     return "".join(parts)
 
@@ -161,9 +191,17 @@ def render_markdown(suites: list[SuiteOutput], title: str, preamble: list[str], 
         for caption, header, rows in s.tables:
             md += ["", f"**{caption}**", "", _md_table(header, rows)]
         md += ["", *s.notes, ""]
-        md += [f"![{Path(f).stem}]({os.path.relpath(f, out)})" for f in s.figures]
+        md += [_md_figure(Path(f), out) for f in s.figures]
         md.append("")
     return "\n".join(md)
+
+
+def _md_figure(fig: Path, out: Path) -> str:
+    """A relative link to the PNG, or a line saying why it is not linked."""
+    problem = figure_problem(fig, out)
+    if problem is not None:
+        return f"Figure {fig.stem}: {fig} {problem}."
+    return f"![{fig.stem}]({Path(os.path.relpath(fig.resolve(), Path(out).resolve())).as_posix()})"
 
 
 def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: list[str]) -> Path:
@@ -171,5 +209,5 @@ def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: lis
     out = Path(out)
     write_text(out / "report.md", render_markdown(suites, title, preamble, out))
     path = out / "report.html"
-    write_text(path, render_html(suites, title, preamble))
+    write_text(path, render_html(suites, title, preamble, out))
     return path

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import sys
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -94,7 +94,7 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
     results: dict[tuple[str, str], CellResult] = {}
     todo = []
     for cell in cells:
-        cached = store.load(cell)
+        cached = store.load(cell, log)
         if cached is None:
             todo.append(cell)
         else:
@@ -122,6 +122,7 @@ def reproduce(cfg: ReproduceConfig, log=None,
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     executor = executor or ExecutorConfig("serial")
     executor.validate()
+    cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     names = cfg.suites()
     plans = [plan_suite(n, cfg) for n in names]
     cfg.out.mkdir(parents=True, exist_ok=True)

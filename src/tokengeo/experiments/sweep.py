@@ -10,7 +10,7 @@ from pathlib import Path
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.stats import Region, mean_interval, paired_difference
-from tokengeo.experiments.training import train_cell
+from tokengeo.experiments.training import TRAIN_FIELDS, train_cell
 
 
 def training_cells(suite: str, settings: dict, variants: dict[str, dict],
@@ -18,6 +18,7 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
     """One cell per (variant, seed); ``variants`` maps a label to TrainConfig overrides."""
     runs = Path(settings["_out_dir"]) / "runs" / suite
     base = dict(settings["train"])
+    fields = TRAIN_FIELDS + (("geometry",) if geometry is not None else ())
     cells = []
     for label, overrides in variants.items():
         for seed in settings["seeds"]:
@@ -28,7 +29,7 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
                                "geometry": geometry,
                                "geometry_split": settings.get("geometry_split", "test"),
                                "geometry_examples": settings.get("geometry_examples", 1000)},
-                              label=f"{label}, seed {seed}"))
+                              label=f"{label}, seed {seed}", fields=fields))
     return cells
 
 

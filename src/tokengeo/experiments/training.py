@@ -24,6 +24,9 @@ def _trainer(run_dir: Path, config: dict[str, Any]):
     return Trainer(cfg, resume=resume, progress=False)
 
 
+TRAIN_FIELDS = ("final", "parameters", "wall_time_s", "step")  # what train_cell returns
+
+
 def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None,
                geometry_split: str = "test", geometry_examples: int = 1000) -> dict:
     """Train ``config`` in ``run_dir`` and return its final metrics (and geometry)."""

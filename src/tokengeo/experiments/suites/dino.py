@@ -29,6 +29,10 @@ PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing To
 SRC = "Zhang & Papyan 2026, Sec. 5.3 (DINO ViT-S, ImageNet-1k; ADE20K)"
 SRC_DINO = "Caron et al. 2021, Sec. 4 (k-NN of DINO features)"
 PCA_IMAGES = 8  # test images shown in the PCA-of-patch-tokens figure
+# what the cells return and summarise reads (random_cell: the same without the last three)
+RANDOM_FIELDS = ("knn_accuracy", "linear_accuracy", "iou", "patch_components_99",
+                 "patch_decay_alpha", "embedding_spread")
+DINO_FIELDS = (*RANDOM_FIELDS, "pca_patches", "wall_time_s", "warnings")
 
 
 def _evaluate(model, data, ev: dict, with_patches: bool) -> dict:
@@ -87,10 +91,11 @@ def cells(settings: dict) -> list[Cell]:
             run = runs / f"k={k}-s{seed}-{config_digest(cfg)}"
             out.append(Cell(NAME, f"k={k}-s{seed}", dino_cell,
                             {"run_dir": str(run), "config": cfg, "evaluation": evaluation},
-                            label=f"DINO k={k}, seed {seed}"))
+                            label=f"DINO k={k}, seed {seed}", fields=DINO_FIELDS))
             out.append(Cell(NAME, f"random-k={k}-s{seed}", random_cell,
                             {"config": cfg, "evaluation": evaluation},
-                            label=f"random init k={k}, seed {seed}"))
+                            label=f"random init k={k}, seed {seed}",
+                            fields=RANDOM_FIELDS))
     return out
 
 

@@ -22,6 +22,7 @@ PAPER = ("Massucco, Del Grande, Carioni, Brune, Schönlieb, \"Multi-Headed Trans
          "Architectures as Time-dependent Wasserstein Gradient Flows\", arXiv 2605.18870")
 SOURCE = "Massucco et al. 2026, Sec. 6 (S² experiment)"
 DRIFTS = {"ou": "s2-ou", "oscillating": "s2-oscillating"}
+FIELDS = ("summary", "t", "G2", "E_mean", "figures")  # what flow_cell returns
 
 
 def flow_cell(preset: str, n_heads: int, overrides: dict, figure_dir: str | None) -> dict:
@@ -65,7 +66,8 @@ def cells(settings: dict) -> list[Cell]:
             fig_dir = settings.get("_figure_dir") if H == fig_h else None
             out.append(Cell("flows", f"{drift}-H{H}", flow_cell,
                             {"preset": preset, "n_heads": H, "overrides": overrides,
-                             "figure_dir": fig_dir}, label=f"{drift} weights, H={H}"))
+                             "figure_dir": fig_dir}, label=f"{drift} weights, H={H}",
+                            fields=FIELDS))
     return out
 
 

@@ -20,6 +20,7 @@ TITLE = "Head-output similarity: what each head's output vectors agree on"
 PAPER = ("Halevi et al., \"Self-attention vector output similarities reveal how machines pay "
          "attention\", arXiv 2512.21956 (BERT-12 there; all-MiniLM-L6-v2 here)")
 SRC = "Halevi et al. 2025"
+FIELDS = ("result.layer_summary", "result.short_range_mass", "figures")  # read by summarise
 
 
 def similarity_cell(config: dict, figure_dir: str) -> dict:
@@ -33,7 +34,7 @@ def similarity_cell(config: dict, figure_dir: str) -> dict:
 def cells(settings: dict) -> list[Cell]:
     return [Cell(NAME, "analysis", similarity_cell,
                  {"config": dict(settings["analysis"]), "figure_dir": settings["_figure_dir"]},
-                 label=f"{settings['analysis']}")]
+                 label=f"{settings['analysis']}", fields=FIELDS)]
 
 
 def _groups(n_layers: int) -> dict[str, list[int]]:
