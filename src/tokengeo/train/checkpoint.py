@@ -277,7 +277,7 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, ckpt: Checkpoint) -> Non
 def _check_hyperparameters(saved: list[dict[str, Any]], current: list[dict[str, Any]],
                            path: Path) -> None:
     """Keys of both (another torch version may add some) must hold equal values."""
-    for i, (old, new) in enumerate(zip(saved, current)):
+    for i, (old, new) in enumerate(zip(saved, current, strict=True)):
         for key in sorted((set(old) & set(new)) - {"params"}):
             a, b = old[key], new[key]
             a, b = (list(a), list(b)) if isinstance(a, list | tuple) else (a, b)
