@@ -200,13 +200,16 @@ def _read_sidecar(path: Path, fields: dict[str, sc.Spec] | None) -> dict[str, An
         raise CheckpointError(f"checkpoint {file} is not valid JSON: {exc}") from None
     legacy = isinstance(state, dict) and state.get("format") == LEGACY_FORMAT
     if not isinstance(state, dict) or (state.get("format") != FORMAT and not legacy):
-        raise CheckpointError(f"{file} is not a {FORMAT} sidecar")
+        raise CheckpointError(f"checkpoint {file} is not a {FORMAT} sidecar")
     if not legacy and state.get("digest") != sc.digest(state):
         raise CheckpointError(f"checkpoint {file} is corrupt or was edited: it does not match "
                               "its recorded digest")
     schema = {**FIELDS, **(fields or {})}
     optional = ("digest",) if legacy else ()
-    sc.record(schema, optional=optional, rest=None if fields else sc.anything)(state, str(file))
+    try:
+        sc.record(schema, optional=optional, rest=None if fields else sc.anything)(state, "")
+    except sc.SidecarError as exc:
+        raise CheckpointError(f"checkpoint {file} is malformed: {exc}") from None
     if path.name != step_dir(path.parent, state["step"]).name:
         raise CheckpointError(f"checkpoint {file} records step {state['step']} but lies in "
                               f"{path.name}; it was moved or edited")

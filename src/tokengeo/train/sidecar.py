@@ -6,7 +6,7 @@ step, sampler position or optimizer setting no longer matches. Its fields are th
 type-checked against a schema: a spec is a function ``spec(value, where)`` that raises
 :class:`SidecarError` naming the field (``where``), what it must be and what it is::
 
-    record({"step": integer, "sampler": map_of(int_or_bool)})(state, "state.json")
+    record({"step": integer, "sampler": map_of(int_or_bool)})(state, "")  # "" = the top
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def map_of(spec: Spec) -> Spec:
         if type(value) is not dict:
             _fail(where, "an object", value)
         for key, item in value.items():
-            spec(item, f"{where}.{key}")
+            spec(item, _join(where, key))
     return check_map
 
 
@@ -129,8 +129,12 @@ def record(fields: Mapping[str, Spec], *, optional: tuple[str, ...] = (),
         missing = [k for k in fields if k not in value and k not in optional]
         unknown = sorted(k for k in value if k not in fields) if rest is None else []
         if missing or unknown:
-            raise SidecarError(f"{where} has missing fields {missing} and unknown fields "
+            raise SidecarError(f"{where or 'the sidecar'} has missing fields {missing} and unknown fields "
                                f"{unknown}; expected exactly {sorted(fields)}")
         for key, item in value.items():
-            (fields.get(key) or rest or anything)(item, f"{where}.{key}")
+            (fields.get(key) or rest or anything)(item, _join(where, key))
     return check_record
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key

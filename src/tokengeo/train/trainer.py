@@ -255,7 +255,10 @@ class Trainer:
         if s["model"].get("name") != self.cfg.model or changes:
             raise CheckpointError(f"checkpoint {c.path} holds model {s['model'].get('name')!r} "
                                   f"trained with other settings: {'; '.join(changes)}")
-        self.schedule.check_state(s["schedule"])
+        try:
+            self.schedule.check_state(s["schedule"])
+        except CheckpointError as exc:
+            raise CheckpointError(f"checkpoint {c.path}: {exc}") from None
 
     # ---- one step ------------------------------------------------------------------
 
