@@ -24,7 +24,7 @@ from tokengeo.data.samplers import EpochBatchSampler, RandomWindowSampler
 from tokengeo.errors import CheckpointError
 from tokengeo.train import checkpoint as ckpt
 from tokengeo.train import sidecar as sc
-from tokengeo.train.trainer import SIDECAR_FIELDS
+from tokengeo.train.trainer import SIDECAR_FIELDS, Trainer
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
@@ -166,7 +166,8 @@ def test_legacy_sidecar_without_digest_is_still_checked_and_resumes(run, base, c
     same_result(base, run)
 
 
-def test_corrupt_latest_names_the_last_good_and_resume_from_continues(run, base, capsys):
+def test_corrupt_latest_names_the_last_good_and_resume_from_continues(run, base, capsys,
+                                                                      monkeypatch):
     weights = run / "checkpoints" / "step-00000004" / ckpt.MODEL_FILE
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
@@ -175,7 +176,12 @@ def test_corrupt_latest_names_the_last_good_and_resume_from_continues(run, base,
     assert f"checkpoint {run}/checkpoints/step-00000004 is corrupt: model.safetensors" in line
     assert (f"the last good checkpoint is {run}/checkpoints/step-00000002: continue from it "
             "with --resume-from 2") in line
-    assert main(["train", "--resume-from", "2", "--out", str(run), "--no-progress"]) == 0
+    with monkeypatch.context() as m:  # continue from step 2, interrupted at once
+        m.setattr(Trainer, "train_step", lambda self: (_ for _ in ()).throw(KeyboardInterrupt))
+        assert main(["train", "--resume-from", "2", "--out", str(run), "--no-progress"]) == 130
+    kept = [p.name for p in ckpt.list_checkpoints(run / "checkpoints")]
+    assert kept == ["step-00000002"]  # the later (corrupt) one is gone, so --resume works
+    assert main(["train", "--resume", "--out", str(run), "--no-progress"]) == 0
     same_result(base, run)
     strip = [[{k: v for k, v in json.loads(line).items() if k not in ("wall_s", "throughput")}
               for line in (d / "metrics.jsonl").read_text().splitlines()] for d in (base, run)]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokengeo.cli import main
-from tokengeo.outmarker import MARKER, marker_command
+from tokengeo.errors import ConfigError
+from tokengeo.outmarker import MARKER, check_replaceable, marker_command
 from tokengeo.runlock import LOCK_NAME
 
 
@@ -89,3 +90,6 @@ def test_out_that_is_a_file_is_never_replaced(tmp_path, capsys, corpus, fake_ana
     assert similarity(corpus, out, "--overwrite") == 2
     assert "is a file, not a folder" in one_line(capsys)
     assert out.read_text() == "keep me"
+    with pytest.raises(ConfigError, match="is a file, not a folder"):  # also from Python
+        check_replaceable(out, "similarity", overwrite=True)
+    check_replaceable(tmp_path / "new", "similarity", overwrite=False)  # a new folder: fine

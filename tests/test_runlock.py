@@ -118,6 +118,18 @@ def test_lock_in_one_process_refuses_a_second_and_cleans_up(tmp_path):
     assert not (tmp_path / "a").exists()  # the folders the lock made, empty, are gone again
 
 
+def test_release_never_removes_a_lock_file_it_does_not_hold(tmp_path):
+    first = RunLock(tmp_path, "tokengeo flow").acquire()
+    (tmp_path / LOCK_NAME).unlink()  # e.g. a user deleted it; another run then locks anew
+    second = RunLock(tmp_path, "tokengeo train").acquire()
+    first.release()
+    assert (tmp_path / LOCK_NAME).is_file()  # the second run's lock file is left alone
+    with pytest.raises(ConfigError, match=r"in use by .*tokengeo train"):
+        RunLock(tmp_path, "tokengeo similarity").acquire()
+    second.release()
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
 def test_lock_holds_across_an_atomic_folder_replacement(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

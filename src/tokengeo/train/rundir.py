@@ -56,9 +56,8 @@ class RunDir:
             raise CheckpointError(f"{self.config} is not valid JSON ({exc})") from None
 
     def create(self, config: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        write_json(self.config, config)  # first: a config JSON refuses leaves no checkpoints/
         self.checkpoints.mkdir(exist_ok=True)
-        write_json(self.config, config)
         self.metrics.touch()
 
     def append(self, record: dict[str, Any]) -> None:

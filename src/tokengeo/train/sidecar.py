@@ -129,8 +129,8 @@ def record(fields: Mapping[str, Spec], *, optional: tuple[str, ...] = (),
         missing = [k for k in fields if k not in value and k not in optional]
         unknown = sorted(k for k in value if k not in fields) if rest is None else []
         if missing or unknown:
-            raise SidecarError(f"{where or 'the sidecar'} has missing fields {missing} and unknown fields "
-                               f"{unknown}; expected exactly {sorted(fields)}")
+            raise SidecarError(f"{where or 'the sidecar'} has missing fields {missing} and "
+                               f"unknown fields {unknown}; expected exactly {sorted(fields)}")
         for key, item in value.items():
             (fields.get(key) or rest or anything)(item, _join(where, key))
     return check_record
