@@ -10,7 +10,7 @@ import pytest
 from tokengeo.cli import main
 from tokengeo.errors import ConfigError
 from tokengeo.outmarker import MARKER, check_replaceable, marker_command
-from tokengeo.runlock import LOCK_NAME
+from tokengeo.runlock import LOCK_NAME, RunLock
 
 
 class FakeResult:
@@ -82,6 +82,23 @@ def test_overwrite_replaces_its_own_previous_output(tmp_path, capsys, corpus, fa
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted([MARKER, "config.json", "similarity.json"])  # stale.txt replaced
     assert LOCK_NAME not in names
+
+
+def test_lock_stays_held_after_the_output_folder_is_swapped(tmp_path, corpus, fake_analysis,
+                                                            monkeypatch):
+    import tokengeo.commands.similarity as command
+
+    out, write, seen = tmp_path / "sim", command._write, []
+
+    def write_then_probe(out_dir, *args, **kwargs):
+        write(out_dir, *args, **kwargs)  # --out is now the new folder, run not yet finished
+        with pytest.raises(ConfigError, match="is in use by pid"):
+            RunLock(out_dir, "tokengeo similarity").acquire()
+        seen.append(True)
+
+    monkeypatch.setattr(command, "_write", write_then_probe)
+    assert similarity(corpus, out) == 0 and seen == [True]
+    assert not (out / LOCK_NAME).exists()
 
 
 def test_out_that_is_a_file_is_never_replaced(tmp_path, capsys, corpus, fake_analysis):
