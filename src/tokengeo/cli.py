@@ -14,6 +14,7 @@ import sys
 
 from tokengeo import __version__
 from tokengeo.errors import TokengeoError
+from tokengeo.runlock import release_run_folders
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tokengeo {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        release_run_folders()  # the --out locks the command took
 
 
 def build_parser_for(argv: list[str]) -> argparse.ArgumentParser:

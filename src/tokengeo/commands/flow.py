@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tokengeo.errors import ConfigError, MissingDependencyError
 from tokengeo.io import write_json
+from tokengeo.runlock import lock_run_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     heads = _heads_list(args.scaling_heads, preset.scaling_heads)
     heads = tuple(dict.fromkeys(heads + (preset.n_heads,)))  # the main run is always included
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    lock_run_folder(out, "tokengeo flow")  # one run per folder; creates it
 
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)

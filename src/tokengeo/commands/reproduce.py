@@ -35,11 +35,13 @@ def run(args: argparse.Namespace) -> int:
         reproduce,
         summary_text,
     )
+    from tokengeo.runlock import lock_run_folder
 
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR))
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address)
+    lock_run_folder(cfg.out, "tokengeo reproduce")  # one run per folder (released on exit)
     path, outputs = reproduce(cfg, executor=executor)
     print(summary_text(outputs))
     print(f"\nreport: {path.resolve()}")

@@ -3,7 +3,9 @@
 Writes ``similarity.json`` (statistics per layer and head), ``mean_similarity.npy``
 (the ``(L, H, T, T)`` mean matrices), ``config.json`` and three PNG figures to ``--out``,
 and prints a per-layer table. The output folder is filled in a temporary sibling and
-renamed at the end, so an interrupted run leaves no partial results.
+renamed at the end, so an interrupted run leaves no partial results. It also holds a marker
+(``.tokengeo-output.json``): ``--overwrite`` replaces only a folder with that marker, so a
+mistyped ``--out`` never deletes an unrelated folder. One run at a time per ``--out``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 
 from tokengeo.errors import ConfigError
 from tokengeo.io import atomic_dir, write_json
+from tokengeo.outmarker import check_replaceable, write_marker
+from tokengeo.runlock import RunLock, lock_run_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest token distance counted as short range")
     parser.add_argument("--seed", type=int, default=0, help="seed of the window sample")
     parser.add_argument("--out", required=True, help="output folder (must be new or empty)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the previous similarity output in --out (only a folder "
+                             "this command wrote is replaced)")
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
 
 
@@ -39,16 +45,17 @@ def run(args: argparse.Namespace) -> int:
     from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
 
     out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
-        raise ConfigError(f"--out {out} exists and is not empty; pass --overwrite to replace it")
+    check_replaceable(out, "similarity", overwrite=args.overwrite)
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
                            seq_len=args.seq_len, batch_size=args.batch_size, top_k=args.top_k,
                            short_range=args.short_range, seed=args.seed)
     check_arguments(cfg)  # before the model loads (seconds) and the corpus is tokenised
+    lock = lock_run_folder(out, "tokengeo similarity")
+    check_replaceable(out, "similarity", overwrite=args.overwrite)  # again, now under the lock
     start = time.perf_counter()
     result = run_similarity(cfg, progress=True)
     seconds = time.perf_counter() - start
-    _write(out, result, cfg, seconds, figures=not args.no_figures)
+    _write(out, result, cfg, seconds, figures=not args.no_figures, lock=lock)
     print(result.table())
     print(f"{result.n_samples} windows in {seconds:.0f} s; results in {out}")
     return 0
@@ -69,8 +76,12 @@ def check_arguments(cfg) -> None:
                               "nor an existing text file or folder")
 
 
-def _write(out: Path, result, cfg, seconds: float, *, figures: bool) -> None:
+def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
+           lock: RunLock | None = None) -> None:
     with atomic_dir(out) as tmp:  # replaces an existing --out only once complete
+        if lock is not None:
+            lock.carry_into(tmp)  # the lock stays held across the rename
+        write_marker(tmp, "similarity")
         result.save(tmp)
         meta = {"config": dataclasses.asdict(cfg), "seconds": seconds}
         write_json(tmp / "config.json", meta, indent=1)

@@ -4,6 +4,7 @@
         --seed 0 --out runs/vit-l3
     tokengeo train config.toml --set lr=1e-3 --set model_overrides.d_model=96
     tokengeo train --resume --out runs/vit-l3
+    tokengeo train --resume-from 1000 --out runs/vit-l3
     torchrun --nproc_per_node 2 -m tokengeo train config.toml
 """
 
@@ -39,17 +40,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--set model_overrides.d_model=96 (repeatable)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out from its latest checkpoint")
+    parser.add_argument("--resume-from", dest="resume_from", type=int, default=None,
+                        metavar="STEP", help="continue the run in --out from its checkpoint of "
+                        "step STEP (later checkpoints are removed); implies --resume")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     from tokengeo.errors import ConfigError
+    from tokengeo.runlock import lock_run_folder
     from tokengeo.train.config import build_config
     from tokengeo.train.distributed import init_distributed, shutdown
     from tokengeo.train.rundir import RunDir
     from tokengeo.train.trainer import train
 
     fields = {dest: getattr(args, dest) for dest, _, _ in _FLAGS.values()}
+    args.resume = args.resume or args.resume_from is not None
     base = None
     if args.resume and args.config is None:
         if args.out is None:
@@ -58,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = build_config(args.config, fields, args.sets, base)
     env = init_distributed(cfg.device)
     try:
-        summary = train(cfg, resume=args.resume, env=env,
+        if env.is_main:  # one run per folder; rank 0 speaks for the others
+            lock_run_folder(cfg.out, "tokengeo train" + (" --resume" if args.resume else ""))
+        summary = train(cfg, resume=args.resume, resume_from=args.resume_from, env=env,
                         progress=False if args.no_progress else None)
     finally:
         shutdown(env)

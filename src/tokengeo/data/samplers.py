@@ -68,6 +68,10 @@ class RandomWindowSampler(_Resumable):
         self.rank, self.world_size = rank, world_size
         self.step = 0
 
+    def state_after(self, steps: int) -> dict[str, Any]:
+        """The state after ``steps`` batches from the start (checks a saved state)."""
+        return {**self.state_dict(), "step": steps}
+
     def __next__(self) -> torch.Tensor:
         gen = _generator(self.seed, self.step)
         starts = torch.randint(self.num_windows, (self.batch_size,), generator=gen)  # (B,)
@@ -103,6 +107,17 @@ class EpochBatchSampler(_Resumable):
         self.epoch = 0
         self.position = 0  # index into this epoch's order of the next batch's first example
         self._cache: tuple[int, torch.Tensor] = (-1, torch.empty(0, dtype=torch.long))
+
+    def state_after(self, steps: int) -> dict[str, Any]:
+        """The state after ``steps`` batches from the start (checks a saved state): batch
+        ``s`` (0-based) is batch ``s mod n`` of epoch ``s div n``, n batches per epoch."""
+        if steps == 0:
+            return {**self.state_dict(), "epoch": 0, "position": 0}
+        full, part = divmod(self.num_examples, self.batch_size)
+        per_epoch = full + (1 if part and not self.drop_last else 0)
+        epoch, k = divmod(steps - 1, per_epoch)
+        position = min((k + 1) * self.batch_size, self.num_examples)
+        return {**self.state_dict(), "epoch": epoch, "position": position}
 
     def _order(self) -> torch.Tensor:
         if self._cache[0] != self.epoch:

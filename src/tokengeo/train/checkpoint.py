@@ -6,12 +6,17 @@ A checkpoint is a directory ``<run>/checkpoints/step-00000042/`` holding
   aliases listed in the sidecar);
 - ``optimizer.safetensors``: the optimizer's per-parameter tensors (``state.<i>.<name>``);
 - ``state.json``: step, resolved configs, optimizer hyper-parameters, scheduler, RNG and
-  data-sampler states, and the SHA-256 of both tensor files.
+  data-sampler states, the SHA-256 of both tensor files, and the SHA-256 ``digest`` of the
+  sidecar itself (see :mod:`tokengeo.train.sidecar`).
 
 It is written into a hidden temporary directory that is renamed into place only when
 complete, so a crash never leaves a half-written checkpoint. Loading never unpickles:
-tensors come from safetensors, the rest from JSON; a missing file, a checksum mismatch,
-or a model/config mismatch raises :class:`~tokengeo.errors.CheckpointError`.
+tensors come from safetensors, the rest from JSON; a missing file, a checksum mismatch
+(tensor files or sidecar), a sidecar field of the wrong type or an unknown one, a step that
+is not the directory's, or a model/config/optimizer mismatch raises
+:class:`~tokengeo.errors.CheckpointError`, and no refusal changes a file. The ``keep``
+newest checkpoints are kept (2 by default), so a corrupt latest one leaves a good one to
+resume from (:func:`last_good`).
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from torch import nn
 
 from tokengeo.errors import CheckpointError
 from tokengeo.io import atomic_dir, remove_temporaries, write_json
+from tokengeo.train import sidecar as sc
 
-FORMAT = "tokengeo-checkpoint/1"
+FORMAT = "tokengeo-checkpoint/2"
+LEGACY_FORMAT = "tokengeo-checkpoint/1"  # no sidecar digest; still read (fields are checked)
 MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "state.json"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -54,7 +61,7 @@ class Checkpoint:
 
 def save_checkpoint(
     root: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
-    state: dict[str, Any], keep: int = 1,
+    state: dict[str, Any], keep: int = 2,
 ) -> Path:
     """Write ``root/step-<step>`` atomically and keep only the ``keep`` newest checkpoints."""
     final = step_dir(root, step)
@@ -67,6 +74,7 @@ def save_checkpoint(
             "format": FORMAT, "step": step, **state, "aliases": aliases, "optimizer": optim_meta,
             "sha256": {name: _sha256(tmp / name) for name in (MODEL_FILE, OPTIM_FILE)},
         }
+        sidecar["digest"] = sc.digest(sidecar)
         write_json(tmp / STATE_FILE, sidecar, indent=1)
     prune_checkpoints(root, keep)
     return final
@@ -109,6 +117,13 @@ def prune_checkpoints(root: Path, keep: int) -> None:
         shutil.rmtree(path)
 
 
+def remove_after(root: Path, step: int) -> None:
+    """Delete the checkpoints of steps after ``step`` (a run continued from ``step``)."""
+    for path in list_checkpoints(root):
+        if step_of(path) > step:
+            shutil.rmtree(path)
+
+
 def remove_partial(root: Path) -> None:
     """Delete temporary directories left by a write that was interrupted."""
     remove_temporaries(root)
@@ -138,37 +153,83 @@ def latest_checkpoint(root: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def load_checkpoint(path: Path) -> Checkpoint:
-    """Read and verify a checkpoint directory (files present, JSON valid, checksums match)."""
-    state = _read_sidecar(path)
-    for name in (MODEL_FILE, OPTIM_FILE):
-        if not (path / name).is_file():
-            raise CheckpointError(f"checkpoint {path} is incomplete: {name} is missing")
-        if _sha256(path / name) != state["sha256"].get(name):
-            raise CheckpointError(
-                f"checkpoint {path} is corrupt: {name} does not match its recorded SHA-256; "
-                "delete this checkpoint directory to resume from an earlier one"
-            )
+_GROUP = sc.record({"params": sc.list_of(sc.integer)}, rest=sc.scalar)
+FIELDS: dict[str, sc.Spec] = {  # the sidecar fields every checkpoint has
+    "format": sc.string,
+    "step": sc.integer,
+    "aliases": sc.map_of(sc.string),
+    "optimizer": sc.record({"param_groups": sc.list_of(_GROUP),
+                            "scalars": sc.map_of(sc.map_of(sc.scalar))}),
+    "sha256": sc.record({MODEL_FILE: sc.hex64, OPTIM_FILE: sc.hex64}),
+    "digest": sc.hex64,
+}
+
+
+def load_checkpoint(path: Path, fields: dict[str, sc.Spec] | None = None) -> Checkpoint:
+    """Read and verify a checkpoint directory: files present, sidecar digest and field
+    types, step, tensor checksums. ``fields``: the caller's sidecar fields; with them the
+    sidecar must hold exactly those and :data:`FIELDS` (without, other fields pass)."""
+    state = verify_checkpoint(path, fields)
     try:
         return Checkpoint(path, state, load_file(path / MODEL_FILE), load_file(path / OPTIM_FILE))
     except SafetensorError as exc:
         raise CheckpointError(f"checkpoint {path} has an unreadable tensor file: {exc}") from None
 
 
-def _read_sidecar(path: Path) -> dict[str, Any]:
+def verify_checkpoint(path: Path, fields: dict[str, sc.Spec] | None = None) -> dict[str, Any]:
+    """The verified sidecar of ``path`` (everything :func:`load_checkpoint` checks but the
+    tensors' contents); CheckpointError naming the first problem."""
+    state = _read_sidecar(path, fields)
+    for name in (MODEL_FILE, OPTIM_FILE):
+        if not (path / name).is_file():
+            raise CheckpointError(f"checkpoint {path} is incomplete: {name} is missing")
+        if _sha256(path / name) != state["sha256"][name]:
+            raise CheckpointError(
+                f"checkpoint {path} is corrupt: {name} does not match its recorded SHA-256"
+            )
+    return state
+
+
+def _read_sidecar(path: Path, fields: dict[str, sc.Spec] | None) -> dict[str, Any]:
     file = path / STATE_FILE
     try:
-        state = json.loads(file.read_text())
+        state = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is missing") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"checkpoint {file} is not valid JSON: {exc}") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{file} is not a {FORMAT} sidecar")
-    missing = [k for k in ("step", "sha256", "aliases", "optimizer") if k not in state]
-    if missing:
-        raise CheckpointError(f"checkpoint {file} lacks the fields {missing}")
+    legacy = isinstance(state, dict) and state.get("format") == LEGACY_FORMAT
+    if not isinstance(state, dict) or (state.get("format") != FORMAT and not legacy):
+        raise CheckpointError(f"checkpoint {file} is not a {FORMAT} sidecar")
+    if not legacy and state.get("digest") != sc.digest(state):
+        raise CheckpointError(f"checkpoint {file} is corrupt or was edited: it does not match "
+                              "its recorded digest")
+    schema = {**FIELDS, **(fields or {})}
+    optional = ("digest",) if legacy else ()
+    try:
+        sc.record(schema, optional=optional, rest=None if fields else sc.anything)(state, "")
+    except sc.SidecarError as exc:
+        raise CheckpointError(f"checkpoint {file} is malformed: {exc}") from None
+    if path.name != step_dir(path.parent, state["step"]).name:
+        raise CheckpointError(f"checkpoint {file} records step {state['step']} but lies in "
+                              f"{path.name}; it was moved or edited")
     return state
+
+
+def last_good(root: Path, before: Path, fields: dict[str, sc.Spec] | None = None) -> Path | None:
+    """The newest checkpoint under ``root`` older than ``before`` that verifies (or None)."""
+    older = [p for p in list_checkpoints(root) if p.name < before.name]
+    for path in reversed(older):
+        try:
+            verify_checkpoint(path, fields)
+        except CheckpointError:
+            continue
+        return path
+    return None
+
+
+def step_of(path: Path) -> int:
+    return int(_STEP_DIR.match(path.name).group(1))  # type: ignore[union-attr]
 
 
 def restore_model(model: nn.Module, ckpt: Checkpoint) -> None:
@@ -190,6 +251,10 @@ def restore_model(model: nn.Module, ckpt: Checkpoint) -> None:
 
 
 def restore_optimizer(optimizer: torch.optim.Optimizer, ckpt: Checkpoint) -> None:
+    """Load the optimizer state after checking that every hyper-parameter both the saved and
+    this optimizer's groups have (lr, betas, eps, weight_decay, ...) agrees, so a changed
+    setting is refused rather than silently loaded. Set this run's lr to the saved step's
+    first (the schedule does; see ``Trainer.restore``)."""
     meta = ckpt.state["optimizer"]
     per_param: dict[int, dict[str, Any]] = {}
     for key, tensor in ckpt.optim_tensors.items():
@@ -204,8 +269,23 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, ckpt: Checkpoint) -> Non
             f"{[len(g['params']) for g in groups]}, this run "
             f"{[len(g['params']) for g in optimizer.param_groups]}"
         )
+    _check_hyperparameters(groups, optimizer.param_groups, ckpt.path)
     try:
         optimizer.load_state_dict({"state": per_param, "param_groups": groups})
     except (ValueError, KeyError, RuntimeError) as exc:
         msg = f"checkpoint {ckpt.path} optimizer state does not fit: {exc}"
         raise CheckpointError(msg) from None
+
+
+def _check_hyperparameters(saved: list[dict[str, Any]], current: list[dict[str, Any]],
+                           path: Path) -> None:
+    """Keys of both (another torch version may add some) must hold equal values."""
+    for i, (old, new) in enumerate(zip(saved, current, strict=True)):
+        for key in sorted((set(old) & set(new)) - {"params"}):
+            a, b = old[key], new[key]
+            a, b = (list(a), list(b)) if isinstance(a, list | tuple) else (a, b)
+            if a != b:
+                raise CheckpointError(
+                    f"checkpoint {path} optimizer group {i} has {key}={old[key]!r} but this "
+                    f"run has {key}={new[key]!r}; resume with the saved settings"
+                )

@@ -62,7 +62,7 @@ class TrainConfig:
     eval_batches: int = 20
     final_eval_batches: int = 0
     checkpoint_every: int = 0
-    keep_checkpoints: int = 1
+    keep_checkpoints: int = 2
     log_every: int = 1
     loggers: list[str] = field(default_factory=list)
     seed: int = 0

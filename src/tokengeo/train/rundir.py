@@ -20,6 +20,7 @@ from typing import Any
 
 from tokengeo.errors import CheckpointError, ConfigError
 from tokengeo.io import write_json, write_text
+from tokengeo.runlock import folder_entries
 from tokengeo.train.config import RESUMABLE_CHANGES
 
 # metrics.jsonl keys that measure wall-clock time (they differ between identical runs)
@@ -36,7 +37,7 @@ class RunDir:
 
     def check_new(self) -> None:
         """Refuse to overwrite another run."""
-        if self.root.exists() and (not self.root.is_dir() or any(self.root.iterdir())):
+        if self.root.exists() and (not self.root.is_dir() or folder_entries(self.root)):
             raise ConfigError(
                 f"--out {str(self.root)!r} exists and is not empty; pass --resume to continue "
                 "that run, or choose a new --out"
@@ -55,9 +56,8 @@ class RunDir:
             raise CheckpointError(f"{self.config} is not valid JSON ({exc})") from None
 
     def create(self, config: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        write_json(self.config, config)  # first: a config JSON refuses leaves no checkpoints/
         self.checkpoints.mkdir(exist_ok=True)
-        write_json(self.config, config)
         self.metrics.touch()
 
     def append(self, record: dict[str, Any]) -> None:

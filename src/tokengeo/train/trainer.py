@@ -26,6 +26,7 @@ from torch import nn
 from tokengeo.errors import CheckpointError, ConfigError, TokengeoError
 from tokengeo.io import write_json
 from tokengeo.train import checkpoint as ckpt
+from tokengeo.train import sidecar as sc
 from tokengeo.train.config import TrainConfig
 from tokengeo.train.curves import plot_curves
 from tokengeo.train.distributed import (
@@ -43,7 +44,20 @@ from tokengeo.train.rundir import RunDir, config_changes
 from tokengeo.train.schedule import WarmupCosine
 from tokengeo.train.tasks import Batch, Task, build_task_and_model, data_options
 
-SIDECAR_KEYS = ("config", "model", "schedule", "sampler", "scaler", "rng", "world_size", "wall_s")
+# The trainer's sidecar fields and their types (besides checkpoint.FIELDS); values are
+# further compared with this run's (config, model, schedule, world size, sampler position).
+SIDECAR_FIELDS: dict[str, sc.Spec] = {
+    "config": sc.map_of(sc.anything),
+    "model": sc.record({"name": sc.string, "config": sc.map_of(sc.anything)}),
+    "data": sc.string,
+    "schedule": sc.record({"lr": sc.number, "min_lr": sc.number, "warmup": sc.integer,
+                           "steps": sc.integer}),
+    "sampler": sc.map_of(sc.int_or_bool),
+    "scaler": sc.maybe(sc.map_of(sc.scalar)),
+    "rng": sc.list_of(sc.map_of(sc.anything)),  # parsed, and refused if malformed, on restore
+    "world_size": sc.integer,
+    "wall_s": sc.number,
+}
 
 
 class NonFiniteLossError(TokengeoError):
@@ -85,7 +99,8 @@ def load_data(cfg: TrainConfig) -> Any:
 
 
 class Trainer:
-    """One training run of ``cfg`` in ``cfg.out`` (``resume=True``: continue it).
+    """One training run of ``cfg`` in ``cfg.out`` (``resume=True``: continue it from its
+    latest checkpoint, or from step ``resume_from``, whose later checkpoints are removed).
 
     ``data`` skips loading ``cfg.data`` (a bundle already in memory); ``env`` is the
     data-parallel environment (default: from torchrun's variables); ``progress`` forces
@@ -93,8 +108,11 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, *, resume: bool = False, data: Any = None,
-                 env: DistEnv | None = None, progress: bool | None = None) -> None:
+                 env: DistEnv | None = None, progress: bool | None = None,
+                 resume_from: int | None = None) -> None:
         self.cfg = cfg.validate()
+        self.resume_from = resume_from
+        resume = resume or resume_from is not None
         self.env = env or init_distributed(cfg.device)
         self.run = RunDir(cfg.out)
         saved_config = self._check_run_dir(resume)
@@ -148,14 +166,38 @@ class Trainer:
             if self.env.is_main:
                 self.run.create(self.cfg.to_dict())
         else:
-            latest = ckpt.latest_checkpoint(self.run.checkpoints)
-            if latest is not None:
-                self.restore(ckpt.load_checkpoint(latest))
-            if self.env.is_main:
+            found = self._resume_checkpoint()
+            if found is not None:
+                self.restore(found)
+            if self.env.is_main:  # only now, after every check, files change
                 ckpt.remove_partial(self.run.checkpoints)
+                ckpt.remove_after(self.run.checkpoints, self.step)
                 self.run.truncate_metrics(self.step)
                 write_json(self.run.config, self.cfg.to_dict())
         barrier(self.env)
+
+    def _resume_checkpoint(self) -> ckpt.Checkpoint | None:
+        """The verified checkpoint to continue from: ``resume_from``'s, else the latest (a
+        corrupt latest one is refused naming the last good one)."""
+        root = self.run.checkpoints
+        found = ckpt.list_checkpoints(root)
+        if self.resume_from is not None:
+            path = ckpt.step_dir(root, self.resume_from)
+            if path not in found:
+                raise ConfigError(f"--resume-from {self.resume_from}: {str(root)!r} holds no "
+                                  f"checkpoint of that step; it has steps "
+                                  f"{[ckpt.step_of(p) for p in found]}")
+            return ckpt.load_checkpoint(path, SIDECAR_FIELDS)
+        if not found:
+            return None
+        try:
+            return ckpt.load_checkpoint(found[-1], SIDECAR_FIELDS)
+        except CheckpointError as exc:
+            good = ckpt.last_good(root, found[-1], SIDECAR_FIELDS)
+            hint = ("no earlier checkpoint is intact; start a new run" if good is None else
+                    f"the last good checkpoint is {good}: continue from it with "
+                    f"--resume-from {ckpt.step_of(good)}")
+            raise CheckpointError(f"{exc}; {hint}") from None
 
     # ---- checkpoints ---------------------------------------------------------------
 
@@ -164,7 +206,7 @@ class Trainer:
         return {
             "config": self.cfg.to_dict(),
             "model": {"name": self.cfg.model, "config": _jsonable(self.model.config)},
-            "data": getattr(self.data, "name", str(self.cfg.data)),
+            "data": str(getattr(self.data, "name", self.cfg.data)),
             "schedule": self.schedule.state_dict(),
             "sampler": self.sampler.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else None,
@@ -187,28 +229,36 @@ class Trainer:
         self._check_compatible(c)
         s = c.state
         ckpt.restore_model(self.model, c)
+        if c.step > 0:
+            self.schedule.apply(self.optimizer, c.step - 1)  # the lr of the saved step
         ckpt.restore_optimizer(self.optimizer, c)
         self.sampler.load_state_dict(s["sampler"])
+        after = getattr(self.sampler, "state_after", None)  # its state is a function of step
+        if after is not None and self.sampler.state_dict() != after(c.step):
+            raise CheckpointError(f"checkpoint {c.path} has sampler state {s['sampler']}, but "
+                                  f"{c.step} steps leave it at {after(c.step)}; it was edited")
         if s["scaler"]:
             self.scaler.load_state_dict(s["scaler"])
         set_rng_state(s["rng"][self.env.rank])
         self.step, self.wall_before, self.saved_step = c.step, float(s["wall_s"]), c.step
 
     def _check_compatible(self, c: ckpt.Checkpoint) -> None:
-        s = c.state
-        missing = [k for k in SIDECAR_KEYS if k not in s]
-        if missing:
-            raise CheckpointError(f"checkpoint {c.path} lacks {missing}; it is not a training "
-                                  "checkpoint of this version")
-        if s["world_size"] != self.env.world_size or len(s["rng"]) != self.env.world_size:
+        s = c.state  # its fields have the types of SIDECAR_FIELDS (load_checkpoint)
+        if s["world_size"] != self.env.world_size:
             raise CheckpointError(f"checkpoint {c.path} was written by {s['world_size']} "
                                   f"processes, this run has {self.env.world_size}; use as many")
+        if len(s["rng"]) != s["world_size"]:
+            raise CheckpointError(f"checkpoint {c.path} holds {len(s['rng'])} RNG states for "
+                                  f"{s['world_size']} processes; it was edited")
         changes = config_changes(s["config"], self.cfg.to_dict())
         changes += config_changes(s["model"].get("config", {}), _jsonable(self.model.config))
         if s["model"].get("name") != self.cfg.model or changes:
             raise CheckpointError(f"checkpoint {c.path} holds model {s['model'].get('name')!r} "
                                   f"trained with other settings: {'; '.join(changes)}")
-        self.schedule.check_state(s["schedule"])
+        try:
+            self.schedule.check_state(s["schedule"])
+        except CheckpointError as exc:
+            raise CheckpointError(f"checkpoint {c.path}: {exc}") from None
 
     # ---- one step ------------------------------------------------------------------
 
@@ -395,5 +445,5 @@ def _jsonable(config: Any) -> dict[str, Any]:
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, **kwargs: Any) -> dict[str, Any]:
-    """Run (or resume) ``cfg`` and return its summary."""
+    """Run (or resume) ``cfg`` and return its summary (``resume_from=STEP``: see Trainer)."""
     return Trainer(cfg, resume=resume, **kwargs).fit()
