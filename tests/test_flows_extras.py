@@ -171,8 +171,8 @@ def test_presets_draw_the_papers_initial_state():
     torch.testing.assert_close(x0.norm(dim=-1), torch.ones(3, 200, dtype=F64))
     assert torch.equal(D0, D0.mT)
     vertices = torch.cat([torch.eye(3), -torch.eye(3)]).double()
-    nearest = (x0 @ vertices.T).argmax(-1)  # (3, 200)
-    assert torch.equal(nearest, (torch.arange(200) % 6).expand(3, 200))
+    assert ((x0 @ vertices.T).max(-1).values > 0.99).all()  # every token near a vertex
+    assert torch.equal(x0, x0[:1].expand_as(x0))  # one token state shared by the paths
     x0_other, D0_other = p.initial_state(2)
     assert torch.equal(x0, x0_other) and D0_other.shape[1] == 2
     assert (p.T, p.dt, p.noise_var, p.scaling_heads) == (20.0, 5e-3, 2.0, (1, 10, 100))

@@ -1,14 +1,29 @@
 """Named experiment settings, with their initial tokens and weights.
 
-The ``s2-*`` presets are the setting of arXiv 2605.18870, Sec. 6: n = 200 tokens on S^2
-drawn around the 6 octahedron vertices with N(0, 0.05) noise (we read 0.05 as the variance,
-std sqrt(0.05), and re-draw the tokens for every path), D_h(0) = Z + Z^T per head and path,
-sigma^2 = 2, T = 20, dt = 5e-3, 10 paths, H in {1, 10, 100} for the scaling experiment.
+The ``s2-*`` presets are the setting of arXiv 2605.18870, Sec. 6, as the authors' scripts run
+it: n = 200 tokens on S^2, each at a uniformly random octahedron vertex +-e_k plus N(0, 0.05^2)
+noise (standard deviation 0.05), then normalised; T = 20, dt = 5e-3, 10 paths, H in
+{1, 10, 100} for the scaling experiment.
+
+What a Monte Carlo path is (our reading of the authors' setting): all paths start from ONE
+shared token configuration x(0), drawn once from ``seed`` (and the same for every H); each
+path draws its own initial weights D_h(0) = Z + Z^T (Z_ab ~ N(0, 1), per head and path) and,
+when sigma^2 > 0, its own weight noise. So
+
+* ``s2-ou`` (sigma^2 = 2): paths differ by D(0) and by the noise;
+* ``s2-oscillating`` (sigma^2 = 0, the authors' ``s2_oscillating`` script): the run is
+  deterministic given D(0), so the spread over paths comes from D(0) alone, and it fades as
+  D_h(t) forgets D_h(0) at rate e^{-t} and locks onto its target T_h(t);
+* ``s2-oscillating-noisy`` keeps our earlier oscillating setting, sigma^2 = 2 (not the
+  authors'), now with the shared initial tokens above.
+
+Earlier versions read the 0.05 as a variance (std sqrt(0.05)), put token i at vertex i mod 2d
+and redrew the tokens for every path, so path intervals mixed initial-condition spread into
+the noise.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -31,10 +46,10 @@ class FlowPreset:
     n_heads: int = 10
     T: float = 20.0
     dt: float = 5e-3
-    noise_var: float = 2.0
+    noise_var: float = 2.0  # sigma^2 of the weight noise
     n_paths: int = 10
     init: str = "octahedron"
-    init_std: float = math.sqrt(0.05)
+    init_std: float = 0.05  # standard deviation of the token offsets
     seed: int = 0
     integrator: str = "euler"
     record_every: int = 20
@@ -58,15 +73,15 @@ class FlowPreset:
     def initial_state(
         self, n_heads: int | None = None, *, dtype=torch.float64
     ) -> tuple[Tensor, Tensor]:
-        """Tokens (P, n, d) and symmetric weights D_h(0) = Z + Z^T, (P, H, d, d).
+        """Tokens (P, n, d), the same for every path, and weights D_h(0) = Z + Z^T, (P, H, d, d).
 
-        Seeded by ``seed`` (and H), so every H of a scaling experiment starts from the same
-        tokens.
+        The tokens are drawn once from ``seed`` (so every H of a scaling experiment and every
+        path starts from them); the weights are drawn per path and head from ``seed`` and H.
         """
         H = self.n_heads if n_heads is None else n_heads
         gen = torch.Generator().manual_seed(self.seed)
-        x0 = initial_tokens(self.init, self.n_paths, self.n_tokens, self.d, self.init_std, gen,
-                            dtype=dtype)
+        x0 = initial_tokens(self.init, self.n_tokens, self.d, self.init_std, gen, dtype=dtype)
+        x0 = x0.expand(self.n_paths, -1, -1).clone()  # (P, n, d), one shared state
         gen_w = torch.Generator().manual_seed(self.seed * 1_000_003 + H)
         z = torch.randn(self.n_paths, H, self.d, self.d, generator=gen_w, dtype=dtype)
         return x0, z + z.mT
@@ -79,18 +94,21 @@ class FlowPreset:
 
 
 def initial_tokens(
-    init: str, n_paths: int, n: int, d: int, std: float, gen: torch.Generator, *, dtype
+    init: str, n: int, d: int, std: float, gen: torch.Generator, *, dtype
 ) -> Tensor:
-    """Unit tokens (P, n, d): around the 2d vertices +-e_k (token i at vertex i mod 2d) with
-    Gaussian noise of standard deviation ``std`` (``"octahedron"``; the octahedron for d = 3),
-    or uniform on the sphere (``"uniform"``)."""
+    """One configuration of n unit tokens, (n, d).
+
+    ``"octahedron"`` (the octahedron for d = 3): x_i = (c_i + std * g_i) / |c_i + std * g_i|
+    with c_i drawn uniformly from the 2d vertices +-e_k and g_i ~ N(0, I_d) (arXiv 2605.18870,
+    Sec. 6, as the authors' scripts draw it); ``"uniform"``: uniform on the sphere.
+    """
     check_choice("init", init, INITS)
     if init == "uniform":
-        x = torch.randn(n_paths, n, d, generator=gen, dtype=dtype)
+        x = torch.randn(n, d, generator=gen, dtype=dtype)
     else:
         vertices = torch.cat([torch.eye(d, dtype=dtype), -torch.eye(d, dtype=dtype)])  # (2d, d)
-        centers = vertices[torch.arange(n) % (2 * d)]  # (n, d)
-        x = centers + std * torch.randn(n_paths, n, d, generator=gen, dtype=dtype)
+        centers = vertices[torch.randint(2 * d, (n,), generator=gen)]  # (n, d)
+        x = centers + std * torch.randn(n, d, generator=gen, dtype=dtype)
     return x / x.norm(dim=-1, keepdim=True)
 
 
@@ -98,11 +116,10 @@ PRESETS: dict[str, FlowPreset] = {
     p.name: p
     for p in (
         FlowPreset("s2-ou", drift="ou", notes="OU weights on S^2: tokens relax, G^2 ~ 1/H"),
-        FlowPreset(
-            "s2-oscillating",
-            drift="oscillating",
-            notes="time-periodic targets on S^2: the cloud never settles",
-        ),
+        FlowPreset("s2-oscillating", drift="oscillating", noise_var=0.0,
+                   notes="time-periodic targets on S^2, no weight noise (the authors' script)"),
+        FlowPreset("s2-oscillating-noisy", drift="oscillating", noise_var=2.0,
+                   notes="time-periodic targets on S^2 plus weight noise sigma^2 = 2"),
         FlowPreset("s2-frozen", drift="frozen", noise_var=0.0,
                    notes="frozen random weights on S^2: an autonomous gradient flow"),
         FlowPreset("s1-oscillating", drift="oscillating", d=2, init="uniform",
