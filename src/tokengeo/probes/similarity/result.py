@@ -135,6 +135,8 @@ _TABLE = {
     "top_short_range_share": "top_short",
     "sentence_contrast": "contrast",
     "repeated_token_share": "repeated",
+    "top_long_range_share": "top_long",
+    "input_convergence": "converge",
     "noise_share": "noise",
     "snr": "snr",
     "separator_attention": "sep_attn",
