@@ -93,3 +93,30 @@ def test_per_item_spectrum_rejects_bad_input():
         per_item_components(x, mask=torch.ones(3, 4), lengths=torch.tensor([4, 4, 4]))
     with pytest.raises(ConfigError, match="mask must"):
         per_item_components(x, mask=torch.ones(3, 5))
+
+
+def _language_cell(bpc: float, per_sequence: float | None, pooled: int) -> dict:
+    geometry = {"components_99": pooled, "decay_alpha": 1.0, "cdnv_mean": 1.0,
+                "next_token_nm_accuracy": 0.5}
+    if per_sequence is not None:
+        geometry["components_99_per_sequence"] = per_sequence
+    return {"final": {"val": {"bits_per_char": bpc}}, "geometry": geometry, "wall_time_s": 1.0}
+
+
+def test_language_claim_uses_the_per_sequence_count_and_old_cells_say_how_to_recompute(tmp_path):
+    from tokengeo.experiments.cells import CellResult
+    from tokengeo.experiments.suites import laplacian_language as suite
+
+    settings = {"ks": [0, 4], "seeds": [0, 1], "train": {"model": "gpt-tiny", "data": "x"}}
+
+    def results(per_seq: dict):
+        return {f"k={k}-s{s}": CellResult(f"k={k}-s{s}", _language_cell(
+            3.0, per_seq[k][s], pooled={0: 10, 4: 30}[k])) for k in (0, 4) for s in (0, 1)}
+
+    # per sequence falls with k = 4 while the pooled count rises: the claim follows the paper's
+    out = suite.summarise(settings, results({0: [20.5, 21.0], 4: [15.25, 15.5]}), tmp_path)
+    (spectral,) = [c for c in out.claims if "components" in c.text]
+    assert "per sequence" in spectral.quantity
+    assert spectral.measured.mean == pytest.approx(-5.375) and spectral.verdict == "reproduced"
+    with pytest.raises(ConfigError, match="delete OUT/cells/laplacian-language"):
+        suite.summarise(settings, results({0: [None, None], 4: [None, None]}), tmp_path)
