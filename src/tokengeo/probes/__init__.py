@@ -32,7 +32,8 @@ _GEOMETRY = [
     "NeuralCollapse", "NeuralCollapseAccumulator", "neural_collapse",
     "neural_collapse_sequences", "neural_collapse_tokens", "NextTokenAccumulator",
     "NextTokenSeparability", "next_token_separability", "SpectralDecay",
-    "SpectrumAccumulator", "spectral_decay", "VarianceAccumulator", "VarianceDecomposition",
+    "SpectrumAccumulator", "spectral_decay", "per_item_components", "per_item_component_counts",
+    "VarianceAccumulator", "VarianceDecomposition",
     "variance_decomposition",
 ]
 _LAZY.update({name: "tokengeo.probes.geometry" for name in _GEOMETRY})

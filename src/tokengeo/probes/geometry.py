@@ -6,7 +6,8 @@ accumulator (``update(batch)`` ... ``compute()``) that gives the same result:
 - :mod:`~tokengeo.probes.variance`: ANOVA of token representations
   (within / between sequences, between classes of sequence means);
 - :mod:`~tokengeo.probes.collapse`: neural collapse NC1-NC4 on sequence means and tokens;
-- :mod:`~tokengeo.probes.spectrum`: singular spectrum, 99%-variance rank, decay exponent;
+- :mod:`~tokengeo.probes.spectrum`: singular spectrum, 99%-variance rank (pooled and per
+  item), decay exponent;
 - :mod:`~tokengeo.probes.separability`: next-token CDNV and nearest-mean accuracy.
 """
 
@@ -26,7 +27,13 @@ from tokengeo.probes.separability import (
     next_token_pairs,
     next_token_separability,
 )
-from tokengeo.probes.spectrum import SpectralDecay, SpectrumAccumulator, spectral_decay
+from tokengeo.probes.spectrum import (
+    SpectralDecay,
+    SpectrumAccumulator,
+    per_item_component_counts,
+    per_item_components,
+    spectral_decay,
+)
 from tokengeo.probes.variance import (
     VarianceAccumulator,
     VarianceDecomposition,
@@ -38,5 +45,6 @@ __all__ = [
     "neural_collapse_sequences", "neural_collapse_tokens", "sequence_features",
     "token_features", "NextTokenAccumulator", "NextTokenSeparability", "frequent_classes",
     "next_token_pairs", "next_token_separability", "SpectralDecay", "SpectrumAccumulator",
-    "spectral_decay", "VarianceAccumulator", "VarianceDecomposition", "variance_decomposition",
+    "spectral_decay", "per_item_components", "per_item_component_counts", "VarianceAccumulator",
+    "VarianceDecomposition", "variance_decomposition",
 ]

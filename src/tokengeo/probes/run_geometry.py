@@ -72,9 +72,14 @@ def classification_geometry(model, task, split: str, max_examples: int) -> dict[
 
 def language_geometry(model, task, split: str, max_examples: int) -> dict[str, float]:
     """Spectrum of token representations and next-token separability (arXiv 2602.09297,
-    Sec. 5: fewer components for 99% variance with Laplacian heads)."""
+    Sec. 5.2: fewer components for 99% variance with Laplacian heads).
+
+    ``components_99_per_sequence`` is the paper's measure (each window's tokens centred by
+    its own mean, counted, averaged over windows: non-integer); ``components_99`` the pooled
+    one (all windows' tokens in one cloud), kept as a second measure."""
     from tokengeo.probes.geometry import (
         next_token_separability,
+        per_item_components,
         spectral_decay,
         variance_decomposition,
     )
@@ -85,6 +90,7 @@ def language_geometry(model, task, split: str, max_examples: int) -> dict[str, f
     sep = next_token_separability(h, x)
     var = variance_decomposition(h)
     return {
+        "components_99_per_sequence": per_item_components(h, 0.99),
         "components_99": spec.n_components_99, "decay_alpha": spec.decay_alpha,
         "cdnv_mean": sep.cdnv_mean, "next_token_nm_accuracy": sep.nearest_mean_accuracy,
         "within_sequence_share": var.within_sequence / var.total,

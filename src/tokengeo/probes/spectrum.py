@@ -9,6 +9,14 @@ reaches 99%; and the decay exponent ``alpha`` of a least-squares power-law fit
 the eigenspectrum decay coefficient of Agrawal et al. ("alpha-ReQ", NeurIPS 2022).
 Smoothing of token representations (Zhang & Papyan, arXiv 2602.09297) shows as faster
 decay and fewer components.
+
+Two measures of "components for 99% of the variance" live here:
+
+- **pooled** (:func:`spectral_decay`, :class:`SpectrumAccumulator`): all tokens of all
+  sequences (images) in one cloud, centred by the global mean;
+- **per item** (:func:`per_item_components`, the papers' definition: 547.7 -> 430.4 in
+  Zhang & Papyan, Sec. 5.2, are averages over sequences, hence non-integer): the count of
+  each sequence's (image's) own ``T`` tokens, centred by that item's mean, averaged over items.
 """
 
 from __future__ import annotations
@@ -89,3 +97,65 @@ class SpectrumAccumulator:
         # the SVD of (N, D) centred data has min(N, D) values; the rest are zero
         lam = lam.sort(descending=True).values[: min(self.n, len(lam))]
         return _from_eigenvalues(lam, self.n)
+
+
+def per_item_component_counts(tokens: torch.Tensor, threshold: float = 0.99,
+                              mask: torch.Tensor | None = None,
+                              lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """Components for ``threshold`` of the variance of each item's tokens: ``(N,)`` long.
+
+    For item ``n`` with real tokens ``x_1 .. x_{T_n}`` (``mask`` ``(N, T)`` or ``lengths``
+    ``(N,)``; default: all ``T``), centred by the item's own mean ``mu_n``, the singular
+    values ``s_1 >= s_2 >= ...`` of ``X_n - 1 mu_n^T`` give the variances ``lambda_k ~ s_k^2``;
+    the count is the smallest ``K`` with ``sum_{k<=K} lambda_k >= threshold sum_k lambda_k``
+    (0 for an item whose tokens are all equal). One batched SVD over the items; padded
+    tokens are zero rows after centring, which add only zero singular values.
+    """
+    if tokens.dim() != 3:
+        raise ConfigError(f"expected tokens (N, T, D), got shape {tuple(tokens.shape)}")
+    if not 0 < threshold <= 1:
+        raise ConfigError(f"threshold={threshold} must lie in (0, 1] (a share of variance)")
+    keep = _item_mask(tokens.shape[:2], mask, lengths).to(tokens.device)  # (N, T) bool
+    n_real = keep.sum(1)  # (N,)
+    if int(n_real.min()) < 2:
+        bad = int((n_real < 2).sum())
+        raise ConfigError(f"{bad} item(s) have fewer than 2 real tokens; a per-item spectrum "
+                          "needs at least 2 (drop those items or fix the mask/lengths)")
+    w = keep[..., None].to(F64)  # (N, T, 1)
+    x = tokens.detach().to(F64)
+    mu = (x * w).sum(1, keepdim=True) / n_real[:, None, None]  # (N, 1, D)
+    lam = torch.linalg.svdvals((x - mu) * w).square()  # (N, min(T, D)), descending
+    total = lam.sum(-1, keepdim=True)  # (N, 1)
+    ratio = lam.cumsum(-1) / total.clamp_min(torch.finfo(F64).tiny)
+    counts = (ratio < threshold - 1e-12).sum(-1) + 1  # (N,)
+    return torch.where(total[:, 0] > 0, counts, torch.zeros_like(counts)).cpu()
+
+
+def per_item_components(tokens: torch.Tensor, threshold: float = 0.99,
+                        mask: torch.Tensor | None = None,
+                        lengths: torch.Tensor | None = None) -> float:
+    """Mean over items of :func:`per_item_component_counts`: ``(1/N) sum_n K_n``.
+
+    The papers' "principal components for 99% of the variance" (Zhang & Papyan,
+    arXiv 2602.09297, Sec. 5.2: 547.7 -> 430.4 on GPT sequences; per image in Sec. 5.1):
+    each sequence's (image's) tokens centred by its own mean, counted, then averaged.
+    """
+    return float(per_item_component_counts(tokens, threshold, mask, lengths).double().mean())
+
+
+def _item_mask(shape, mask: torch.Tensor | None, lengths: torch.Tensor | None) -> torch.Tensor:
+    N, T = shape
+    if mask is not None and lengths is not None:
+        raise ConfigError("give either mask or lengths, not both")
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths).cpu()
+        if lengths.shape != (N,) or int(lengths.min()) < 0 or int(lengths.max()) > T:
+            raise ConfigError(f"lengths must be (N,) = ({N},) integers in [0, {T}], got shape "
+                              f"{tuple(lengths.shape)}")
+        return torch.arange(T)[None, :] < lengths[:, None]
+    if mask is None:
+        return torch.ones(N, T, dtype=torch.bool)
+    if tuple(mask.shape) != (N, T):
+        raise ConfigError(f"mask must have the tokens' (N, T) = ({N}, {T}), got "
+                          f"{tuple(mask.shape)}")
+    return mask.bool().cpu()

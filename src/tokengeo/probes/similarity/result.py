@@ -36,6 +36,7 @@ class HeadSimilarityResult:
     within_sentence_chance_distance_matched: torch.Tensor  # (L, H)
     sentence_contrast: torch.Tensor  # (L, H) distance-matched, in units of std(S)
     repeated_token_share: torch.Tensor  # (L, H) of top pairs
+    repeated_token_share_std: torch.Tensor  # (L, H) std over inputs of the per-input share
     repeated_token_chance: float
     noise_share: torch.Tensor  # (L, H) top pairs with no sentence / repetition relation
     noise_chance: float
@@ -46,6 +47,15 @@ class HeadSimilarityResult:
     dominant_token_lift: torch.Tensor  # (L, H) that share / its corpus frequency
     distinct_dominant_per_layer: torch.Tensor  # (L,) distinct dominant tokens / H
     distinct_dominant_overall: float  # distinct dominant tokens / (L * H)
+    input_convergence: torch.Tensor  # (L, H) mean over inputs of max_t (top pairs with t) / k
+    input_dominant_rate: torch.Tensor  # (L, H) share of inputs where the head has a dominant
+    input_distinct_share: torch.Tensor  # (L,) per input: heads with a dominant of their own / H
+    input_distinct_chance: torch.Tensor  # (L,) the same for independently shuffled heads
+    input_distinct_share_by_id: torch.Tensor  # (L,) tokens compared by id, not position
+    input_distinct_chance_by_id: torch.Tensor  # (L,)
+    long_range: int  # top pairs at |i - j| >= long_range are long-range (T // 4)
+    top_long_range_share: torch.Tensor  # (L, H) share of top pairs at distance >= long_range
+    long_range_chance: float  # share of all pairs at distance >= long_range
     separator_attention: torch.Tensor | None  # (L, H); None without attention patterns
     separator_chance: float | None
     special_attention: torch.Tensor | None  # (L, H)
@@ -82,17 +92,20 @@ class HeadSimilarityResult:
                 v = getattr(self, name)
                 row[name] = None if v is None else _jsonable(float(v[l].mean()))
             row["distinct_dominant"] = float(self.distinct_dominant_per_layer[l])
+            row["input_distinct_share"] = float(self.input_distinct_share[l])
+            row["input_distinct_chance"] = float(self.input_distinct_chance[l])
             rows.append(row)
         return rows
 
     def table(self) -> str:
         """A short fixed-width table, one line per layer (means over heads)."""
-        cols = ["layer", *(_TABLE[n] for n in _TABLE), "distinct"]
+        cols = ["layer", *(_TABLE[n] for n in _TABLE), "distinct", "in_dist", "in_chance"]
         lines = [" ".join(f"{c:>9}" for c in cols)]
         for row in self.layer_summary():
             vals = [f"{row['layer']:>9d}"]
             vals += [f"{row[n]:>9.3f}" if row[n] is not None else f"{'-':>9}" for n in _TABLE]
-            vals.append(f"{row['distinct_dominant']:>9.2f}")
+            vals += [f"{row[n]:>9.2f}" for n in ("distinct_dominant", "input_distinct_share",
+                                                  "input_distinct_chance")]
             lines.append(" ".join(vals))
         lines.append(
             f"chance: within-sentence {self.within_sentence_chance:.3f}, short-range "
@@ -122,6 +135,8 @@ _TABLE = {
     "top_short_range_share": "top_short",
     "sentence_contrast": "contrast",
     "repeated_token_share": "repeated",
+    "top_long_range_share": "top_long",
+    "input_convergence": "converge",
     "noise_share": "noise",
     "snr": "snr",
     "separator_attention": "sep_attn",
@@ -176,6 +191,12 @@ class SimilaritySums:
     all_lift: torch.Tensor  # (L, H) the same, mean over all pairs, summed over inputs
     chance_sep: float  # sum over inputs of the share of separator keys
     chance_special: float  # ... of special keys
+    repeat_sq: torch.Tensor  # (L, H) sum over inputs of (per-input repeated-token share)^2
+    convergence: torch.Tensor  # (L, H) sum over inputs of max_t (top pairs with token t) / k
+    dominant_at: torch.Tensor  # (L, H, T) long: inputs whose dominant token is at position t
+    dominant_id: torch.Tensor  # (L, H, V) long: ... has id v
+    distinct_position: torch.Tensor  # (L,) sum over inputs of the distinct-head share
+    distinct_id: torch.Tensor  # (L,) ... with tokens compared by id
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -209,11 +230,15 @@ def result_from_sums(s: SimilaritySums) -> HeadSimilarityResult:
         within_sentence_chance_distance_matched=s.top_dm_chance / n_top,
         sentence_contrast=_sentence_contrast(s),
         repeated_token_share=(codes[..., 2] + codes[..., 3]) / n_top,
+        repeated_token_share_std=_std_over_inputs((codes[..., 2] + codes[..., 3]) / n_top,
+                                                  s.repeat_sq, n),
         repeated_token_chance=s.chance_repeat / n,
         noise_share=codes[..., 0] / n_top,
         noise_chance=s.chance_unrelated / n,
         snr=_snr(s),
         **_dominant_tokens(s),
+        **_per_input(s),
+        **_long_range(s),
         **_attention_fields(s),
     )
 
@@ -273,6 +298,53 @@ def _dominant_tokens(s: SimilaritySums) -> dict:
         "dominant_token_lift": share / freq[best].clamp_min(1e-12),
         "distinct_dominant_per_layer": per_layer,
         "distinct_dominant_overall": len(set(best.flatten().tolist())) / (L * H),
+    }
+
+
+def _std_over_inputs(mean: torch.Tensor, sum_sq: torch.Tensor, n: int) -> torch.Tensor:
+    """Sample std over ``n`` inputs from the mean and the sum of squares."""
+    if n < 2:
+        return torch.full_like(mean, float("nan"))
+    return ((sum_sq - n * mean.square()) / (n - 1)).clamp_min(0).sqrt()
+
+
+def _per_input(s: SimilaritySums) -> dict:
+    n = s.n_samples
+    return {
+        "input_convergence": s.convergence / n,
+        "input_dominant_rate": s.dominant_at.sum(-1).to(F64) / n,
+        "input_distinct_share": s.distinct_position / n,
+        "input_distinct_chance": distinct_chance(s.dominant_at, n),
+        "input_distinct_share_by_id": s.distinct_id / n,
+        "input_distinct_chance_by_id": distinct_chance(s.dominant_id, n),
+    }
+
+
+def distinct_chance(counts: torch.Tensor, n: int) -> torch.Tensor:
+    """Distinct-head share of heads that pick independently: ``(L, H, X)`` counts -> ``(L,)``.
+
+    ``q_h(x) = counts[l, h, x] / n`` (inputs whose dominant is ``x``; the rest have none);
+    ``E[D] = (1/H) sum_h sum_x q_h(x) prod_{h' != h} (1 - q_h'(x))``.
+    """
+    support = counts.sum((0, 1)) > 0
+    q = counts[..., support].to(F64) / n  # (L, H, X')
+    H = q.shape[1]
+    alone = [(q[:, h] * (1 - torch.cat([q[:, :h], q[:, h + 1 :]], 1)).prod(1)).sum(-1)
+             for h in range(H)]  # H x (L,)
+    return torch.stack(alone, 1).mean(1)
+
+
+def _long_range(s: SimilaritySums) -> dict:
+    """Top pairs at ``|i - j| >= T // 4`` against the share of all pairs there."""
+    L, H, T = s.shape
+    far = max(1, T // 4)
+    n_at_d = torch.arange(T, 0, -1, dtype=F64)  # pairs at distance d: T - d (d = 0 unused)
+    n_at_d[0] = 0
+    hist = s.top_dist.to(F64)
+    return {
+        "long_range": far,
+        "top_long_range_share": hist[..., far:].sum(-1) / (s.n_samples * s.top_k),
+        "long_range_chance": float(n_at_d[far:].sum() / n_at_d.sum()),
     }
 
 

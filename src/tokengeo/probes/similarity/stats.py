@@ -19,7 +19,24 @@ never on the number of samples; :meth:`~HeadSimilarityAccumulator.sums` hands th
   ``E[p_b(d)]``, ``p_b(d)`` = share of pairs at distance ``d`` of input ``b`` in one
   sentence); the share of repeated tokens (same id) against the share among all pairs;
   the share at distance ``<= w`` and their mean distance;
-* **dominant token**: the (non-special) token id most often an endpoint of a top pair;
+* **dominant token** (over the corpus): the (non-special) token id most often an endpoint of
+  a top pair, counted over all inputs;
+* **per input** (the paper's "each head converges on a distinct token" is a statement about
+  one input; :meth:`HeadSimilarityAccumulator._update_inputs`): in input ``b`` let
+  ``c_h(t)`` be the number of head ``h``'s top pairs that contain the non-special token at
+  position ``t``. The head's *convergence* is ``max_t c_h(t) / k``; its *dominant token*
+  ``d_h(b)`` is that position when it is the only maximum and ``c_h >= 2`` (otherwise the
+  head has none in that input). The **distinct-head share** of a layer in input ``b`` is
+  ``D_b = (1/H) #{h : d_h(b) exists and d_h(b) != d_h'(b) for every other head h'}``,
+  averaged over inputs; it is also given with tokens compared by id instead of position.
+  Chance (a permutation baseline, computed exactly): heads pick their dominant tokens
+  independently, each from its own distribution over inputs ``q_h(x)`` (share of inputs
+  whose dominant is ``x``; "none" is not a value) — as if every head's input were shuffled
+  against the others' — so ``E[D] = (1/H) sum_h sum_x q_h(x) prod_{h' != h} (1 - q_h'(x))``.
+  ``D`` above chance means that within one input heads pick different tokens more often
+  than their habits alone (e.g. a fixed position) explain;
+* **repeated-token share per input**: its spread over inputs (``std``), for an interval of
+  one head's share (repetition heads);
 * **attention lift** (the paper locates high-similarity regions with high attention): the
   mean of ``T (P_ij + P_ji) / 2`` over the top pairs, against its mean over all pairs;
 * **separator attention**: attention mass ``mean_i sum_{j: x_j in seps} P_ij`` on the
@@ -102,6 +119,10 @@ class HeadSimilarityAccumulator:
         self.rel_n, self.plain_n = z(()), z(())
         self.chance = {k: z(()) for k in ("within", "repeat", "unrelated", "sep", "special")}
         self.endpoint_counts = torch.zeros(L, H * vocab_size, dtype=torch.long)
+        self.dominant_at = torch.zeros(L, H * T, dtype=torch.long)  # inputs per position
+        self.dominant_id = torch.zeros(L, H * vocab_size, dtype=torch.long)  # ... per id
+        self.convergence, self.repeat_sq = z(L, H), z(L, H)
+        self.distinct = {k: z(L) for k in ("position", "id")}
         self.token_counts = torch.zeros(vocab_size, dtype=torch.long)
 
     # ----------------------------------------------------------------- updates
@@ -176,6 +197,7 @@ class HeadSimilarityAccumulator:
                          out=(self._buf("top_v", (H, B, k)),
                               self._buf("top_i", (H, B, k), torch.long)))
         self._update_top(l, top.indices, b)
+        self._update_inputs(l, top.indices, b)
         return top.indices
 
     def _pair_similarities(self, zh: torch.Tensor) -> torch.Tensor:
@@ -217,6 +239,26 @@ class HeadSimilarityAccumulator:
                             b.ids.gather(1, self.iu[1].take(idx))])
         flat = (ends + head * self.vocab_size).flatten()  # (2*B*H*k,)
         self.endpoint_counts[l] += torch.bincount(flat, minlength=H * self.vocab_size)
+        repeated = (code >= 2).view(B, H, k).to(F64).mean(-1)  # (B, H) per-input share
+        self.repeat_sq[l] += repeated.square().sum(0)
+
+    def _update_inputs(self, l: int, top_i: torch.Tensor, b: _Batch) -> None:
+        """Per-input dominant tokens and the distinct-head share (module docstring)."""
+        H, B, k = top_i.shape
+        T, V = self.shape[2], self.vocab_size
+        ends = torch.cat([self.iu[0].take(top_i), self.iu[1].take(top_i)], -1)  # (H, B, 2k)
+        c = torch.zeros(H, B, T).scatter_add_(-1, ends, torch.ones(ends.shape))  # (H, B, T)
+        c.mul_(b.plain_t)  # special tokens are never dominant
+        best_n, best = c.max(-1)  # (H, B)
+        unique_max = (c == best_n[..., None]).sum(-1) == 1
+        has = unique_max & (best_n >= 2)  # (H, B) the head has a dominant token
+        self.convergence[l] += (best_n / k).sum(1, dtype=F64)
+        head = torch.arange(H)[:, None]
+        tok = b.ids.gather(1, best.T).T  # (H, B) ids at the dominant positions
+        self.dominant_at[l] += torch.bincount((head * T + best)[has], minlength=H * T)
+        self.dominant_id[l] += torch.bincount((head * V + tok)[has], minlength=H * V)
+        for name, value in (("position", best), ("id", tok)):
+            self.distinct[name][l] += distinct_heads(value, has).sum(dtype=F64)
 
     def _update_attention(self, l: int, top_i, p: torch.Tensor, b: _Batch) -> None:
         """``p``: (B, H, T, T) attention weights, rows summing to 1.
@@ -248,7 +290,7 @@ class HeadSimilarityAccumulator:
     # ----------------------------------------------------------------- result
     def sums(self) -> SimilaritySums:
         """A copy of the running sums (further updates do not change it)."""
-        L, H, _ = self.shape
+        L, H, T = self.shape
         c = lambda t: t.clone()  # noqa: E731
         return SimilaritySums(
             n_samples=self.n_samples, top_k=self.top_k, short_range=self.short_range,
@@ -266,6 +308,10 @@ class HeadSimilarityAccumulator:
             sep_mass=c(self.sep_mass), special_mass=c(self.special_mass),
             top_lift=c(self.top["lift"]), all_lift=c(self.lift_all),
             chance_sep=float(self.chance["sep"]), chance_special=float(self.chance["special"]),
+            repeat_sq=c(self.repeat_sq), convergence=c(self.convergence),
+            dominant_at=self.dominant_at.view(L, H, T).clone(),
+            dominant_id=self.dominant_id.view(L, H, self.vocab_size).clone(),
+            distinct_position=c(self.distinct["position"]), distinct_id=c(self.distinct["id"]),
         )
 
     def compute(self) -> HeadSimilarityResult:
@@ -273,6 +319,18 @@ class HeadSimilarityAccumulator:
         if self.n_samples == 0:
             raise ConfigError("no samples were added to the similarity accumulator")
         return result_from_sums(self.sums())
+
+
+def distinct_heads(value: torch.Tensor, has: torch.Tensor) -> torch.Tensor:
+    """Per input, the share of heads whose value is theirs alone: ``(H, B)`` -> ``(B,)``.
+
+    ``D_b = (1/H) #{h : has[h, b] and value[h, b] != value[h', b] for all h' != h with
+    has[h', b]}``; heads without a value (``has`` false) count in ``H`` but never as distinct.
+    """
+    H = value.shape[0]
+    same = (value[:, None] == value[None, :]) & has[:, None] & has[None, :]  # (H, H, B)
+    alone = has & (same.sum(1) == 1)  # only itself
+    return alone.sum(0).to(F64) / H
 
 
 def _pair_square_sum(zh: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,122 @@
+"""Per-item spectra (the papers' components for 99%): hand-made ranks, a slow reference."""
+
+import numpy as np
+import pytest
+import torch
+
+from tokengeo.errors import ConfigError
+from tokengeo.probes.spectrum import (
+    per_item_component_counts,
+    per_item_components,
+    spectral_decay,
+)
+
+F64 = torch.float64
+
+
+def _rank_r_item(T: int, D: int, r: int, offset: torch.Tensor, g) -> torch.Tensor:
+    """T tokens (T, D) whose centred cloud has r equal variances along random directions."""
+    c = torch.randn(T, r, generator=g, dtype=F64)
+    u, _ = torch.linalg.qr(c - c.mean(0))  # (T, r) orthonormal, centred columns
+    q, _ = torch.linalg.qr(torch.randn(D, D, generator=g, dtype=F64))
+    return u @ q[:, :r].T + offset  # (T, D)
+
+
+def test_tokens_in_a_3_dim_subspace_need_3_components_per_sequence_not_pooled():
+    g = torch.Generator().manual_seed(0)
+    T, D, N = 16, 10, 5
+    # every sequence is rank 3, but its mean sits along its own direction (10 x the spread)
+    x = torch.stack([_rank_r_item(T, D, 3, 10 * torch.eye(D, dtype=F64)[n], g)
+                     for n in range(N)])  # (N, T, D)
+    assert per_item_component_counts(x).tolist() == [3] * N
+    assert per_item_components(x, 0.99) == 3.0
+    # the pooled count (the former measure) also counts the directions between sequences
+    assert spectral_decay(x).n_components_99 > 3
+
+
+def test_average_over_items_of_different_ranks_is_fractional():
+    g = torch.Generator().manual_seed(1)
+    ranks = [1, 2, 3, 5]
+    x = torch.stack([_rank_r_item(12, 8, r, torch.randn(8, generator=g, dtype=F64), g)
+                     for r in ranks])
+    assert per_item_component_counts(x, 0.99).tolist() == ranks
+    assert per_item_components(x, 0.99) == pytest.approx(2.75)
+    # with equal variances, K components hold K/r of it: 0.5 of a rank-5 item needs 3
+    assert per_item_component_counts(x, 0.5).tolist() == [1, 1, 2, 3]
+
+
+def _reference_counts(x: np.ndarray, keep: np.ndarray, threshold: float) -> list[int]:
+    """One item at a time: eigenvalues of the item's covariance, counted in a loop."""
+    out = []
+    for xi, ki in zip(x, keep, strict=True):
+        lam = np.sort(np.linalg.eigvalsh(np.cov(xi[ki].T, bias=True)))[::-1].clip(0)
+        acc, k = 0.0, 0
+        while acc < threshold * lam.sum() - 1e-12 * lam.sum():
+            acc += lam[k]
+            k += 1
+        out.append(k)
+    return out
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.9, 0.99])
+def test_padded_items_equal_a_per_item_reference(threshold):
+    g = torch.Generator().manual_seed(2)
+    N, T, D = 9, 14, 6
+    scales = torch.logspace(0, -2, D, dtype=F64)  # a decaying spectrum, different per item
+    x = torch.randn(N, T, D, generator=g, dtype=F64) * scales * torch.rand(N, 1, D, generator=g)
+    lengths = torch.randint(2, T + 1, (N,), generator=g)
+    mask = torch.arange(T)[None] < lengths[:, None]
+    x_padded = torch.where(mask[..., None], x, torch.full_like(x, 1e3))  # junk on padding
+    got = per_item_component_counts(x_padded, threshold, lengths=lengths)
+    assert got.tolist() == _reference_counts(x.numpy(), mask.numpy(), threshold)
+    assert torch.equal(per_item_component_counts(x_padded, threshold, mask=mask), got)
+    assert per_item_components(x_padded, threshold, mask=mask) == pytest.approx(
+        got.double().mean().item())
+
+
+def test_constant_item_counts_zero_and_float32_works():
+    x = torch.zeros(2, 5, 3)
+    x[1] = torch.randn(5, 3)
+    assert per_item_component_counts(x)[0] == 0
+    assert 1 <= per_item_component_counts(x)[1] <= 3
+
+
+def test_per_item_spectrum_rejects_bad_input():
+    x = torch.randn(3, 4, 2)
+    with pytest.raises(ConfigError, match=r"\(N, T, D\)"):
+        per_item_components(x[0])
+    with pytest.raises(ConfigError, match="threshold"):
+        per_item_components(x, 1.5)
+    with pytest.raises(ConfigError, match="fewer than 2 real tokens"):
+        per_item_components(x, lengths=torch.tensor([4, 1, 3]))
+    with pytest.raises(ConfigError, match="either mask or lengths"):
+        per_item_components(x, mask=torch.ones(3, 4), lengths=torch.tensor([4, 4, 4]))
+    with pytest.raises(ConfigError, match="mask must"):
+        per_item_components(x, mask=torch.ones(3, 5))
+
+
+def _language_cell(bpc: float, per_sequence: float | None, pooled: int) -> dict:
+    geometry = {"components_99": pooled, "decay_alpha": 1.0, "cdnv_mean": 1.0,
+                "next_token_nm_accuracy": 0.5}
+    if per_sequence is not None:
+        geometry["components_99_per_sequence"] = per_sequence
+    return {"final": {"val": {"bits_per_char": bpc}}, "geometry": geometry, "wall_time_s": 1.0}
+
+
+def test_language_claim_uses_the_per_sequence_count_and_old_cells_say_how_to_recompute(tmp_path):
+    from tokengeo.experiments.cells import CellResult
+    from tokengeo.experiments.suites import laplacian_language as suite
+
+    settings = {"ks": [0, 4], "seeds": [0, 1], "train": {"model": "gpt-tiny", "data": "x"}}
+
+    def results(per_seq: dict):
+        return {f"k={k}-s{s}": CellResult(f"k={k}-s{s}", _language_cell(
+            3.0, per_seq[k][s], pooled={0: 10, 4: 30}[k])) for k in (0, 4) for s in (0, 1)}
+
+    # per sequence falls with k = 4 while the pooled count rises: the claim follows the paper's
+    out = suite.summarise(settings, results({0: [20.5, 21.0], 4: [15.25, 15.5]}), tmp_path)
+    (spectral,) = [c for c in out.claims if "components" in c.text]
+    assert "per sequence" in spectral.quantity
+    assert spectral.measured.mean == pytest.approx(-5.375) and spectral.verdict == "reproduced"
+    with pytest.raises(ConfigError, match="delete OUT/cells/laplacian-language"):
+        suite.summarise(settings, results({0: [None, None], 4: [None, None]}), tmp_path)
