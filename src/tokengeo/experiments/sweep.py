@@ -14,11 +14,14 @@ from tokengeo.experiments.training import TRAIN_FIELDS, train_cell
 
 
 def training_cells(suite: str, settings: dict, variants: dict[str, dict],
-                   geometry: str | None) -> list[Cell]:
-    """One cell per (variant, seed); ``variants`` maps a label to TrainConfig overrides."""
+                   geometry: str | None, fields: tuple[str, ...] = ()) -> list[Cell]:
+    """One cell per (variant, seed); ``variants`` maps a label to TrainConfig overrides.
+
+    ``fields``: further (dotted) result fields the suite reads; a cached cell without them
+    is recomputed (its training run resumes at its final checkpoint)."""
     runs = Path(settings["_out_dir"]) / "runs" / suite
     base = dict(settings["train"])
-    fields = TRAIN_FIELDS + (("geometry",) if geometry is not None else ())
+    fields = TRAIN_FIELDS + (("geometry",) if geometry is not None else ()) + tuple(fields)
     cells = []
     for label, overrides in variants.items():
         for seed in settings["seeds"]:
