@@ -81,15 +81,17 @@ def test_a_failed_parallel_run_resumes_with_only_the_missing_cells(fake_suite, t
     with pytest.raises(RuntimeError, match="failed"):
         _report(tmp_path / "out", conf, ExecutorConfig("process", jobs=2))
     cached = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "out/cells/fake").glob("*.json"))
-    done_before = sorted(p.name for p in calls.iterdir() if p != flag)
-    assert cached and cached == done_before  # every finished cell was saved, nothing else
+    finished = sorted(p.name for p in calls.iterdir() if p != flag)
+    # every cached cell had finished; a cell that finished while the driver was stopping may
+    # be lost (recomputed next time), never cached half-done
+    assert cached and set(cached) <= set(finished)
     assert all(c.startswith("base") for c in cached)
     for p in calls.iterdir():
         p.unlink()
     _report(tmp_path / "out", conf, ExecutorConfig("process", jobs=2))
     recomputed = sorted(p.name for p in calls.iterdir())
-    assert sorted(recomputed + done_before) == sorted(
-        f"{s}-{i}" for s in ("base", "treated") for i in range(4))
+    everything = sorted(f"{s}-{i}" for s in ("base", "treated") for i in range(4))
+    assert sorted(recomputed + cached) == everything  # only the missing cells ran
 
 
 def test_each_cell_runs_with_its_own_thread_count_and_restores_the_callers():
