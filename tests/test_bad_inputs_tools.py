@@ -112,6 +112,7 @@ CLI_CASES = [
     _case(FLOW + OUT + ["--noise-var", "inf"], "noise_var=inf", id="flow-noise-inf"),
     _case(FLOW + OUT + ["--noise-var", "nan"], "noise_var=nan", id="flow-noise-nan"),
     _case(FLOW + OUT + ["--record-every", "0"], "record_every=0", id="flow-record-zero"),
+    _case(FLOW + OUT + ["--T", "0.1", "--dt", "0.01"], "record_every=20", id="flow-too-few-records"),
     _case(FLOW + OUT + ["--threads", "0"], "--threads 0", id="flow-threads-zero"),
     _case(FLOW + OUT + ["--threads", "-2"], "--threads -2", id="flow-threads-negative"),
     _case(FLOW + OUT + ["--seed", "-1"], "seed=-1", id="flow-seed-negative"),
@@ -378,7 +379,8 @@ PRESET_CASES = [
     (dict(seed=-1), "seed=-1"),
     (dict(noise_var="2"), "noise_var='2'"),
     (dict(n_tokens=2.0), "n_tokens=2.0"),
-    (dict(scaling_heads=[1, 2]), "scaling_heads"),
+    (dict(scaling_heads=(1, 0)), "scaling_heads"),
+    (dict(scaling_heads="1,2"), "scaling_heads"),
     (dict(bogus=1), "bogus"),
 ]
 
@@ -473,7 +475,7 @@ def test_python_cases_count():
 def _tiny_flow(out: Path, *extra: str) -> int:
     return main(["flow", "--preset", "s2-oscillating", "--T", "0.02", "--dt", "0.01",
                  "--n-paths", "1", "--heads", "2", "--scaling-heads", "none", "--out", str(out),
-                 "--no-plots", "--quiet", "--threads", "1", *extra])
+                 "--record-every", "1", "--no-plots", "--quiet", "--threads", "1", *extra])
 
 
 def test_flow_overwrites_only_its_own_output_when_told(tmp_path, capsys):

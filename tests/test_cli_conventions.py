@@ -59,7 +59,7 @@ def test_flow_shows_a_bar_per_head_count_on_a_terminal(tmp_path, capsys, monkeyp
     assert _flow(tmp_path) == 0
     err = capsys.readouterr().err
     assert "H=1:" in err and "H=2:" in err and "/5 [" in err  # a bar per H, 5 time steps
-    assert _flow(tmp_path, "--quiet") == 0
+    assert _flow(tmp_path, "--quiet", "--overwrite") == 0
     assert "/5 [" not in capsys.readouterr().err
 
 
