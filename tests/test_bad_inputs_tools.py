@@ -218,8 +218,8 @@ CLI_CASES = [
     _case(SIM + ["--short-range", "0"], "short_range=0", id="sim-short-range-zero"),
     _case(SIM + ["--short-range", "500"], "short_range=500", id="sim-short-range-over-seq-len"),
     _case(SIM + ["--seed", "-1"], "seed=-1", id="sim-seed-negative"),
-    _case(SIM + ["--corpus", ""], "--corpus", id="sim-corpus-empty"),
-    _case(SIM + ["--corpus", "+"], "--corpus", id="sim-corpus-plus"),
+    _case(SIM + ["--corpus", ""], "corpus=''", id="sim-corpus-empty"),
+    _case(SIM + ["--corpus", "+"], "corpus='+'", id="sim-corpus-plus"),
     _case(SIM + ["--corpus", "nope"], "nope", id="sim-corpus-unknown"),
     _case(SIM + ["--corpus", "{tmp}/blob.txt"], "blob.txt", _binary, id="sim-corpus-binary"),
     _case(SIM + ["--model", "{tmp}"], "unknown model", id="sim-model-folder-without-config"),
@@ -412,7 +412,7 @@ def _ids(*shape, high=11):
 
 
 SIMILARITY_CASES = [
-    ("no-hook-sites", dict(model=_NoHooks()), "hook_z"),
+    ("no-hook-sites", dict(model=_NoHooks()), "hook"),
     ("float-ids", dict(input_ids=torch.rand(2, 8)), "input_ids"),
     ("1d-ids", dict(input_ids=_ids(8)), "input_ids"),
     ("list-ids", dict(input_ids=[[1, 2, 3]]), "input_ids"),

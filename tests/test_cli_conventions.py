@@ -74,7 +74,7 @@ def no_model_loading(monkeypatch):
 @pytest.mark.parametrize("args, message", [
     (["--corpus", "no-such-corpus"], "--corpus part 'no-such-corpus' is neither a known corpus"),
     (["--corpus", "shakespeare+missing/file.txt"], "'missing/file.txt'"),
-    (["--samples", "0"], "samples=0 must be > 0"),
+    (["--samples", "0"], "samples=0 must be a whole number >= 1"),
     (["--seq-len", "1"], "--seq-len 1 leaves no token pairs"),
     (["--model", "no/such/folder"], "unknown model 'no/such/folder': use 'minilm' or a local"),
 ])
