@@ -31,15 +31,22 @@ def run(args: argparse.Namespace) -> int:
     from tokengeo.experiments.executors import ExecutorConfig
     from tokengeo.experiments.reproduce import (
         BUILTIN_CONFIG_DIR,
+        SUITES,
         ReproduceConfig,
         reproduce,
         summary_text,
     )
 
+    from tokengeo.errors import ConfigError
+
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
+    if args.only.strip() and not only:
+        raise ConfigError(f"--only {args.only!r} names no suite; give comma-separated names "
+                          f"from {list(SUITES)}, or drop --only to run them all")
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR))
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address)
+    executor.validate()
     path, outputs = reproduce(cfg, executor=executor)
     print(summary_text(outputs))
     print(f"\nreport: {path.resolve()}")
