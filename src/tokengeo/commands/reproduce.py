@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tokengeo.errors import ConfigError
     from tokengeo.experiments.executors import ExecutorConfig
     from tokengeo.experiments.reproduce import (
         BUILTIN_CONFIG_DIR,
@@ -36,8 +37,6 @@ def run(args: argparse.Namespace) -> int:
         reproduce,
         summary_text,
     )
-
-    from tokengeo.errors import ConfigError
 
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
     if args.only.strip() and not only:

@@ -61,7 +61,7 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
     """The ``[common]`` table merged with the ``[mode]`` table of ``<suite>.toml``."""
     folder = Path(config_dir)
     if not folder.is_dir():
-        what = "is a file" if folder.exists() else "does not exist"
+        what = "is a file" if folder.exists() else "not found"
         raise ConfigError(f"--config-dir {folder} {what}; give a folder of suite TOML files "
                           f"(copy {BUILTIN_CONFIG_DIR})")
     path = folder / f"{suite}.toml"
@@ -100,7 +100,9 @@ class SuitePlan:
 def plan_suite(name: str, cfg: ReproduceConfig) -> SuitePlan:
     module = importlib.import_module(SUITES[name])
     settings = load_settings(cfg.config_dir, name, cfg.mode)
-    check_settings(name, Path(cfg.config_dir) / f"{name}.toml", settings, module.SETTINGS)
+    schema = getattr(module, "SETTINGS", None)  # every built-in suite declares one
+    if schema is not None:
+        check_settings(name, Path(cfg.config_dir) / f"{name}.toml", settings, schema)
     fig_dir = cfg.out / "figures" / name
     settings["_figure_dir"] = str(fig_dir)
     settings["_out_dir"] = str(cfg.out)

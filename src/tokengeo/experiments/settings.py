@@ -100,12 +100,18 @@ def keys(**kinds: str) -> Callable[[dict, str], None]:
     return check
 
 
-def train_table(table: dict, where: str) -> None:
-    """A ``train`` table: TrainConfig fields, validated as TrainConfig does."""
-    from tokengeo.train import TrainConfig
+def train_table_with(**fixed: Any) -> Callable[[dict, str], None]:
+    """A ``train`` table check: TrainConfig fields, validated as TrainConfig does, with the
+    fields the suite itself sets (``fixed``, e.g. ``task="dino"``)."""
+    def check(table: dict, where: str) -> None:
+        from tokengeo.train import TrainConfig
 
-    fields_of(TrainConfig)(table, where)
-    try:
-        TrainConfig(**{**table, "out": "unused", "device": "cpu"}).validate()
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        fields_of(TrainConfig)(table, where)
+        try:
+            TrainConfig(**{**table, **fixed, "out": "unused", "device": "cpu"}).validate()
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return check
+
+
+train_table = train_table_with()

@@ -30,7 +30,6 @@ from tokengeo.config import (
     check_int,
     check_memory,
     check_number,
-    check_positive,
     check_seed,
 )
 from tokengeo.errors import ConfigError

@@ -14,7 +14,7 @@ from typing import Any
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.report import SuiteOutput
-from tokengeo.experiments.settings import Setting, keys, train_table
+from tokengeo.experiments.settings import Setting, keys, train_table_with
 from tokengeo.experiments.sweep import (
     SweepResults,
     config_digest,
@@ -29,7 +29,7 @@ SETTINGS = {  # suites/dino.toml: [common] + [quick] or [full]
     "n_heads": Setting("int", lo=1),
     "evaluation": Setting("table", check=keys(n_train="int", n_test="int")),
     "full_only": Setting("str", required=False),
-    "train": Setting("table", check=train_table),
+    "train": Setting("table", check=train_table_with(task="dino")),
 }
 
 NAME = "dino"
