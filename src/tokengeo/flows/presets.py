@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from tokengeo.config import check_choice, check_positive, replace_checked
+from tokengeo.config import check_choice, check_int, check_number, check_seed, replace_checked
 from tokengeo.errors import ConfigError
 
 INITS = ("octahedron", "uniform")
@@ -57,18 +57,33 @@ class FlowPreset:
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        from tokengeo.flows.simulate import check_flow_memory, flow_steps
+
         check_choice("init", self.init, INITS)
         for name in ("d", "n_tokens", "n_heads", "n_paths", "record_every"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ConfigError(f"{name}={getattr(self, name)!r} must be an integer >= 1")
+            check_int(name, getattr(self, name))
         if self.d < 2:
             raise ConfigError(f"d={self.d} must be >= 2 (tokens live on S^(d-1))")
-        for name in ("T", "dt"):
-            check_positive(name, getattr(self, name))
-        check_positive("noise_var", self.noise_var, allow_zero=True)
-        check_positive("init_std", self.init_std, allow_zero=True)
-        if any(not isinstance(h, int) or h < 1 for h in self.scaling_heads):
-            raise ConfigError(f"scaling_heads={self.scaling_heads!r} must be integers >= 1")
+        n_steps = flow_steps(self.T, self.dt)
+        first = -(-n_steps // 2)  # the G^2 average runs over [T/2, T] (flows.scaling)
+        late = len(range(-(-first // self.record_every) * self.record_every, n_steps,
+                         self.record_every)) + 1
+        if late < 2:
+            raise ConfigError(f"record_every={self.record_every} leaves {late} record in "
+                              f"[T/2, T] of the {n_steps} steps; the G^2 average needs 2: "
+                              "record more often")
+        check_number("noise_var", self.noise_var, allow_zero=True)
+        check_number("init_std", self.init_std, allow_zero=True)
+        check_seed("seed", self.seed)
+        heads = self.scaling_heads
+        if isinstance(heads, list):  # from TOML
+            object.__setattr__(self, "scaling_heads", heads := tuple(heads))
+        if not isinstance(heads, tuple) or any(
+                isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in heads):
+            raise ConfigError(f"scaling_heads={heads!r} must be a list of whole numbers >= 1")
+        check_flow_memory(n_paths=self.n_paths, n_tokens=self.n_tokens, d=self.d,
+                          n_heads=max((self.n_heads, *heads)),
+                          n_records=n_steps // self.record_every + 2, trajectory=True)
 
     def initial_state(
         self, n_heads: int | None = None, *, dtype=torch.float64

@@ -25,13 +25,56 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tokengeo.config import check_choice, check_positive
+from tokengeo.config import (
+    check_choice,
+    check_int,
+    check_memory,
+    check_number,
+    check_seed,
+)
 from tokengeo.errors import ConfigError
 from tokengeo.flows.dynamics import DEFAULT_CHUNK_ELEMS, FieldEval, evaluate_field
 from tokengeo.flows.integrators import TABLEAUX, Rates, rk_step
 from tokengeo.flows.weights import Drift, LayerSchedule, resolve_drift, symmetric_increment
 
 SERIES = ("E", "G2", "dE_int", "ito_int", "G2_int", "mart_int", "residual")
+MAX_STEPS = 10_000_000  # the paper's runs take 4,000 steps; 10^7 is days on one machine
+
+
+def flow_steps(T: float, dt: float) -> int:
+    """Number of time steps ``T / dt``: checked finite, positive, whole and below
+    :data:`MAX_STEPS` (an absurd horizon is refused, not started)."""
+    check_number("T", T)
+    check_number("dt", dt)
+    ratio = T / dt
+    if not math.isfinite(ratio) or ratio > MAX_STEPS + 0.5:
+        raise ConfigError(f"T={T} with dt={dt} is {ratio:.3g} steps, more than the limit of "
+                          f"{MAX_STEPS:,}; use a shorter T or a larger dt")
+    n_steps = round(ratio)
+    if n_steps < 1 or abs(n_steps * dt - T) > 1e-9 * T:
+        raise ConfigError(f"T={T} must be a whole multiple of dt={dt}")
+    return n_steps
+
+
+def flow_memory_bytes(*, n_paths: int, n_tokens: int, d: int, n_heads: int, n_records: int,
+                      trajectory: bool, itemsize: int = 8,
+                      chunk_elems: int = DEFAULT_CHUNK_ELEMS) -> float:
+    """Estimated peak memory of :func:`simulate`: ~16 copies of the tokens (P, n, d) (state,
+    integrator stages, field), ~12 of the weights (P, H, d, d), 4 kernel blocks, the recorded
+    series (P, R) and the trajectory (P, R, n, d) when recorded. Plain floats (no overflow)."""
+    P, n, H, R = float(n_paths), float(n_tokens), float(n_heads), float(n_records)
+    kernel = min(float(chunk_elems), P * H * n * n)
+    elems = 16 * P * n * d + 12 * P * H * d * d + 4 * kernel + 8 * P * R
+    if trajectory:
+        elems += P * R * n * d
+    return elems * itemsize
+
+
+def check_flow_memory(**sizes) -> None:
+    """Refuse a simulation whose :func:`flow_memory_bytes` exceeds the available memory."""
+    shown = ", ".join(f"{k}={sizes[k]}" for k in ("n_paths", "n_tokens", "d", "n_heads"))
+    check_memory(f"a flow with {shown}", flow_memory_bytes(**sizes),
+                 "use fewer paths, tokens or heads")
 
 
 @dataclass
@@ -91,9 +134,24 @@ def _json_floats(t: Tensor) -> list:
     return [None if math.isnan(v) else v for v in t.tolist()]
 
 
+def _n_heads(D0) -> int:
+    if not isinstance(D0, Tensor) or D0.ndim not in (3, 4):
+        raise ConfigError("D0 must be a tensor shaped (H, d, d) or (n_paths, H, d, d), or a "
+                          "LayerSchedule")
+    return D0.shape[-3]
+
+
+def _token_shape(x0) -> tuple[int, int]:
+    if not isinstance(x0, Tensor) or x0.ndim not in (2, 3) or x0.shape[-2] < 1:
+        raise ConfigError("x0 must be a tensor shaped (n, d) or (n_paths, n, d) with n >= 1 "
+                          "tokens")
+    return x0.shape[-2], x0.shape[-1]
+
+
 def _check_tokens(x0: Tensor, n_paths: int, dtype) -> Tensor:
-    if not isinstance(x0, Tensor) or x0.ndim not in (2, 3):
-        raise ConfigError("x0 must be a tensor shaped (n, d) or (n_paths, n, d)")
+    if not x0.is_floating_point() or not torch.isfinite(x0).all():
+        raise ConfigError("x0 must hold finite floating-point numbers (it has NaN/inf or is "
+                          "not a float tensor)")
     x = x0.to(dtype)
     if x.ndim == 2:
         x = x.expand(n_paths, *x.shape)
@@ -114,6 +172,9 @@ def _check_tokens(x0: Tensor, n_paths: int, dtype) -> Tensor:
 def _check_weights(D0: Tensor, n_paths: int, d: int, energy: bool, dtype) -> Tensor:
     if not isinstance(D0, Tensor) or D0.ndim not in (3, 4):
         raise ConfigError("D0 must be a tensor shaped (H, d, d) or (n_paths, H, d, d)")
+    if not D0.is_floating_point() or not torch.isfinite(D0).all():
+        raise ConfigError("D0 must hold finite floating-point numbers (it has NaN/inf or is "
+                          "not a float tensor)")
     D = D0.to(dtype)
     if D.ndim == 3:
         D = D.expand(n_paths, *D.shape)
@@ -217,17 +278,20 @@ def simulate(
     """
     check_choice("integrator", integrator, list(TABLEAUX))
     check_choice("dtype", dtype, [torch.float32, torch.float64])
-    for name, value in (("T", T), ("dt", dt)):
-        check_positive(name, value)
-    check_positive("noise_var", noise_var, allow_zero=True)
-    if not (isinstance(n_paths, int) and n_paths >= 1):
-        raise ConfigError(f"n_paths={n_paths!r} must be an integer >= 1")
-    if not (isinstance(record_every, int) and record_every >= 1):
-        raise ConfigError(f"record_every={record_every!r} must be an integer >= 1")
-    n_steps = round(T / dt)
-    if n_steps < 1 or abs(n_steps * dt - T) > 1e-9 * T:
-        raise ConfigError(f"T={T} must be a whole multiple of dt={dt}")
+    n_steps = flow_steps(T, dt)
+    check_number("noise_var", noise_var, allow_zero=True)
+    check_int("n_paths", n_paths)
+    check_int("record_every", record_every)
+    check_int("chunk_elems", chunk_elems)
+    check_seed("seed", seed)
+    if progress is not None and not callable(progress):
+        raise ConfigError(f"progress={progress!r} must be a callable progress(step, n_steps)")
     tableau = TABLEAUX[integrator]
+    n_heads = D0.score.shape[1] if isinstance(D0, LayerSchedule) else _n_heads(D0)
+    n_tokens, d = _token_shape(x0)
+    check_flow_memory(n_paths=n_paths, n_tokens=n_tokens, d=d, n_heads=n_heads,
+                      n_records=n_steps // record_every + 2, trajectory=record_trajectory,
+                      itemsize=dtype.itemsize, chunk_elems=chunk_elems)
     x = _check_tokens(x0, n_paths, dtype)
     schedule = D0 if isinstance(D0, LayerSchedule) else None
     if schedule is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.settings import Setting, keys, train_table_with
 from tokengeo.experiments.sweep import (
     SweepResults,
     config_digest,
@@ -21,6 +22,15 @@ from tokengeo.experiments.sweep import (
     line_figure,
     metric_table,
 )
+
+SETTINGS = {  # suites/dino.toml: [common] + [quick] or [full]
+    "seeds": Setting("int_list"),
+    "ks": Setting("int_list"),
+    "n_heads": Setting("int", lo=1),
+    "evaluation": Setting("table", check=keys(n_train="int", n_test="int")),
+    "full_only": Setting("str", required=False),
+    "train": Setting("table", check=train_table_with(task="dino")),
+}
 
 NAME = "dino"
 TITLE = "Laplacian heads: self-supervised DINO"

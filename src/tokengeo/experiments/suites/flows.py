@@ -21,7 +21,29 @@ import torch
 from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.stats import Interval, Region, mean_interval
+
+SETTINGS = {  # suites/flows.toml: [common] + [quick] or [full]
+    "exponent_tolerance": Setting("number"),
+    "residual_tolerance": Setting("number"),
+    "settling_tolerance": Setting("number", required=False),
+    "heads": Setting("int_list", lo=1),
+    "figure_heads": Setting("int", required=False, lo=1),
+    "preset": Setting("table", check=lambda table, where: _check_preset(table, where)),
+}
+
+
+def _check_preset(table: dict, where: str) -> None:
+    """Every drift's preset with these fields, at the largest H (sizes, steps, memory)."""
+    from tokengeo.errors import ConfigError
+    from tokengeo.flows.presets import get_preset
+
+    for preset in DRIFTS.values():
+        try:
+            get_preset(preset, **table)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
 
 TITLE = "Transformer PDE: multi-head attention as a time-dependent Wasserstein gradient flow"
 PAPER = ("Massucco, Del Grande, Carioni, Brune, Schönlieb, \"Multi-Headed Transformer "

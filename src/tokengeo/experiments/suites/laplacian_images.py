@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.sweep import (
     SweepResults,
     difference_claim,
@@ -22,6 +23,14 @@ from tokengeo.experiments.sweep import (
 from tokengeo.experiments.sweep import (
     geometry_metric as geo,
 )
+
+SETTINGS = {  # suites/laplacian-images.toml: [common] + [quick] or [full]
+    "seeds": Setting("int_list"),
+    "ks": Setting("int_list"),
+    "geometry_k": Setting("int"),
+    "geometry_examples": Setting("int", required=False, lo=1),
+    "train": Setting("table", check=train_table),
+}
 
 NAME = "laplacian-images"
 TITLE = "Laplacian heads: image classification"

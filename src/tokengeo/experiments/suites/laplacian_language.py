@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.sweep import (
     SweepResults,
     difference_claim,
@@ -27,6 +28,14 @@ from tokengeo.experiments.sweep import (
 from tokengeo.experiments.sweep import (
     geometry_metric as geo,
 )
+
+SETTINGS = {  # suites/laplacian-language.toml: [common] + [quick] or [full]
+    "seeds": Setting("int_list"),
+    "ks": Setting("int_list"),
+    "geometry_split": Setting("str", required=False),
+    "geometry_examples": Setting("int", required=False, lo=1),
+    "train": Setting("table", check=train_table),
+}
 
 NAME = "laplacian-language"
 TITLE = "Laplacian heads: language modelling"

@@ -13,6 +13,7 @@ from pathlib import Path
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Interval, Region
 from tokengeo.experiments.sweep import (
     SweepResults,
@@ -20,6 +21,16 @@ from tokengeo.experiments.sweep import (
     metric_table,
     training_cells,
 )
+
+SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
+    "seeds": Setting("int_list"),
+    "baseline_model": Setting("str"),
+    "l_model": Setting("str"),
+    "alphas": Setting("str_list"),
+    "accuracy_tolerance": Setting("number"),
+    "l_overrides": Setting("table", required=False),
+    "train": Setting("table", check=train_table),
+}
 
 NAME = "ltransformer"
 TITLE = "L-Transformer: a transformer split into spectral slices"

@@ -25,6 +25,7 @@ from typing import Any
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Region, mean_interval
 from tokengeo.experiments.sweep import config_digest
 
@@ -33,8 +34,15 @@ TITLE = "Laplacian heads retrofitted into a pretrained LM"
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
          "Representations\", arXiv 2602.09297 (retrofitting: tokengeo issue #15)")
 SRC = "Zhang & Papyan 2026 train from scratch; retrofitting a trained LM is our question"
-SETTINGS = ("seeds", "ks", "tolerance", "geometry_examples", "study_corpora", "train",
-            "full_only")
+SETTINGS = {  # suites/retrofit.toml: [common] + [quick] or [full]
+    "seeds": Setting("int_list"),
+    "ks": Setting("int_list"),
+    "tolerance": Setting("number"),
+    "geometry_examples": Setting("int", lo=1),
+    "study_corpora": Setting("str_list", required=False),
+    "train": Setting("table", check=train_table),
+    "full_only": Setting("str", required=False),
+}
 CONVERTED_FILE = "converted.json"  # the step-0 evaluation, kept beside the run
 
 

@@ -27,7 +27,24 @@ from pathlib import Path
 from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.stats import Interval, Region, mean_interval, t975, welch_difference
+
+SETTINGS = {  # suites/similarity.toml: [common] + [quick] or [full]
+    "analysis": Setting("table", check=lambda table, where: _check_analysis(table, where)),
+}
+
+
+def _check_analysis(table: dict, where: str) -> None:
+    from tokengeo.errors import ConfigError
+    from tokengeo.experiments.settings import fields_of
+    from tokengeo.probes.similarity.run import SimilarityConfig
+
+    fields_of(SimilarityConfig)(table, where)
+    try:
+        SimilarityConfig(**table).validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 NAME = "similarity"
 TITLE = "Head-output similarity: what each head's output vectors agree on"

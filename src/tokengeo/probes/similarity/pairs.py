@@ -70,8 +70,47 @@ def head_output_similarity(
     (``z`` = ``blocks.{l}.attn.hook_z``), diagonal zeroed, padded pairs zero
     (Halevi et al., arXiv 2512.21956, Sec. 2).
     """
+    check_token_ids(model, input_ids, attention_mask)
     with capture(model, [Z_PATTERN]) as cache:
         forward_tokens(model, input_ids, attention_mask)
         names = sorted(cache, key=layer_index)
         z = torch.stack([cache[n] for n in names])  # (L, B, T, H, Dh)
     return context_similarity(z, attention_mask)
+
+
+def _model_limits(model: nn.Module) -> tuple[int | None, int | None]:
+    """(vocabulary size, positions) from a tokengeo or Hugging Face model's config."""
+    cfg = getattr(model, "config", None)
+
+    def first(*names):
+        return next((int(v) for n in names if isinstance(v := getattr(cfg, n, None), int)),
+                    None)
+
+    return (first("vocab_size"),
+            first("block_size", "max_position_embeddings", "n_positions", "max_seq_len"))
+
+
+def check_token_ids(model: nn.Module, input_ids, attention_mask=None) -> None:
+    """``input_ids`` is a non-empty ``(B, T)`` integer tensor of ids the model has, at most
+    its positions long; ``attention_mask`` (if given) is shaped like it."""
+    if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or \
+            input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+        what = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else \
+            type(input_ids).__name__
+        raise ConfigError(f"input_ids must be an integer tensor shaped (B, T); got {what}")
+    if input_ids.numel() == 0:
+        raise ConfigError(f"input_ids is empty, shaped {tuple(input_ids.shape)}; give at least "
+                          "one window of one token")
+    vocab, positions = _model_limits(model)
+    lo, hi = int(input_ids.min()), int(input_ids.max())
+    if lo < 0 or (vocab is not None and hi >= vocab):
+        raise ConfigError(f"input_ids hold ids in [{lo}, {hi}] but the model's vocab has "
+                          f"ids 0..{vocab - 1 if vocab else '?'}; tokenise with its tokenizer")
+    if positions is not None and input_ids.shape[1] > positions:
+        raise ConfigError(f"input_ids have {input_ids.shape[1]} tokens but the model has "
+                          f"{positions} positions; use shorter windows")
+    if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor)
+                                       or attention_mask.shape != input_ids.shape):
+        shape = getattr(attention_mask, "shape", None)
+        raise ConfigError(f"attention_mask shaped {tuple(shape) if shape else shape} must be "
+                          f"shaped like input_ids {tuple(input_ids.shape)}")

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from tokengeo._deps import require
-from tokengeo.config import check_positive
+from tokengeo.config import check_int, check_positive, check_seed
 from tokengeo.errors import ConfigError
 from tokengeo.probes.capture import capture, hook_sites
 from tokengeo.probes.similarity.corpus import Windows, make_windows, read_corpus, select_windows
@@ -42,8 +42,20 @@ class SimilarityConfig:
     seed: int = 0
 
     def validate(self) -> None:
+        """Types and ranges of every field (no file is read, no model loaded)."""
+        for name in ("model", "corpus"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{name}={value!r} must be a non-empty name or path")
+        if any(not part.strip() for part in self.corpus.split("+")):
+            raise ConfigError(f"corpus={self.corpus!r} has an empty part; join corpus names "
+                              "or paths with '+', e.g. shakespeare+python-docs")
         for name in ("samples", "seq_len", "batch_size", "top_k", "short_range"):
-            check_positive(name, getattr(self, name))
+            check_int(name, getattr(self, name))
+        check_seed("seed", self.seed)
+        if self.short_range >= self.seq_len:
+            raise ConfigError(f"short_range={self.short_range} must be < seq_len="
+                              f"{self.seq_len} (every pair would be short range)")
 
 
 def check_model_name(name: str) -> None:
@@ -180,9 +192,10 @@ def _report(done: int, total: int, seconds: float) -> None:
 def run_similarity(cfg: SimilarityConfig, *, progress: bool = False) -> HeadSimilarityResult:
     """Load the model and corpus named by ``cfg`` and analyse ``cfg.samples`` windows."""
     cfg.validate()
+    docs = read_corpus(cfg.corpus)  # a bad corpus is found before the model loads
     model, tokenizer = load_hf_encoder(cfg.model)
     check_seq_len(model, cfg.seq_len)
-    windows = make_windows(read_corpus(cfg.corpus), tokenizer, cfg.seq_len)
+    windows = make_windows(docs, tokenizer, cfg.seq_len)
     windows = select_windows(windows, cfg.samples, seed=cfg.seed)
     seps = [tokenizer.convert_tokens_to_ids(t) for t in SEPARATOR_TOKENS]
     result = analyze_windows(
