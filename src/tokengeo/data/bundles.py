@@ -13,6 +13,7 @@ from typing import ClassVar
 import torch
 
 from tokengeo.config import check_choice
+from tokengeo.errors import ConfigError
 from tokengeo.data.tokenizer import Tokenizer
 from tokengeo.data.windows import TokenWindows
 
@@ -60,6 +61,15 @@ class ImageClassificationData:
         x = self.train.images.to(torch.float64) / 255.0  # (N, C, H, W)
         self.mean = tuple(x.mean(dim=(0, 2, 3)).tolist())
         self.std = tuple(x.std(dim=(0, 2, 3)).tolist())
+        images = self.train.images  # (N, C, H, W) uint8
+        lo, hi = images.amin(dim=(0, 2, 3)), images.amax(dim=(0, 2, 3))  # (C,) each
+        flat = torch.nonzero(lo == hi).flatten().tolist()
+        if flat:
+            raise ConfigError(
+                f"{self.name}: every pixel of channel {flat[0]} of the training images has "
+                f"the same value ({int(lo[flat[0]])}), so it cannot be normalised (std 0) "
+                "and carries nothing to learn; check the images"
+            )
 
     def split(self, name: str) -> ImageSplit:
         check_choice("split", name, ["train", "val", "test"])

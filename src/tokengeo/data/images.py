@@ -18,7 +18,7 @@ from tokengeo.data import sources
 from tokengeo.data.bundles import ImageClassificationData, ImageSplit
 from tokengeo.data.safe_pickle import load_array
 from tokengeo.data.splits import stratified_split
-from tokengeo.errors import DataNotFoundError
+from tokengeo.errors import ConfigError, DataNotFoundError
 
 FASHION_CLASSES = [
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -45,6 +45,15 @@ def read_idx(path: Path) -> np.ndarray:
     return data.reshape(shape)
 
 
+def _idx(path: Path) -> np.ndarray:
+    """:func:`read_idx`, with a corrupt or unreadable file refused in one line naming it."""
+    try:
+        return read_idx(path)
+    except (OSError, EOFError, IndexError) as exc:  # gzip.BadGzipFile is an OSError
+        raise DataNotFoundError(f"{path} cannot be read ({type(exc).__name__}: {exc}); "
+                                f"reinstall it: {sources.FASHION_MNIST.install}") from None
+
+
 def _split(images: torch.Tensor, labels: torch.Tensor, idx: torch.Tensor) -> ImageSplit:
     return ImageSplit(images[idx].contiguous(), labels[idx].contiguous())
 
@@ -61,6 +70,13 @@ def image_bundle(
     """Cut (train, val[, test]) from ``images`` (N, C, H, W) uint8 and ``labels`` (N,) by
     :func:`stratified_split` with ``fractions`` = (val[, test]); ``test`` if given is kept."""
     parts = stratified_split(labels, fractions, seed)
+    for split, idx in zip(("train", "val", "test"), parts, strict=False):
+        if len(idx) == 0:
+            raise ConfigError(
+                f"{name}: the {split} split is empty ({len(labels)} examples in "
+                f"{len(torch.unique(labels))} classes, fractions {fractions}): each class "
+                "needs enough examples for every split; add examples or merge classes"
+            )
     splits = [_split(images, labels, idx) for idx in parts]
     train, val, test = (*splits, test) if test is not None else splits
     return ImageClassificationData(
@@ -73,10 +89,10 @@ def load_fashion_mnist(
 ) -> ImageClassificationData:
     """Fashion-MNIST: 60000 train (minus ``val_fraction`` for val) / 10000 test, 1x28x28."""
     d = sources.FASHION_MNIST.locate(root)
-    x_train = torch.from_numpy(read_idx(d / "train-images-idx3-ubyte.gz").copy())
-    y_train = torch.from_numpy(read_idx(d / "train-labels-idx1-ubyte.gz").astype(np.int64))
-    x_test = torch.from_numpy(read_idx(d / "t10k-images-idx3-ubyte.gz").copy())
-    y_test = torch.from_numpy(read_idx(d / "t10k-labels-idx1-ubyte.gz").astype(np.int64))
+    x_train = torch.from_numpy(_idx(d / "train-images-idx3-ubyte.gz").copy())
+    y_train = torch.from_numpy(_idx(d / "train-labels-idx1-ubyte.gz").astype(np.int64))
+    x_test = torch.from_numpy(_idx(d / "t10k-images-idx3-ubyte.gz").copy())
+    y_test = torch.from_numpy(_idx(d / "t10k-labels-idx1-ubyte.gz").astype(np.int64))
     test = ImageSplit(x_test.unsqueeze(1), y_test)  # (10000, 1, 28, 28)
     return image_bundle(
         "fashion-mnist", x_train.unsqueeze(1), y_train, FASHION_CLASSES,
