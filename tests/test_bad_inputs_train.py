@@ -573,6 +573,10 @@ LAPLACIANIZE_CASES = [
     ({"n_laplacian": 1, "kind": "quadratic"}, "kind='quadratic' is not valid"),
     ({"n_laplacian": 1, "mixed_init": "x"}, "mixed_init='x' is not valid"),
     ({"n_laplacian": 1, "heads": {0: [1]}}, "not both"),
+    ({"n_laplacian": "2"}, "n_laplacian='2' must be an int"),
+    ({"heads": {0: [1.5]}}, "head index=1.5 must be an int"),
+    ({"heads": {-1: [0]}}, "layer index=-1 is out of range"),
+    ({"n_laplacian": 1, "kind": 3}, "kind=3 is not valid"),
 ]
 
 
@@ -587,11 +591,13 @@ def test_laplacianize_refuses(tiny_bert, kwargs, message):
     assert laplacian_heads(tiny_bert) == {}  # a refusal leaves the model as it was
 
 
-def test_laplacianize_refuses_a_model_that_is_not_hugging_face():
+@pytest.mark.parametrize("model, name", [(torch.nn.Linear(2, 2), "Linear"), (None, "NoneType"),
+                                         ("bert", "str")])
+def test_laplacianize_refuses_a_model_that_is_not_hugging_face(model, name):
     from tokengeo.models.hf import laplacianize
 
-    with pytest.raises(ConfigError, match="laplacianize does not support Linear"):
-        laplacianize(torch.nn.Linear(2, 2), n_laplacian=1)
+    with pytest.raises(ConfigError, match=f"laplacianize does not support {name}"):
+        laplacianize(model, n_laplacian=1)
 
 
 def test_the_table_is_big_enough():

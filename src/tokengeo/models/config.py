@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokengeo.config import check_choice, check_positive, check_range, check_types
+from tokengeo.config import (
+    check_choice,
+    check_fits_in_memory,
+    check_positive,
+    check_range,
+    check_types,
+)
 from tokengeo.errors import ConfigError
 from tokengeo.nn.heads import MIXED_INITS, check_n_laplacian, resolve_head_kinds
 
@@ -44,6 +50,9 @@ class TransformerConfig:
         check_choice("head_kind", self.head_kind, ("laplacian", "mixed"))
         check_choice("mixed_init", self.mixed_init, MIXED_INITS)
         check_n_laplacian(self.n_laplacian, self.n_heads)
+        n = self.block_parameter_estimate()  # before per-layer lists are built
+        check_fits_in_memory("the fp32 weights of its blocks", 4 * n,
+                             f"a model with {self.size_summary()} (~{n:.3g} parameters)")
         self.head_kinds()  # validates laplacian_heads
 
     SIZE_FIELDS = ("d_model", "n_layers")  # what the parameter count grows with
@@ -52,8 +61,11 @@ class TransformerConfig:
         """About how many parameters the model has (for a memory check before allocating):
         ``n_layers (4 + 2 r) d^2`` for attention (Q, K, V, O) and the MLP of ratio ``r``,
         plus :meth:`embedding_parameters`. Biases and norms (O(d) per layer) are left out."""
-        d = self.d_model
-        return self.n_layers * int((4 + 2 * self.mlp_ratio) * d * d) + self.embedding_parameters()
+        return self.block_parameter_estimate() + self.embedding_parameters()
+
+    def block_parameter_estimate(self) -> int:
+        """``n_layers (4 + 2 r) d^2``: the weights of the block stack."""
+        return self.n_layers * int((4 + 2 * self.mlp_ratio) * self.d_model**2)
 
     def embedding_parameters(self) -> int:
         return 0

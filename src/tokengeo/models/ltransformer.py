@@ -81,12 +81,9 @@ class LTransformerConfig(EncoderConfig):
         check_alpha(self.alpha)
         super().validate()
 
-    def parameter_estimate(self) -> int:
-        """The blocks are about 1/p of a standard encoder's (see
-        :func:`encoder_parameter_count`), plus the embeddings and classifier."""
-        d = self.d_model
-        blocks = self.n_layers * int((4 + 2 * self.mlp_ratio) * d * d) // self.p
-        return blocks + self.embedding_parameters()
+    def block_parameter_estimate(self) -> int:
+        """About 1/p of a standard encoder's blocks (see :func:`encoder_parameter_count`)."""
+        return super().block_parameter_estimate() // self.p
 
 
 def encoder_parameter_count(cfg: LTransformerConfig) -> int:
