@@ -604,3 +604,17 @@ def test_the_table_is_big_enough():
     n = (len(FLAG_CASES) + len(SET_CASES) + len(CONFIG_CASES) + len(DATA_CASES)
          + len(CSV_CASES) + len(CREATE_CASES) + len(LOAD_CASES) + len(LAPLACIANIZE_CASES))
     assert n >= 150
+
+
+def test_a_constant_channel_among_varying_ones_normalises_to_zero():
+    """Only images with no variation at all are refused; one flat channel (e.g. an empty
+    blue channel) is kept and normalises to 0 instead of 0/0 = nan."""
+    from tokengeo.data.bundles import ImageClassificationData, ImageSplit
+
+    x = torch.randint(0, 255, (6, 3, 4, 4), dtype=torch.uint8)
+    x[:, 2] = 7
+    split = ImageSplit(x, torch.arange(6) % 2)
+    data = ImageClassificationData("rgb", split, split, split, 2, ["a", "b"], (3, 4, 4))
+    out = data.normalize(x)
+    assert torch.isfinite(out).all() and (out[:, 2] == 0).all()
+    assert out[:, 0].std() > 0.5

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-
 # More evaluation examples than any split we load, and than the metrics' memory allows.
 MAX_EXAMPLES = 1_000_000
 
