@@ -86,9 +86,9 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         """Types, ranges and sizes of every field, before anything is loaded or created."""
+        check_loggers(self.loggers)  # also: a logger whose package is missing
         check_types(self)  # a string where a number belongs, inf/nan, a table for a list
         check_task_options(self.task, self.task_options)  # also: an unknown task
-        check_loggers(self.loggers)  # also: a logger whose package is missing
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("device", self.device, DEVICES)
         for name in ("steps", "batch_size", "lr", "keep_checkpoints", "log_every"):
