@@ -1,11 +1,18 @@
-"""Validation helpers shared by every dataclass config: one clear message per problem."""
+"""Validation helpers shared by every dataclass config: one clear message per problem.
+
+Every check names the field and the value it got, and refuses wrong types (a string where a
+number belongs, a bool where an int belongs) and non-finite numbers with a
+:class:`~tokengeo.errors.ConfigError` instead of a ``TypeError`` later on.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 import secrets
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +20,32 @@ from typing import Any, TypeVar
 from tokengeo.errors import ConfigError
 
 T = TypeVar("T")
+MAX_SEED = 2**32 - 1  # every generator (torch, numpy, random) accepts it
+
+
+def check_number(field: str, value: Any, *, positive: bool = False,
+                 allow_zero: bool = False) -> float:
+    """``value`` as a finite real number (int or float, not a bool, not a string); ``> 0``
+    when ``positive`` (``>= 0`` with ``allow_zero``)."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    bound = (">= 0" if allow_zero else "> 0") if positive else ""
+    what = f"a finite number {bound}".rstrip()
+    if not number or not math.isfinite(value):
+        raise ConfigError(f"{field}={value!r} must be {what}")
+    if positive and not (value >= 0 if allow_zero else value > 0):
+        raise ConfigError(f"{field}={value!r} must be {what}")
+    return value
+
+
+def check_int(field: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an int (not a bool, not a float) in ``[lo, hi]`` (an unset bound is open)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{field}={value!r} must be a whole number")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = " and ".join(b for b in ((f">= {lo}" if lo is not None else ""),
+                                          (f"<= {hi}" if hi is not None else "")) if b)
+        raise ConfigError(f"{field}={value!r} must be a whole number {bounds}")
+    return int(value)
 
 
 def check_choice(field: str, value: Any, allowed: Iterable[Any]) -> None:
@@ -22,6 +55,7 @@ def check_choice(field: str, value: Any, allowed: Iterable[Any]) -> None:
 
 
 def check_positive(field: str, value: float, *, allow_zero: bool = False) -> None:
+    check_number(field, value)
     ok = value >= 0 if allow_zero else value > 0
     if not ok:
         bound = ">= 0" if allow_zero else "> 0"
@@ -29,8 +63,61 @@ def check_positive(field: str, value: float, *, allow_zero: bool = False) -> Non
 
 
 def check_range(field: str, value: float, lo: float, hi: float) -> None:
+    check_number(field, value)
     if not lo <= value <= hi:
         raise ConfigError(f"{field}={value!r} must lie in [{lo}, {hi}]")
+
+
+def check_types(cfg: Any) -> None:
+    """Check every field of a dataclass ``cfg`` against its annotation (``int``, ``float``,
+    ``bool``, ``str``, ``dict[...]``, ``list[...]``, optionally ``| None``), naming the
+    field and value; floats must be finite. Other annotations are left to ``validate``."""
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        _check_type(f.name, getattr(cfg, f.name), hints.get(f.name, Any))
+
+
+def _check_type(name: str, value: Any, hint: Any) -> None:
+    args = typing.get_args(hint)
+    if type(None) in args:  # Optional[X]
+        if value is None:
+            return
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else Any
+    origin = typing.get_origin(hint) or hint
+    if hint is float:
+        check_number(name, value)
+    elif hint is int:
+        check_int(name, value)
+    elif hint is bool and not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} must be true or false")
+    elif hint is str and not isinstance(value, str):
+        raise ConfigError(f"{name}={value!r} must be a string")
+    elif origin is dict and not isinstance(value, Mapping):
+        raise ConfigError(f"{name}={value!r} must be a table of key = value")
+    elif origin in (list, tuple) and not isinstance(value, list | tuple):
+        raise ConfigError(f"{name}={value!r} must be a list")
+    elif origin in (list, tuple) and typing.get_args(hint)[:1] == (str,):
+        if not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{name}={value!r} must be a list of strings")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine has (physical RAM), or None where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits_in_memory(what: str, n_bytes: float, detail: str) -> None:
+    """Refuse ``n_bytes`` (an estimate) above the machine's memory, saying the estimate
+    (``"<detail> needs about X GB for <what>, ..."``): :func:`check_memory`'s rule."""
+    limit = available_memory()
+    if limit is not None and n_bytes > limit:
+        raise ConfigError(f"{detail} needs about {n_bytes / 1e9:.3g} GB for {what}, more than "
+                          f"the {limit / 1e9:.3g} GB of memory of this machine; choose smaller "
+                          "sizes")
 
 
 def replace_checked(cfg: T, overrides: Mapping[str, Any], *, what: str = "config") -> T:
@@ -51,62 +138,21 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 # ---- typed checks (numbers, counts, seeds), memory estimates and output paths --------------
 
-MAX_SEED = 2**32 - 1
-
-
-def check_int(field: str, value: Any, *, lo: int | None = 1, hi: int | None = None) -> None:
-    """``value`` is an int (not a bool) in ``[lo, hi]`` (an unset bound is open)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{field}={value!r} must be a whole number")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        bounds = " and ".join(b for b in ((f">= {lo}" if lo is not None else ""),
-                                          (f"<= {hi}" if hi is not None else "")) if b)
-        raise ConfigError(f"{field}={value!r} must be a whole number {bounds}")
-
-
-def check_number(field: str, value: Any, *, positive: bool = True,
-                 allow_zero: bool = False) -> None:
-    """``value`` is a finite real number (int or float, not a bool); ``> 0`` when
-    ``positive`` (``>= 0`` with ``allow_zero``)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    bound = (">= 0" if allow_zero else "> 0") if positive else ""
-    what = f"a finite number {bound}".rstrip()
-    if not number or not math.isfinite(value):
-        raise ConfigError(f"{field}={value!r} must be {what}")
-    if positive and not (value >= 0 if allow_zero else value > 0):
-        raise ConfigError(f"{field}={value!r} must be {what}")
-
-
 def check_seed(field: str, value: Any) -> None:
     """A seed is a whole number in ``[0, 2**32 - 1]`` (what every generator accepts)."""
     check_int(field, value, lo=0, hi=MAX_SEED)
 
 
-def available_memory() -> int | None:
-    """Bytes of memory a new allocation can get now (Linux ``MemAvailable``), or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
 def check_memory(what: str, need_bytes: float, fix: str) -> None:
-    """Refuse work whose estimated memory ``need_bytes`` exceeds the available memory.
+    """Refuse work whose estimated memory ``need_bytes`` exceeds this machine's memory.
 
-    The message states the estimate: ``"<what> needs about X GiB of memory; Y GiB are
-    available; <fix>"``.
+    The message states the estimate: ``"<what> needs about X GiB of memory; this machine has
+    Y GiB; <fix>"``.
     """
-    avail = available_memory()
-    if avail is not None and need_bytes > avail:
-        raise ConfigError(f"{what} needs about {_gib(need_bytes)} of memory; "
-                          f"{_gib(avail)} are available; {fix}")
+    limit = available_memory()
+    if limit is not None and need_bytes > limit:
+        raise ConfigError(f"{what} needs about {_gib(need_bytes)} of memory; this machine has "
+                          f"{_gib(limit)}; {fix}")
 
 
 def _gib(n: float) -> str:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+# More evaluation examples than any split we load, and than the metrics' memory allows.
+MAX_EXAMPLES = 1_000_000
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tokengeo.commands._oneline import one_line_errors
+
+    one_line_errors(parser, "probe")
     parser.add_argument("run_dir", help="the --out folder of a `tokengeo train` run")
     parser.add_argument("--split", default=None, help="evaluation split (default: test, or "
                         "val for language models)")
@@ -22,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.examples < 1:
         raise ConfigError(f"--examples {args.examples} must be >= 1")
+    if args.examples > MAX_EXAMPLES:
+        raise ConfigError(f"--examples {args.examples} exceeds {MAX_EXAMPLES}: the metrics "
+                          "hold every example's features in memory; probe fewer")
     loaded = load_run(args.run_dir)
     if loaded.task.name == "dino":
         return _probe_dino(loaded, args)

@@ -32,6 +32,9 @@ _FLAGS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tokengeo.commands._oneline import one_line_errors
+
+    one_line_errors(parser, "train")
     parser.add_argument("config", nargs="?", default=None, help="TOML config file (optional)")
     for flag, (dest, kind, help_text) in _FLAGS.items():
         parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_text)
@@ -49,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tokengeo.errors import ConfigError
     from tokengeo.runlock import lock_run_folder
-    from tokengeo.train.config import build_config
+    from tokengeo.train.config import build_config, check_out_folder
     from tokengeo.train.distributed import init_distributed, shutdown
     from tokengeo.train.rundir import RunDir
     from tokengeo.train.trainer import train
@@ -62,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--resume needs --out RUN_DIR (the run to continue)")
         base = RunDir(args.out).check_resumable()
     cfg = build_config(args.config, fields, args.sets, base)
+    check_out_folder(cfg.out)  # before any data is read or anything created
     env = init_distributed(cfg.device)
     try:
         if env.is_main:  # one run per folder; rank 0 speaks for the others

@@ -15,6 +15,7 @@ import torch
 from tokengeo.config import check_choice
 from tokengeo.data.tokenizer import Tokenizer
 from tokengeo.data.windows import TokenWindows
+from tokengeo.errors import ConfigError
 
 
 @dataclass
@@ -60,6 +61,17 @@ class ImageClassificationData:
         x = self.train.images.to(torch.float64) / 255.0  # (N, C, H, W)
         self.mean = tuple(x.mean(dim=(0, 2, 3)).tolist())
         self.std = tuple(x.std(dim=(0, 2, 3)).tolist())
+        images = self.train.images  # (N, C, H, W) uint8
+        lo, hi = images.amin(dim=(0, 2, 3)), images.amax(dim=(0, 2, 3))  # (C,) each
+        flat = (lo == hi).tolist()
+        if all(flat):
+            raise ConfigError(
+                f"{self.name}: every pixel of the training images has the same value "
+                f"({int(lo[0])}), so they cannot be normalised (std 0) and carry nothing to "
+                "learn; check the images"
+            )
+        # A constant channel among varying ones normalises to 0 (std 1 instead of 0).
+        self.std = tuple(1.0 if f else s for f, s in zip(flat, self.std, strict=True))
 
     def split(self, name: str) -> ImageSplit:
         check_choice("split", name, ["train", "val", "test"])

@@ -19,6 +19,7 @@ from tokengeo.data.bounded import BoundedReader, corrupt, read_bounded
 from tokengeo.data.bundles import ImageClassificationData, ImageSplit
 from tokengeo.data.safe_pickle import load_array
 from tokengeo.data.splits import stratified_split
+from tokengeo.errors import ConfigError, DataNotFoundError
 
 FASHION_CLASSES = [
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -62,6 +63,15 @@ def read_idx(path: Path, max_bytes: int = max(FASHION_BYTES.values())) -> np.nda
     return np.frombuffer(data, np.uint8).reshape(shape)
 
 
+def _idx(path: Path, max_bytes: int) -> np.ndarray:
+    """:func:`read_idx`, with a corrupt or unreadable file refused in one line naming it."""
+    try:
+        return read_idx(path, max_bytes)
+    except (OSError, EOFError, IndexError) as exc:  # gzip.BadGzipFile is an OSError
+        raise DataNotFoundError(f"{path} cannot be read ({type(exc).__name__}: {exc}); "
+                                f"reinstall it: {sources.FASHION_MNIST.install}") from None
+
+
 def _split(images: torch.Tensor, labels: torch.Tensor, idx: torch.Tensor) -> ImageSplit:
     return ImageSplit(images[idx].contiguous(), labels[idx].contiguous())
 
@@ -78,6 +88,13 @@ def image_bundle(
     """Cut (train, val[, test]) from ``images`` (N, C, H, W) uint8 and ``labels`` (N,) by
     :func:`stratified_split` with ``fractions`` = (val[, test]); ``test`` if given is kept."""
     parts = stratified_split(labels, fractions, seed)
+    for split, idx in zip(("train", "val", "test"), parts, strict=False):
+        if len(idx) == 0:
+            raise ConfigError(
+                f"{name}: the {split} split is empty ({len(labels)} examples in "
+                f"{len(torch.unique(labels))} classes, fractions {fractions}): each class "
+                "needs enough examples for every split; add examples or merge classes"
+            )
     splits = [_split(images, labels, idx) for idx in parts]
     train, val, test = (*splits, test) if test is not None else splits
     return ImageClassificationData(
@@ -92,7 +109,7 @@ def load_fashion_mnist(
     d = sources.FASHION_MNIST.locate(root)
 
     def idx(name: str) -> np.ndarray:
-        return read_idx(d / name, FASHION_BYTES[name])
+        return _idx(d / name, FASHION_BYTES[name])
 
     x_train = torch.from_numpy(idx("train-images-idx3-ubyte.gz").copy())
     y_train = torch.from_numpy(idx("train-labels-idx1-ubyte.gz").astype(np.int64))

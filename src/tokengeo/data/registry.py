@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokengeo.config import check_choice
+from tokengeo.config import MAX_SEED, check_choice, check_int, check_range
 from tokengeo.data import images, shakespeare, sources, text_classification, user
 from tokengeo.errors import ConfigError, DataNotFoundError
 
@@ -60,12 +60,59 @@ def dataset_info(name: str) -> DatasetInfo:
     return _REGISTRY[name]
 
 
-def _call(info: DatasetInfo, options: dict[str, Any], **positional: Any):
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} must be true or false")
+
+
+def _check_str(name: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}={value!r} must be a string")
+
+
+def _check_strings(name: str, value: Any) -> None:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{name}={value!r} must be a list of strings")
+
+
+def _check_root(name: str, value: Any) -> None:
+    if value is not None and not isinstance(value, str | Path):
+        raise ConfigError(f"{name}={value!r} must be a path")
+
+
+# Types and ranges of the loaders' keyword options, checked before anything is read.
+_OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "seed": lambda n, v: check_int(n, v, 0, MAX_SEED),
+    "val_fraction": lambda n, v: check_range(n, v, 0.001, 0.99),
+    "test_fraction": lambda n, v: check_range(n, v, 0.001, 0.99),
+    "max_len": lambda n, v: check_int(n, v, 1, 2**20),
+    "bpe_vocab_size": lambda n, v: check_int(n, v, 1, 2**24),
+    "num_classes": lambda n, v: check_int(n, v, 1),
+    "tokenizer": _check_str,
+    "text_column": _check_str,
+    "label_column": _check_str,
+    "grayscale": _check_bool,
+    "root": _check_root,
+    "categories": _check_strings,
+    "val_works": _check_strings,
+}
+
+
+def check_options(info: DatasetInfo, options: dict[str, Any]) -> None:
+    """Refuse unknown options of ``info``'s loader (listing the valid ones) and options of
+    the wrong type or range (``seed='x'``, ``val_fraction=0``), before any data is read."""
     unknown = sorted(set(options) - set(info.options()))
     if unknown:
         raise ConfigError(
             f"unknown option(s) {unknown} for dataset {info.name!r}; valid: {info.options()}"
         )
+    for name, value in options.items():
+        if name in _OPTION_CHECKS:
+            _OPTION_CHECKS[name](name, value)
+
+
+def _call(info: DatasetInfo, options: dict[str, Any], **positional: Any):
+    check_options(info, options)
     return info.loader(**positional, **info.fixed, **options)
 
 
@@ -80,7 +127,13 @@ def path_kind(path: str | Path) -> str:
             p.suffix.lower(), "language-modeling"
         )
     n_images = sum(1 for f in p.rglob("*") if f.suffix.lower() in user.IMAGE_SUFFIXES)
-    return "image-classification" if n_images > len(user.text_files(p)) else "language-modeling"
+    n_texts = len(user.text_files(p))
+    if n_images == n_texts == 0:
+        raise DataNotFoundError(
+            f"{p} holds no image files ({', '.join(user.IMAGE_SUFFIXES)}) in class subfolders "
+            f"and no text files ({', '.join(user.TEXT_SUFFIXES)}); see README 'Your own data'"
+        )
+    return "image-classification" if n_images > n_texts else "language-modeling"
 
 
 _PATH_LOADERS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,10 @@ def _exists(path: str | Path) -> Path:
 
 
 def read_text(path: Path) -> str:
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataNotFoundError(f"cannot read {path}: {exc.strerror}") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -80,6 +84,8 @@ def load_text(
     if not files:
         raise DataNotFoundError(f"{root} holds no text files ({', '.join(TEXT_SUFFIXES)})")
     docs = {str(f.relative_to(root) if root.is_dir() else f.name): read_text(f) for f in files}
+    if not any(docs.values()):
+        raise ConfigError(f"{root} holds no text: its {len(docs)} text file(s) are empty")
     train, val = _split_documents(docs, val_fraction, seed)
     if not isinstance(tokenizer, str):
         tok = tokenizer
@@ -108,9 +114,13 @@ def _to_nchw_uint8(x: np.ndarray, what: str) -> torch.Tensor:
         x = x.transpose(0, 3, 1, 2)
     if x.ndim != 4 or x.shape[1] not in (1, 3):
         raise ConfigError(f"{what}: images must be (N,H,W), (N,C,H,W) or (N,H,W,C), C in 1|3")
+    if len(x) == 0:
+        raise ConfigError(f"{what} holds no images (x has shape {x.shape})")
     if x.dtype != np.uint8:
-        if not np.issubdtype(x.dtype, np.floating) or x.min() < 0 or x.max() > 1:
-            raise ConfigError(f"{what}: images must be uint8 or floats in [0, 1], got {x.dtype}")
+        floats = np.issubdtype(x.dtype, np.floating)
+        if not floats or not np.isfinite(x).all() or x.min() < 0 or x.max() > 1:
+            detail = f"{x.dtype}" if not floats else f"{x.dtype} from {x.min()} to {x.max()}"
+            raise ConfigError(f"{what}: images must be uint8 or floats in [0, 1], got {detail}")
         x = np.rint(x * 255.0).astype(np.uint8)
     return torch.from_numpy(np.ascontiguousarray(x))
 
@@ -128,15 +138,43 @@ def load_npz(
 ) -> ImageClassificationData:
     """An ``.npz`` with arrays ``x`` (images) and ``y`` (labels), optionally ``class_names``."""
     p = _exists(path)
-    with np.load(p, allow_pickle=False) as z:  # never unpickle
-        if "x" not in z or "y" not in z:
-            raise ConfigError(f"{p} must hold arrays 'x' and 'y'; it has {sorted(z.files)}")
-        images, (labels, names) = _to_nchw_uint8(z["x"], str(p)), _labels(z["y"], str(p))
-        if "class_names" in z:
-            names = [str(n) for n in z["class_names"]]
+    x, y, class_names = _read_npz(p)
+    images, (labels, names) = _to_nchw_uint8(x, str(p)), _labels(y, str(p))
+    if class_names is not None:
+        names = [str(n) for n in class_names]
     if len(images) != len(labels):
         raise ConfigError(f"{p}: {len(images)} images but {len(labels)} labels")
     return image_bundle(p.stem, images, labels, names, (val_fraction, test_fraction), seed)
+
+
+def _read_npz(p: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Arrays ``x``, ``y`` (and ``class_names`` if present) of an ``.npz``, never unpickled;
+    an unreadable file is refused with one line naming it."""
+    if not zipfile.is_zipfile(p):
+        raise ConfigError(f"{p} is not a readable .npz (not a zip archive); write it with "
+                          "numpy.savez(path, x=images, y=labels)")
+    try:
+        with np.load(p, allow_pickle=False) as z:  # never unpickle
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ConfigError(f"{p} is a single .npy array, not a .npz with 'x' and 'y'")
+            if "x" not in z or "y" not in z:
+                raise ConfigError(f"{p} must hold arrays 'x' and 'y'; it has {sorted(z.files)}")
+            return z["x"], z["y"], z["class_names"] if "class_names" in z else None
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc) or "Object arrays" in str(exc):
+            raise ConfigError(f"{p} holds Python objects (an object array); tokengeo never "
+                              "unpickles: save numeric arrays") from None
+        raise ConfigError(f"{p} is not a readable .npz ({_first_line(exc)})") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise ConfigError(f"{p} is not a readable .npz ({_first_line(exc)}); write it with "
+                          "numpy.savez(path, x=images, y=labels)") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _read_image_classes(folder: Path, classes: list[str], mode: str):
@@ -145,13 +183,25 @@ def _read_image_classes(folder: Path, classes: list[str], mode: str):
     for k, cls in enumerate(classes):
         for f in sorted((folder / cls).iterdir()):
             if f.suffix.lower() in IMAGE_SUFFIXES:
-                with Image.open(f) as im:
-                    images.append(np.asarray(im.convert(mode)))
+                images.append(_read_image(Image, f, mode))
                 labels.append(k)
+    if not images:
+        raise DataNotFoundError(f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)}) "
+                                f"in its class subfolders {classes}")
     shapes = {a.shape for a in images}
     if len(shapes) != 1:
         raise ConfigError(f"{folder}: images have different sizes {sorted(shapes)}; resize them")
     return _to_nchw_uint8(np.stack(images), str(folder)), torch.tensor(labels, dtype=torch.long)
+
+
+def _read_image(Image, path: Path, mode: str) -> np.ndarray:
+    """One image file as an array; a corrupt or unreadable file is refused naming it."""
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert(mode))
+    except Exception as exc:  # PIL raises OSError, SyntaxError, AttributeError... on bad files
+        raise ConfigError(f"cannot read the image {path} ({_first_line(exc)}); remove or "
+                          "replace it") from None
 
 
 def _pil():
@@ -195,8 +245,14 @@ def load_csv(
 ) -> TextClassificationData:  # fmt: skip
     """A CSV (UTF-8, header row) of texts and labels as a text classification dataset."""
     p = _exists(path)
-    with open(p, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(p, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p} is not UTF-8 text (byte {exc.start}); save the CSV as "
+                          "UTF-8") from None
+    except (OSError, csv.Error) as exc:
+        raise ConfigError(f"cannot read the CSV {p} ({_first_line(exc)})") from None
     missing = {text_column, label_column} - set(rows[0] if rows else {})
     if missing:
         raise ConfigError(f"{p} lacks column(s) {sorted(missing)} (set text_column/label_column)")

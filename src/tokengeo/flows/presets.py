@@ -61,7 +61,7 @@ class FlowPreset:
 
         check_choice("init", self.init, INITS)
         for name in ("d", "n_tokens", "n_heads", "n_paths", "record_every"):
-            check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), lo=1)
         if self.d < 2:
             raise ConfigError(f"d={self.d} must be >= 2 (tokens live on S^(d-1))")
         n_steps = flow_steps(self.T, self.dt)
@@ -72,8 +72,8 @@ class FlowPreset:
             raise ConfigError(f"record_every={self.record_every} leaves {late} record in "
                               f"[T/2, T] of the {n_steps} steps; the G^2 average needs 2: "
                               "record more often")
-        check_number("noise_var", self.noise_var, allow_zero=True)
-        check_number("init_std", self.init_std, allow_zero=True)
+        check_number("noise_var", self.noise_var, positive=True, allow_zero=True)
+        check_number("init_std", self.init_std, positive=True, allow_zero=True)
         check_seed("seed", self.seed)
         heads = self.scaling_heads
         if isinstance(heads, list):  # from TOML

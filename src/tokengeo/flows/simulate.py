@@ -44,8 +44,8 @@ MAX_STEPS = 10_000_000  # the paper's runs take 4,000 steps; 10^7 is days on one
 def flow_steps(T: float, dt: float) -> int:
     """Number of time steps ``T / dt``: checked finite, positive, whole and below
     :data:`MAX_STEPS` (an absurd horizon is refused, not started)."""
-    check_number("T", T)
-    check_number("dt", dt)
+    check_number("T", T, positive=True)
+    check_number("dt", dt, positive=True)
     ratio = T / dt
     if not math.isfinite(ratio) or ratio > MAX_STEPS + 0.5:
         raise ConfigError(f"T={T} with dt={dt} is {ratio:.3g} steps, more than the limit of "
@@ -279,10 +279,10 @@ def simulate(
     check_choice("integrator", integrator, list(TABLEAUX))
     check_choice("dtype", dtype, [torch.float32, torch.float64])
     n_steps = flow_steps(T, dt)
-    check_number("noise_var", noise_var, allow_zero=True)
-    check_int("n_paths", n_paths)
-    check_int("record_every", record_every)
-    check_int("chunk_elems", chunk_elems)
+    check_number("noise_var", noise_var, positive=True, allow_zero=True)
+    check_int("n_paths", n_paths, lo=1)
+    check_int("record_every", record_every, lo=1)
+    check_int("chunk_elems", chunk_elems, lo=1)
     check_seed("seed", seed)
     if progress is not None and not callable(progress):
         raise ConfigError(f"progress={progress!r} must be a callable progress(step, n_steps)")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokengeo.config import check_choice, check_positive, check_range
+from tokengeo.config import (
+    check_choice,
+    check_fits_in_memory,
+    check_positive,
+    check_range,
+    check_types,
+)
 from tokengeo.errors import ConfigError
 from tokengeo.nn.heads import MIXED_INITS, check_n_laplacian, resolve_head_kinds
 
@@ -32,7 +38,8 @@ class TransformerConfig:
     mixed_init: str = "laplacian"
 
     def validate(self) -> None:
-        for name in ("d_model", "n_layers", "n_heads", "mlp_ratio"):
+        check_types(self)  # ints are ints, floats finite, bias a bool, ...
+        for name in ("d_model", "n_layers", "n_heads", "mlp_ratio", "norm_eps"):
             check_positive(name, getattr(self, name))
         if self.d_model % self.n_heads:
             raise ConfigError(
@@ -43,7 +50,29 @@ class TransformerConfig:
         check_choice("head_kind", self.head_kind, ("laplacian", "mixed"))
         check_choice("mixed_init", self.mixed_init, MIXED_INITS)
         check_n_laplacian(self.n_laplacian, self.n_heads)
+        n = self.block_parameter_estimate()  # before per-layer lists are built
+        check_fits_in_memory("the fp32 weights of its blocks", 4 * n,
+                             f"a model with {self.size_summary()} (~{n:.3g} parameters)")
         self.head_kinds()  # validates laplacian_heads
+
+    SIZE_FIELDS = ("d_model", "n_layers")  # what the parameter count grows with
+
+    def parameter_estimate(self) -> int:
+        """About how many parameters the model has (for a memory check before allocating):
+        ``n_layers (4 + 2 r) d^2`` for attention (Q, K, V, O) and the MLP of ratio ``r``,
+        plus :meth:`embedding_parameters`. Biases and norms (O(d) per layer) are left out."""
+        return self.block_parameter_estimate() + self.embedding_parameters()
+
+    def block_parameter_estimate(self) -> int:
+        """``n_layers (4 + 2 r) d^2``: the weights of the block stack."""
+        return self.n_layers * int((4 + 2 * self.mlp_ratio) * self.d_model**2)
+
+    def embedding_parameters(self) -> int:
+        return 0
+
+    def size_summary(self) -> str:
+        """``d_model=64, n_layers=4, ...``: the fields :meth:`parameter_estimate` grows with."""
+        return ", ".join(f"{n}={getattr(self, n)}" for n in self.SIZE_FIELDS)
 
     def head_kinds(self) -> list[tuple[str, ...]]:
         return resolve_head_kinds(
@@ -72,6 +101,14 @@ class ViTConfig(TransformerConfig):
             )
         check_choice("pool", self.pool, ("cls", "mean"))
 
+    SIZE_FIELDS = ("d_model", "n_layers", "image_size", "patch_size")
+
+    def embedding_parameters(self) -> int:
+        """Patch embedding, position embeddings and the classifier."""
+        n_patches = (self.image_size // self.patch_size) ** 2
+        patch = self.in_chans * self.patch_size**2
+        return self.d_model * (patch + n_patches + 1 + self.num_classes)
+
 
 @dataclass
 class GPTConfig(TransformerConfig):
@@ -85,6 +122,13 @@ class GPTConfig(TransformerConfig):
         super().validate()
         check_positive("vocab_size", self.vocab_size)
         check_positive("block_size", self.block_size)
+
+    SIZE_FIELDS = ("d_model", "n_layers", "vocab_size", "block_size")
+
+    def embedding_parameters(self) -> int:
+        """Token and position embeddings, and the LM head unless tied."""
+        heads = 1 if self.tie_weights else 2
+        return self.d_model * (heads * self.vocab_size + self.block_size)
 
 
 @dataclass
@@ -102,5 +146,11 @@ class EncoderConfig(TransformerConfig):
         for name in ("vocab_size", "max_len", "num_classes"):
             check_positive(name, getattr(self, name))
         check_choice("pool", self.pool, ("cls", "mean"))
+
+    SIZE_FIELDS = ("d_model", "n_layers", "vocab_size", "max_len")
+
+    def embedding_parameters(self) -> int:
+        """Token and position embeddings and the classifier."""
+        return self.d_model * (self.vocab_size + self.max_len + self.num_classes)
 
 

@@ -81,6 +81,10 @@ class LTransformerConfig(EncoderConfig):
         check_alpha(self.alpha)
         super().validate()
 
+    def block_parameter_estimate(self) -> int:
+        """About 1/p of a standard encoder's blocks (see :func:`encoder_parameter_count`)."""
+        return super().block_parameter_estimate() // self.p
+
 
 def encoder_parameter_count(cfg: LTransformerConfig) -> int:
     """Parameters of the block stack (and of a learnable transform), by formula.

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokengeo.config import replace_checked
+from tokengeo.config import check_fits_in_memory, replace_checked
 from tokengeo.errors import ConfigError
 
 
@@ -41,6 +41,10 @@ class ModelEntry:
             raise ConfigError(f"{self.name} option {stale[0]!r} was removed: {removed[stale[0]]}")
         cfg = replace_checked(self.config_cls(**self.defaults), overrides, what=f"{self.name}")
         cfg.validate()
+        if hasattr(cfg, "parameter_estimate"):  # refuse sizes that cannot be allocated
+            n = cfg.parameter_estimate()
+            check_fits_in_memory("its fp32 weights", 4 * n,
+                                 f"{self.name} with {cfg.size_summary()} (~{n:.3g} parameters)")
         return cfg
 
 
@@ -95,10 +99,27 @@ def create_model(
     """
     entry = get_entry(name)
     cfg = entry.config(**overrides)
+    device, dtype = _check_device(device), _check_dtype(dtype)
     with torch.device(device or "cpu"):
         model = entry.builder(cfg)
     model.model_name = name
     return model.to(dtype=dtype) if dtype is not None else model
+
+
+def _check_device(device: Any) -> torch.device | None:
+    if device is None:
+        return None
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device={device!r} is not a torch device; use 'cpu', 'cuda' or "
+                          "'cuda:N'") from None
+
+
+def _check_dtype(dtype: Any) -> torch.dtype | None:
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ConfigError(f"dtype={dtype!r} must be a floating torch.dtype, e.g. torch.float16")
+    return dtype
 
 
 def model_from_config(name: str, config: dict[str, Any], **kw: Any) -> nn.Module:

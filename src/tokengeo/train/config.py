@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokengeo.config import check_choice, check_positive, check_range, replace_checked
+from tokengeo.config import (
+    MAX_SEED,
+    check_choice,
+    check_int,
+    check_positive,
+    check_range,
+    check_types,
+    replace_checked,
+)
 from tokengeo.errors import ConfigError
 from tokengeo.train.loggers import check_loggers
 from tokengeo.train.tasks import check_task_options
@@ -26,6 +34,12 @@ DEVICES = ("auto", "cpu", "cuda")
 # Fields that may differ between a run and its resumption (they change no numbers).
 RESUMABLE_CHANGES = ("out", "log_every", "checkpoint_every", "keep_checkpoints", "device",
                      "loggers")
+# Bounds on sizes no run can reach: refused with the reason instead of being started.
+MAX_STEPS = 10**9  # a billion updates: years at any speed
+MAX_BATCH = 2**24  # examples (or windows) in one global batch
+MAX_LR = 10.0  # AdamW diverges at once far below this; 1e39 overflows float32
+# Bytes per parameter while training: fp32 weights, gradients and AdamW's two moments.
+TRAIN_BYTES_PER_PARAM = 16
 
 
 @dataclass
@@ -71,8 +85,10 @@ class TrainConfig:
     out: str = "runs/default"
 
     def validate(self) -> TrainConfig:
-        check_task_options(self.task, self.task_options)  # also: an unknown task
+        """Types, ranges and sizes of every field, before anything is loaded or created."""
         check_loggers(self.loggers)  # also: a logger whose package is missing
+        check_types(self)  # a string where a number belongs, inf/nan, a table for a list
+        check_task_options(self.task, self.task_options)  # also: an unknown task
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("device", self.device, DEVICES)
         for name in ("steps", "batch_size", "lr", "keep_checkpoints", "log_every"):
@@ -80,16 +96,52 @@ class TrainConfig:
         for name in ("warmup", "eval_every", "eval_batches", "final_eval_batches",
                      "checkpoint_every", "min_lr", "weight_decay", "grad_clip"):
             check_positive(name, getattr(self, name), allow_zero=True)
+        check_int("steps", self.steps, 1, MAX_STEPS)
+        check_int("batch_size", self.batch_size, 1, MAX_BATCH)
+        check_int("seed", self.seed, 0, MAX_SEED)
+        check_range("lr", self.lr, 0.0, MAX_LR)
         if self.min_lr > self.lr:
             raise ConfigError(f"min_lr={self.min_lr} must not exceed lr={self.lr}")
         check_range("beta1", self.beta1, 0.0, 0.999999)
         check_range("beta2", self.beta2, 0.0, 0.999999)
-        for name in ("steps", "batch_size", "warmup", "eval_every", "checkpoint_every", "seed"):
-            _check_int(name, getattr(self, name))
         if not self.out:
             raise ConfigError("out must name a run directory, e.g. --out runs/vit-l3")
-        self.model_config()  # unknown model, bad override, n_laplacian > n_heads
+        self._check_data_options()
+        self._check_model_size()  # unknown model, bad override, n_laplacian > n_heads
         return self
+
+    def _check_data_options(self) -> None:
+        """Unknown or ill-typed ``data_options`` of a registered data set, before loading."""
+        from tokengeo.data.registry import check_options, dataset_info, list_datasets
+
+        if self.data in list_datasets():
+            check_options(dataset_info(self.data), self.data_options)
+
+    def _check_model_size(self) -> None:
+        """The model config (sized from the data later) and its training memory."""
+        from tokengeo.config import check_fits_in_memory
+
+        cfg = self.model_config(**self._pre_data_sizes())
+        if not hasattr(cfg, "parameter_estimate"):
+            return
+        n = cfg.parameter_estimate()
+        check_fits_in_memory("training (weights, gradients and AdamW moments)",
+                             n * TRAIN_BYTES_PER_PARAM, f"{self.model} with {cfg.size_summary()} "
+                             f"(~{n:.3g} parameters)")
+
+    def _pre_data_sizes(self) -> dict[str, Any]:
+        """Sizes the data sets later, chosen here so that they cannot clash before it is
+        loaded: a ViT's ``image_size`` is checked against ``patch_size`` on the data's."""
+        from tokengeo.models.registry import get_entry
+
+        entry = get_entry(self.model)
+        fields = {f.name for f in dataclasses.fields(entry.config_cls)}
+        if "image_size" not in fields or "image_size" in self.model_overrides:
+            return {}
+        patch = self.model_overrides.get("patch_size", entry.defaults.get(
+            "patch_size", entry.config_cls.patch_size))
+        ok = isinstance(patch, int) and not isinstance(patch, bool) and patch > 0
+        return {"image_size": patch} if ok else {}
 
     def model_config(self, **from_data: Any):
         """The resolved model config: registry defaults < data-derived sizes < overrides."""
@@ -108,15 +160,36 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def _check_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} must be an integer")
+def check_out_folder(out: str | Path) -> None:
+    """Refuse an ``--out`` that cannot be created, before anything is read or written:
+    one under a file, or where no folder can be made (read-only, ``/proc``). A probe folder
+    is made and removed beside the first existing ancestor; ``out`` itself is not touched."""
+    import tempfile
+
+    path = Path(out).expanduser().absolute()
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"--out {str(out)!r} is a file; choose a folder for the run")
+        return
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"--out {str(out)!r} lies under {str(parent)!r}, which is a file, "
+                          "not a folder; choose another --out")
+    try:
+        tempfile.TemporaryDirectory(dir=parent, prefix=".tmp-tokengeo-probe-").cleanup()
+    except OSError as exc:
+        raise ConfigError(f"cannot create --out {str(out)!r}: {exc.strerror} in "
+                          f"{str(parent)!r}; choose a writable folder") from None
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """The key/values of a TOML config file (tables become nested dicts), or of a run's
     resolved ``config.json`` (a ``.json`` file), so a run can be repeated from its folder."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {str(path)!r} is a folder; pass a TOML file path")
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; pass a TOML file path")
     if path.suffix.lower() == ".json":
@@ -125,7 +198,14 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"config file {str(path)!r} must hold a JSON object of settings")
         return values
     try:
-        return tomllib.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(path)!r} is not UTF-8 text; pass a TOML file "
+                          "path") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}; a run's "
                           "config.json is read as JSON when its name ends in .json") from None
@@ -142,10 +222,17 @@ def parse_set(assignments: Iterable[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {item!r}")
-        *parents, leaf = key.strip().split(".")
+        *parents, leaf = parts = key.strip().split(".")
+        if not all(p.strip() for p in parts):
+            raise ConfigError(f"--set key {key.strip()!r} has an empty part; write "
+                              "key=value or table.key=value")
         node = out
-        for p in parents:
+        for depth, p in enumerate(parents):
             node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                table = ".".join(parents[: depth + 1])
+                raise ConfigError(f"--set {item}: {table} is not a table (it was set to "
+                                  f"{node!r}); drop one of the two")
         node[leaf] = _parse_value(raw.strip())
     return out
 
@@ -173,7 +260,7 @@ def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
     values = dict(values)
     for name in ("model_overrides", "data_options"):
         if name in values and not isinstance(values[name], Mapping):
-            raise ConfigError(f"{name} must be a table of key = value, got {values[name]!r}")
+            raise ConfigError(f"{name}={values[name]!r} must be a table of key = value")
     return replace_checked(TrainConfig(), values, what="train config").validate()
 
 

@@ -51,7 +51,7 @@ class SimilarityConfig:
             raise ConfigError(f"corpus={self.corpus!r} has an empty part; join corpus names "
                               "or paths with '+', e.g. shakespeare+python-docs")
         for name in ("samples", "seq_len", "batch_size", "top_k", "short_range"):
-            check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), lo=1)
         check_seed("seed", self.seed)
         if self.short_range >= self.seq_len:
             raise ConfigError(f"short_range={self.short_range} must be < seq_len="
