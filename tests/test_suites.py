@@ -31,6 +31,9 @@ l_model = "ltransformer-tiny"
 alphas = ["identity", "learnable"]
 accuracy_tolerance = 0.01
 train = { data = "tweets-binary", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, model_overrides = { n_layers = 1 } }
+topic_alpha = "identity"
+topic_train = { data = "fortunes-topics", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, data_options = { tokenizer = "bpe", bpe_vocab_size = 300, max_len = 32 }, model_overrides = { n_layers = 1, d_model = 32 } }
+bench = { widths = [16], baseline_heads = [4], n_layers = 1, seq_len = 8, batch = 2, vocab_size = 50, repeats = 1 }
 """,
     "flows": """
 [quick]

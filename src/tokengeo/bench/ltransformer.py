@@ -59,15 +59,22 @@ class SequentialSlices(nn.Module):
             for k in range(model.config.p)
         )
 
-    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        x_hat, mask = self.model.embed(ids, attention_mask)  # (p, B, T, d_s)
+    def embed(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        return self.model.embed(ids, attention_mask)  # (p, B, T, d_s), mask
+
+    def encode(self, x_hat: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The encoder alone: slice k through its own blocks, (p, B, T, d_s) -> same."""
         outs = []
         for k, blocks in enumerate(self.slices):
             h = x_hat[k]  # (B, T, d_s)
             for block in blocks:
                 h = block(h, mask)
             outs.append(h)
-        features = self.model.features_out(torch.stack(outs))  # (B, T, d)
+        return torch.stack(outs)
+
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        x_hat, mask = self.embed(ids, attention_mask)  # (p, B, T, d_s)
+        features = self.model.features_out(self.encode(x_hat, mask))  # (B, T, d)
         return self.model.forward_head(features, attention_mask)
 
     def num_parameters(self, *, only_blocks: bool = False) -> int:
@@ -110,6 +117,47 @@ def _step_fn(model: torch.nn.Module, ids, mask, labels):
     return step
 
 
+def encode(model: nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The encoder alone (the blocks, no embedding, final norm or head) on its input stream."""
+    if isinstance(model, SequentialSlices):
+        return model.encode(x, mask)
+    for block in model.blocks:
+        x = block(x, mask)
+    return x
+
+
+def _encoder_step_fn(model: nn.Module, ids, mask):
+    """Forward+backward of the encoder alone: loss = mean(encode(X)²) on the embedded batch."""
+    with torch.no_grad():
+        x, block_mask = model.embed(ids, mask)  # the blocks' input, no gradient to the embedding
+
+    def step():
+        encode(model, x, block_mask).square().mean().backward()
+        model.zero_grad(set_to_none=True)
+
+    return step
+
+
+def saved_bytes(fn, model: nn.Module) -> int:
+    """Bytes of the activations autograd saves for backward while ``fn`` runs its forward.
+
+    A deterministic measure of a step's activation memory (the same on every device and
+    load): every saved tensor's storage counted once, ``model``'s parameters left out.
+    """
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(seen.values())
+
+
 def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
     models = _models(cfg, d, heads)
     ids, mask, labels = _batch(cfg)
@@ -122,6 +170,7 @@ def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
     mem = {name: peak_bytes(fn, dev) for name, fn in fns.items()}
     enc = {name: m.num_parameters(only_blocks=True) for name, m in models.items()}
     return {
+        **bench_encoder_only(cfg, models, ids, mask),
         "d_model": d,
         "heads": {"baseline": heads, "ltransformer_per_slice": heads // cfg.p,
                   "head_dim": d // heads},
@@ -134,6 +183,27 @@ def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
         "peak_ratio_vs_baseline": {k: mem[k] / max(mem["baseline"], 1) for k in CONTENDERS[1:]},
         "encoder_params_ratio": enc["ltransformer"] / enc["baseline"],
         "sequential_max_abs_diff": seq_err,
+    }
+
+
+def bench_encoder_only(cfg: LTransformerBenchConfig, models: dict[str, nn.Module],
+                       ids: torch.Tensor, mask: torch.Tensor) -> dict:
+    """Encoder-only step (the blocks' forward+backward on the embedded batch, as the paper's
+    1/p concerns the encoder): median time, peak memory, saved activations, and their ratios
+    L / baseline."""
+    fns = {name: _encoder_step_fn(m, ids, mask) for name, m in models.items()}
+    dev = torch.device(cfg.device)
+    t = interleaved_medians(fns, repeats=cfg.repeats, device=dev)
+    mem = {name: peak_bytes(fn, dev) for name, fn in fns.items()}
+    act = {name: saved_bytes(fns[name], m) for name, m in models.items()}
+    return {
+        "encoder_median_ms": {k: 1e3 * s for k, s in t.items()},
+        "encoder_peak_mb": {k: b / 2**20 for k, b in mem.items()},
+        "encoder_saved_mb": {k: b / 2**20 for k, b in act.items()},
+        "encoder_step_ratio_vs_baseline": {k: t[k] / t["baseline"] for k in CONTENDERS[1:]},
+        "encoder_peak_ratio_vs_baseline": {k: mem[k] / max(mem["baseline"], 1)
+                                           for k in CONTENDERS[1:]},
+        "encoder_saved_ratio_vs_baseline": {k: act[k] / act["baseline"] for k in CONTENDERS[1:]},
     }
 
 

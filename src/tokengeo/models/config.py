@@ -154,3 +154,28 @@ class EncoderConfig(TransformerConfig):
         return self.d_model * (self.vocab_size + self.max_len + self.num_classes)
 
 
+
+
+POSITIONS = ("learned", "sinusoidal")
+
+
+@dataclass
+class TextEncoderConfig(EncoderConfig):
+    """The ``encoder`` family's config: an :class:`EncoderConfig` with its embedding options.
+
+    ``positions``: ``learned`` (a trained table, BERT) or ``sinusoidal`` (the fixed code of
+    Vaswani et al. 2017, Sec. 3.5, computed by :func:`tokengeo.nn.lposition.sinusoid`);
+    ``embed_scale``: multiply token embeddings by √d (Vaswani et al. 2017, Sec. 3.4). With
+    ``embed_scale=True, positions="sinusoidal"`` the encoder embeds tokens as the
+    L-Transformer does before its transform (the fair baseline of El Ichi et al.,
+    arXiv 2603.05727).
+    """
+
+    embed_scale: bool = False
+    positions: str = "learned"
+
+    def validate(self) -> None:
+        super().validate()
+        if not isinstance(self.embed_scale, bool):
+            raise ConfigError(f"embed_scale={self.embed_scale!r} must be true or false")
+        check_choice("positions", self.positions, POSITIONS)

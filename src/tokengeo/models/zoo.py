@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokengeo.models.config import EncoderConfig, GPTConfig, ViTConfig
+from tokengeo.models.config import GPTConfig, TextEncoderConfig, ViTConfig
 from tokengeo.models.encoder import TextEncoder
 from tokengeo.models.gpt import GPT
 from tokengeo.models.ltransformer import LTransformer, LTransformerConfig
@@ -26,11 +26,11 @@ register_model(
     d_model=384, n_layers=6, n_heads=6, vocab_size=50257, block_size=256,
 )
 register_model(
-    "encoder-tiny", "encoder", EncoderConfig, TextEncoder, "text classifier, mean pooling",
+    "encoder-tiny", "encoder", TextEncoderConfig, TextEncoder, "text classifier, mean pooling",
     d_model=128, n_layers=2, n_heads=4, vocab_size=8192, max_len=128, num_classes=2,
 )
 register_model(
-    "encoder-small", "encoder", EncoderConfig, TextEncoder, "text classifier, mean pooling",
+    "encoder-small", "encoder", TextEncoderConfig, TextEncoder, "text classifier, mean pooling",
     d_model=256, n_layers=4, n_heads=8, vocab_size=8192, max_len=256, num_classes=2,
 )
 
