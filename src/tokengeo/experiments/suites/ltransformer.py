@@ -41,6 +41,9 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "accuracy_tolerance": Setting("number"),
     "l_overrides": Setting("table", required=False),
     "train": Setting("table", check=train_table),
+    "topic_alpha": Setting("str", required=False),
+    "topic_train": Setting("table", required=False, check=train_table),
+    "bench": Setting("table", required=False),
 }
 
 NAME = "ltransformer"
