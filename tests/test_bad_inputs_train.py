@@ -223,7 +223,7 @@ def test_patch_size_is_checked_against_the_data_image_size(tmp_path, capsys):
 def test_out_under_a_file(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     code, err = run_cli(["train", *TINY, "--out", str(tmp_path / "file" / "run")], capsys)
-    assert_one_line(code, err, "train", f"{tmp_path / 'file'}', which is a file, not a folder")
+    assert_one_line(code, err, "train", f"{tmp_path / 'file'} is a file, not a folder")
 
 
 def test_out_is_a_file(tmp_path, capsys):
@@ -235,7 +235,7 @@ def test_out_is_a_file(tmp_path, capsys):
 
 def test_out_where_nothing_can_be_created(tmp_path, capsys):
     code, err = run_cli(["train", *TINY, "--out", "/proc/tokengeo-run/x"], capsys)
-    assert_one_line(code, err, "train", "cannot create --out '/proc/tokengeo-run/x'")
+    assert_one_line(code, err, "train", "--out /proc/tokengeo-run/x: cannot write in /proc")
 
 
 # ---- config files --------------------------------------------------------------------------

@@ -219,8 +219,8 @@ def _animal_folder(tmp_path, data: bytes, labels: bytes):
 
 
 def test_animal_mnist_gzip_bomb_is_refused_after_the_data_sets_size(tmp_path):
-    pixels = np.zeros((20, 28, 28), np.uint8)
-    labels = gzip.compress(pickle.dumps(np.arange(20, dtype=np.int64) % 10, protocol=4))
+    pixels = np.random.default_rng(0).integers(0, 256, (100, 28, 28), dtype=np.uint8)
+    labels = gzip.compress(pickle.dumps(np.arange(100, dtype=np.int64) % 10, protocol=4))
     ok = _animal_folder(tmp_path, gzip.compress(pickle.dumps(pixels, protocol=4)), labels)
     assert images.load_animal_mnist(root=str(ok)).num_classes == 10  # the caps fit real data
     bomb = _zeros_gz(pickle.dumps(pixels, protocol=4), 100 * MB)

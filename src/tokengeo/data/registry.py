@@ -80,6 +80,13 @@ def _check_root(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} must be a path")
 
 
+def _check_tokenizer(name: str, value: Any) -> None:
+    """A tokenizer name, or a tokenizer object (a pretrained model's own: ``encode``)."""
+    if not isinstance(value, str) and not callable(getattr(value, "encode", None)):
+        raise ConfigError(f"{name}={value!r} must be a tokenizer name (a string) or a "
+                          "tokenizer object with an encode method")
+
+
 # Types and ranges of the loaders' keyword options, checked before anything is read.
 _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "seed": lambda n, v: check_int(n, v, 0, MAX_SEED),
@@ -88,7 +95,7 @@ _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "max_len": lambda n, v: check_int(n, v, 1, 2**20),
     "bpe_vocab_size": lambda n, v: check_int(n, v, 1, 2**24),
     "num_classes": lambda n, v: check_int(n, v, 1),
-    "tokenizer": _check_str,
+    "tokenizer": _check_tokenizer,
     "text_column": _check_str,
     "label_column": _check_str,
     "grayscale": _check_bool,

@@ -20,6 +20,7 @@ from tokengeo.config import (
     MAX_SEED,
     check_choice,
     check_int,
+    check_output_folder,
     check_positive,
     check_range,
     check_types,
@@ -161,27 +162,9 @@ class TrainConfig:
 
 
 def check_out_folder(out: str | Path) -> None:
-    """Refuse an ``--out`` that cannot be created, before anything is read or written:
-    one under a file, or where no folder can be made (read-only, ``/proc``). A probe folder
-    is made and removed beside the first existing ancestor; ``out`` itself is not touched."""
-    import tempfile
-
-    path = Path(out).expanduser().absolute()
-    if path.exists():
-        if not path.is_dir():
-            raise ConfigError(f"--out {str(out)!r} is a file; choose a folder for the run")
-        return
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ConfigError(f"--out {str(out)!r} lies under {str(parent)!r}, which is a file, "
-                          "not a folder; choose another --out")
-    try:
-        tempfile.TemporaryDirectory(dir=parent, prefix=".tmp-tokengeo-probe-").cleanup()
-    except OSError as exc:
-        raise ConfigError(f"cannot create --out {str(out)!r}: {exc.strerror} in "
-                          f"{str(parent)!r}; choose a writable folder") from None
+    """Refuse an ``--out`` that cannot be created, before anything is read or written (the
+    one rule of :func:`tokengeo.config.check_output_folder`)."""
+    check_output_folder("--out", Path(out).expanduser())
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
