@@ -18,6 +18,7 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
     """One cell per (variant, seed); ``variants`` maps a label to TrainConfig overrides."""
     runs = Path(settings["_out_dir"]) / "runs" / suite
     base = dict(settings["train"])
+    cost = float(settings.get("cell_cost", 1.0))  # ~1-thread CPU s of one run: long ones first
     cells = []
     for label, overrides in variants.items():
         for seed in settings["seeds"]:
@@ -28,7 +29,7 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
                                "geometry": geometry,
                                "geometry_split": settings.get("geometry_split", "test"),
                                "geometry_examples": settings.get("geometry_examples", 1000)},
-                              label=f"{label}, seed {seed}"))
+                              label=f"{label}, seed {seed}", cost=cost))
     return cells
 
 

@@ -89,3 +89,23 @@ class SpectrumAccumulator:
         # the SVD of (N, D) centred data has min(N, D) values; the rest are zero
         lam = lam.sort(descending=True).values[: min(self.n, len(lam))]
         return _from_eigenvalues(lam, self.n)
+
+
+def per_item_components(tokens: torch.Tensor, threshold: float = 0.99) -> float:
+    """Mean over items of the number of principal components for ``threshold`` of the
+    variance of each item's own tokens: ``(1/N) sum_n K_n`` with
+    ``K_n = min{k : sum_{j<=k} s_{n,j}^2 >= threshold sum_j s_{n,j}^2}``, ``s_n`` the singular
+    values of item n's tokens ``(T, D)`` centred by their own mean (Zhang & Papyan,
+    arXiv 2602.09297, Sec. 5: per sequence / per image, then averaged). Items with no
+    variance count 0. ``tokens``: ``(N, T, D)``."""
+    if tokens.dim() != 3 or tokens.shape[1] < 2:
+        raise ConfigError(f"expected tokens (N, T, D) with T >= 2, got {tuple(tokens.shape)}")
+    if not 0 < threshold <= 1:
+        raise ConfigError(f"threshold={threshold} must be in (0, 1]")
+    x = tokens.detach().to(F64)
+    lam = torch.linalg.svdvals(x - x.mean(1, keepdim=True)).square()  # (N, min(T, D))
+    total = lam.sum(-1, keepdim=True)  # (N, 1)
+    ratio = lam.cumsum(-1) / total.clamp_min(torch.finfo(F64).tiny)
+    counts = (ratio < threshold - 1e-12).sum(-1) + 1  # (N,)
+    counts = torch.where(total[:, 0] > 0, counts, torch.zeros_like(counts))
+    return float(counts.double().mean())

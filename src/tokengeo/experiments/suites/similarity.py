@@ -33,7 +33,8 @@ def similarity_cell(config: dict, figure_dir: str) -> dict:
 def cells(settings: dict) -> list[Cell]:
     return [Cell(NAME, "analysis", similarity_cell,
                  {"config": dict(settings["analysis"]), "figure_dir": settings["_figure_dir"]},
-                 label=f"{settings['analysis']}")]
+                 label=f"{settings['analysis']}",
+                 cost=float(settings.get("cell_cost", 1.0)))]  # ~1-thread CPU s: a hint
 
 
 def _groups(n_layers: int) -> dict[str, list[int]]:
