@@ -116,7 +116,8 @@ def test_dino_runs_in_the_quick_setting_with_none_and_all_heads(tmp_path):
     assert len(full["seeds"]) >= 5
     plan = plan_suite("dino", ReproduceConfig(out=tmp_path, mode="quick"))
     assert len(plan.cells) == 2 * len(quick["ks"]) * len(quick["seeds"])  # DINO + random
-    claims = dino._claims(quick, dino.SweepResults({}, [], []))
+    not_run = {"_": CellResult("_", None, not_run="not yet")}
+    claims = dino._claims(quick, dino.SweepResults(not_run, [], []))
     assert any(f"k={quick['n_heads']}: PCA" in c.text for c in claims)
 
 
