@@ -1,6 +1,7 @@
 """Suite ``laplacian-images``: Zhang & Papyan (arXiv 2602.09297), image classification.
 
-A ViT on Fashion-MNIST (the offline stand-in for ImageNet / CIFAR) trained with k of H
+A ViT on Fashion-MNIST (the offline stand-in for ImageNet / CIFAR; 8x8 digits in the quick
+run, where a small ViT reaches its plateau in the time budget) trained with k of H
 heads Laplacian in every layer, k in the settings' list, several seeds; test accuracy and
 the geometry of final-layer tokens on test images. The paper (abstract, Sec. 4): "in
 supervised learning, Laplacian heads collapse token representations within the same
