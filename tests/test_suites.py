@@ -102,9 +102,3 @@ def test_suite_runs_at_micro_size(suite, tmp_path):
     again = reproduce(cfg, log=lambda m: None)[1][0]
     assert [c.measured for c in again.claims] == [c.measured for c in out.claims]
 
-
-def test_dino_quick_setting_is_reported_as_full_only(tmp_path):
-    cfg = ReproduceConfig(out=tmp_path / "out", only=("dino",))
-    path, (out,) = reproduce(cfg, log=lambda m: None)
-    assert out.claims and all(c.verdict.startswith("not run: runs only with") for c in out.claims)
-    assert "reproduce --full" in path.read_text()

@@ -22,6 +22,7 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
     runs = Path(settings["_out_dir"]) / "runs" / suite
     base = dict(settings["train"])
     fields = TRAIN_FIELDS + (("geometry",) if geometry is not None else ()) + tuple(fields)
+    cost = float(settings.get("cell_cost", 1.0))  # ~1-thread CPU s of one run: long ones first
     cells = []
     for label, overrides in variants.items():
         for seed in settings["seeds"]:
@@ -32,7 +33,7 @@ def training_cells(suite: str, settings: dict, variants: dict[str, dict],
                                "geometry": geometry,
                                "geometry_split": settings.get("geometry_split", "test"),
                                "geometry_examples": settings.get("geometry_examples", 1000)},
-                              label=f"{label}, seed {seed}", fields=fields))
+                              label=f"{label}, seed {seed}", fields=fields, cost=cost))
     return cells
 
 

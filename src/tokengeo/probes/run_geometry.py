@@ -50,12 +50,21 @@ def _token_mask(attention_mask, shape) -> torch.Tensor:
 
 def classification_geometry(model, task, split: str, max_examples: int) -> dict[str, float]:
     """Variance shares, neural collapse of sequence means, spectrum of tokens (arXiv 2602.09297,
-    Sec. 4: Laplacian heads lower within-sequence variance and raise between-class variance)."""
+    Sec. 4: Laplacian heads lower within-sequence variance, raise between-class variance and
+    align the sequence means with the simplex ETF of neural collapse, NC2).
+
+    ``components_99`` pools every image's tokens in one cloud; ``components_99_per_image``
+    counts each image's tokens (centred by the image's mean) and averages over images, the
+    paper's per-image spectrum. NC2: ``nc2_equinorm`` = std / mean of the centred class-mean
+    norms, ``nc2_max_angle`` = mean |cos + 1/(C-1)| over class pairs, ``nc2_etf_error`` the
+    distance of their normalised Gram matrix to the ETF's (:mod:`tokengeo.probes.collapse`).
+    """
     from tokengeo.probes.geometry import (
         neural_collapse_sequences,
         spectral_decay,
         variance_decomposition,
     )
+    from tokengeo.probes.spectrum import per_item_components
 
     h, mask, _, y = final_tokens(model, task, split, max_examples)  # (N, T, d), (N, T), (N,)
     var = variance_decomposition(h, y, mask)
@@ -65,7 +74,9 @@ def classification_geometry(model, task, split: str, max_examples: int) -> dict[
         "within_sequence_share": var.within_sequence / var.total,
         "between_class_share": var.between_class / var.total,
         "nc1": nc.nc1, "nc2_etf_error": nc.nc2_etf_error, "ncc_accuracy": nc.ncc_accuracy,
+        "nc2_equinorm": nc.nc2_equinorm, "nc2_max_angle": nc.nc2_max_angle,
         "components_99": spec.n_components_99, "decay_alpha": spec.decay_alpha,
+        "components_99_per_image": per_item_components(h, 0.99),  # images are unpadded
         "n_examples": int(h.shape[0]),
     }
 

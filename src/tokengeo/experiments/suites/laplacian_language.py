@@ -35,6 +35,7 @@ SETTINGS = {  # suites/laplacian-language.toml: [common] + [quick] or [full]
     "geometry_split": Setting("str", required=False),
     "geometry_examples": Setting("int", required=False, lo=1),
     "train": Setting("table", check=train_table),
+    "cell_cost": Setting("number", required=False),
 }
 
 NAME = "laplacian-language"

@@ -43,6 +43,8 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "train": Setting("table", check=train_table),
     "topic_alpha": Setting("str", required=False),
     "topic_train": Setting("table", required=False, check=train_table),
+    "topic_full_only": Setting("str", required=False),
+    "cell_cost": Setting("number", required=False),
     "bench": Setting("table", required=False),
 }
 
@@ -112,8 +114,9 @@ def bench_cell(config: dict) -> dict:
 def cells(settings: dict) -> list[Cell]:
     out = training_cells(NAME, settings, _variants(settings, settings["alphas"],
                                                    settings["train"]), geometry=None)
-    topic = {**settings, "train": settings["topic_train"]}
-    out += training_cells(NAME, topic, _topic_variants(settings), geometry=None)
+    if not settings.get("topic_full_only"):
+        topic = {**settings, "train": settings["topic_train"]}
+        out += training_cells(NAME, topic, _topic_variants(settings), geometry=None)
     out.append(Cell(NAME, "benchmark", bench_cell, {"config": dict(settings["bench"])},
                     label="encoder-only step time and memory, L / baseline"))
     return out
@@ -189,7 +192,9 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
     labels = list(_variants(settings, settings["alphas"], settings["train"]))
     seeds, tol = list(settings["seeds"]), float(settings["accuracy_tolerance"])
     sweep = SweepResults(results, labels, seeds)
-    topic = SweepResults(results, list(_topic_variants(settings)), seeds)
+    skipped = settings.get("topic_full_only")  # the quick run leaves the topic task out
+    topic = SweepResults({"_": CellResult("_", None, not_run=skipped)} if skipped else results,
+                         list(_topic_variants(settings)), seeds)
     treated = [lab for lab in labels if lab not in BASELINES.values()]
     claims = accuracy_claims(sweep, treated, tol)
     topic_l = f"{TOPIC}_" + _key(f"L alpha={settings['topic_alpha']}")

@@ -32,6 +32,7 @@ from tokengeo.experiments.stats import Interval, Region, mean_interval, t975, we
 
 SETTINGS = {  # suites/similarity.toml: [common] + [quick] or [full]
     "analysis": Setting("table", check=lambda table, where: _check_analysis(table, where)),
+    "cell_cost": Setting("number", required=False),
 }
 
 
@@ -73,7 +74,8 @@ def similarity_cell(config: dict, figure_dir: str) -> dict:
 def cells(settings: dict) -> list[Cell]:
     return [Cell(NAME, "analysis", similarity_cell,
                  {"config": dict(settings["analysis"]), "figure_dir": settings["_figure_dir"]},
-                 label=f"{settings['analysis']}", fields=FIELDS)]
+                 label=f"{settings['analysis']}", fields=FIELDS,
+                 cost=float(settings.get("cell_cost", 1.0)))]  # ~1-thread CPU s: a hint
 
 
 def _groups(n_layers: int) -> dict[str, list[int]]:
