@@ -122,7 +122,9 @@ class LaplacianSwap:
 
     ``z = P V`` is the output projection's input, so ``V - z = (I - P) V``
     (Zhang & Papyan, arXiv 2602.09297, the Laplacian head); with grouped KV heads query
-    head ``h`` reads KV head ``g(h) = h // (H / Hkv)``.
+    head ``h`` reads KV head ``g(h) = h // (H / Hkv)``. Laplacian heads touch only the
+    chosen heads' slices (V of their KV heads, no expansion of all of V: the cost of a
+    decoding step stays that of the k heads); mixed heads go through ``HeadKinds.combine``.
     """
 
     def __init__(self, site: AttentionSite, heads: Sequence[int],
@@ -133,6 +135,8 @@ class LaplacianSwap:
         self.kinds = HeadKinds(site.n_heads, kinds)  # not a submodule: moved on first use
         if mix is not None:
             self.kinds.mix_coef = mix  # the (k, 2) parameter saved with the attention module
+        self.heads = torch.tensor(sorted(heads), dtype=torch.long)  # (k,) query heads
+        self.kv_heads = self.heads // site.shape.groups  # (k,) the KV head each one reads
         self._value: torch.Tensor | None = None
 
     def keep_value(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
@@ -151,11 +155,16 @@ class LaplacianSwap:
                 "its attention layer"
             )
         z_heads = z.unflatten(-1, (shape.n_heads, shape.head_dim))  # (B, T, H, Dh)
-        v_heads = ungroup(value.unflatten(-1, (shape.n_kv_heads, shape.head_dim)),
-                          shape.groups)  # (B, T, H, Dh)
+        v_kv = value.unflatten(-1, (shape.n_kv_heads, shape.head_dim))  # (B, T, Hkv, Dh)
         if self.kinds.coef_fixed.device != z.device:
             self.kinds.to(z.device)
-        swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
+            self.heads, self.kv_heads = self.heads.to(z.device), self.kv_heads.to(z.device)
+        if self.kinds.mix_coef is None:  # Laplacian heads: V_g(h) - z_h on the k heads only
+            lap = v_kv.index_select(-2, self.kv_heads) - z_heads.index_select(-2, self.heads)
+            swapped = z_heads.index_copy(-2, self.heads, lap.to(z.dtype))  # (B, T, H, Dh)
+        else:
+            v_heads = ungroup(v_kv, shape.groups)  # (B, T, H, Dh)
+            swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
         return (swapped.flatten(-2), *args[1:])
 
     def install(self) -> list[RemovableHandle]:
