@@ -198,10 +198,15 @@ def run_similarity(cfg: SimilarityConfig, *, progress: bool = False) -> HeadSimi
     windows = make_windows(docs, tokenizer, cfg.seq_len)
     windows = select_windows(windows, cfg.samples, seed=cfg.seed)
     seps = [tokenizer.convert_tokens_to_ids(t) for t in SEPARATOR_TOKENS]
-    result = analyze_windows(
-        model, windows, batch_size=cfg.batch_size, top_k=cfg.top_k,
-        short_range=cfg.short_range, separator_ids=[i for i in seps if i is not None],
-        vocab_size=len(tokenizer), progress=progress)
+    try:
+        result = analyze_windows(
+            model, windows, batch_size=cfg.batch_size, top_k=cfg.top_k,
+            short_range=cfg.short_range, separator_ids=[i for i in seps if i is not None],
+            vocab_size=len(tokenizer), progress=progress)
+    except BaseException:  # Ctrl-C or an error: end the progress line before the message
+        if progress:
+            print(file=sys.stderr, flush=True)
+        raise
     result.token_names = [[tokenizer.convert_ids_to_tokens(int(t)) for t in row]
                           for row in result.dominant_token]
     return result
