@@ -523,8 +523,11 @@ def _interrupt(args: list[str], started, out: Path, timeout: float = 120.0):
 
 
 def _temporaries(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"
-            or ".tmp" in p.name]
+    """Hidden or temporary files, other than a command's output marker (written on start)."""
+    from tokengeo.outmarker import MARKER
+
+    return [p for p in root.rglob("*") if p.name != MARKER and (
+        p.name.startswith(".") or p.suffix == ".tmp" or ".tmp" in p.name)]
 
 
 def _check_interrupted(rc: int, err: str, command: str, out: Path) -> None:

@@ -18,11 +18,11 @@ from pathlib import Path
 from tokengeo.config import check_output_folder
 from tokengeo.errors import ConfigError, MissingDependencyError
 from tokengeo.io import write_json
-from tokengeo.runlock import folder_entries, lock_run_folder
+from tokengeo.outmarker import check_replaceable, write_marker
+from tokengeo.runlock import lock_run_folder
 
 OUTPUTS = ("flow.json", "flow.partial.json", "snapshots.png", "energy.png", "g2.png",
            "balance.png", "scaling.png", "sphere.gif")
-MARKERS = OUTPUTS[:2]  # a folder holding one of these holds a previous flow output
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,20 +65,6 @@ def _heads_list(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
     if not heads or min(heads) < 1:
         raise ConfigError(f"--scaling-heads={text!r} must list integers >= 1")
     return heads
-
-
-def check_out(out: Path, overwrite: bool) -> None:
-    """``out`` is new, empty, or (with ``overwrite``) holds a previous flow output."""
-    check_output_folder("--out", out)
-    if not out.is_dir() or not folder_entries(out):  # a run's lock file does not count
-        return
-    ours = any((out / name).is_file() for name in MARKERS)
-    if not overwrite:
-        hint = "pass --overwrite to replace it" if ours else "choose a new or empty folder"
-        raise ConfigError(f"--out {out} is not empty; {hint}")
-    if not ours:
-        raise ConfigError(f"--out {out} holds no previous flow output ({MARKERS[0]}); "
-                          "--overwrite replaces only a flow output; choose another folder")
 
 
 class StepBars:
@@ -133,11 +119,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_output_folder("--out", out)
     lock_run_folder(out, "tokengeo flow")  # one run per folder (a second run is told who holds it)
-    check_out(out, args.overwrite)  # the lock file itself does not count as content
+    # new, empty, or (with --overwrite) a previous flow output: the rule similarity follows
+    check_replaceable(out, "flow", overwrite=args.overwrite)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     for name in OUTPUTS:  # an --overwrite'd previous output: no stale figure stays
         (out / name).unlink(missing_ok=True)
+    write_marker(out, "flow")
 
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
