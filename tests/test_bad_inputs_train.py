@@ -206,7 +206,7 @@ def test_set_into_a_scalar_names_it(tmp_path, capsys):
 def test_model_too_big_for_memory_says_the_estimate(tmp_path, capsys):
     code, err = run_cli(["train", *TINY, "--out", str(tmp_path / "run"),
                          "--set", "model_overrides.d_model=1000000000"], capsys)
-    assert_one_line(code, err, "train", "GB")
+    assert_one_line(code, err, "train", "GiB")
     assert "memory" in err[0] and "parameters" in err[0]
 
 

@@ -110,16 +110,6 @@ def available_memory() -> int | None:
         return None
 
 
-def check_fits_in_memory(what: str, n_bytes: float, detail: str) -> None:
-    """Refuse ``n_bytes`` (an estimate) above the machine's memory, saying the estimate
-    (``"<detail> needs about X GB for <what>, ..."``): :func:`check_memory`'s rule."""
-    limit = available_memory()
-    if limit is not None and n_bytes > limit:
-        raise ConfigError(f"{detail} needs about {n_bytes / 1e9:.3g} GB for {what}, more than "
-                          f"the {limit / 1e9:.3g} GB of memory of this machine; choose smaller "
-                          "sizes")
-
-
 def replace_checked(cfg: T, overrides: Mapping[str, Any], *, what: str = "config") -> T:
     """``dataclasses.replace`` that rejects unknown keys with the list of valid ones."""
     names = {f.name for f in dataclasses.fields(cfg)}  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tokengeo.config import (
     check_choice,
-    check_fits_in_memory,
+    check_memory,
     check_positive,
     check_range,
     check_types,
@@ -51,8 +51,8 @@ class TransformerConfig:
         check_choice("mixed_init", self.mixed_init, MIXED_INITS)
         check_n_laplacian(self.n_laplacian, self.n_heads)
         n = self.block_parameter_estimate()  # before per-layer lists are built
-        check_fits_in_memory("the fp32 weights of its blocks", 4 * n,
-                             f"a model with {self.size_summary()} (~{n:.3g} parameters)")
+        check_memory(f"a model with {self.size_summary()} (~{n:.3g} parameters; the fp32 "
+                     "weights of its blocks)", 4 * n, "choose smaller sizes")
         self.head_kinds()  # validates laplacian_heads
 
     SIZE_FIELDS = ("d_model", "n_layers")  # what the parameter count grows with

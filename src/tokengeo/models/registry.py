@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokengeo.config import check_fits_in_memory, replace_checked
+from tokengeo.config import check_memory, replace_checked
 from tokengeo.errors import ConfigError
 
 
@@ -43,8 +43,8 @@ class ModelEntry:
         cfg.validate()
         if hasattr(cfg, "parameter_estimate"):  # refuse sizes that cannot be allocated
             n = cfg.parameter_estimate()
-            check_fits_in_memory("its fp32 weights", 4 * n,
-                                 f"{self.name} with {cfg.size_summary()} (~{n:.3g} parameters)")
+            check_memory(f"{self.name} with {cfg.size_summary()} (~{n:.3g} parameters; its "
+                         "fp32 weights)", 4 * n, "choose smaller sizes")
         return cfg
 
 

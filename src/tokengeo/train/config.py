@@ -120,15 +120,15 @@ class TrainConfig:
 
     def _check_model_size(self) -> None:
         """The model config (sized from the data later) and its training memory."""
-        from tokengeo.config import check_fits_in_memory
+        from tokengeo.config import check_memory
 
         cfg = self.model_config(**self._pre_data_sizes())
         if not hasattr(cfg, "parameter_estimate"):
             return
         n = cfg.parameter_estimate()
-        check_fits_in_memory("training (weights, gradients and AdamW moments)",
-                             n * TRAIN_BYTES_PER_PARAM, f"{self.model} with {cfg.size_summary()} "
-                             f"(~{n:.3g} parameters)")
+        check_memory(f"training {self.model} with {cfg.size_summary()} (~{n:.3g} parameters; "
+                     "weights, gradients and AdamW moments)", n * TRAIN_BYTES_PER_PARAM,
+                     "choose smaller sizes")
 
     def _pre_data_sizes(self) -> dict[str, Any]:
         """Sizes the data sets later, chosen here so that they cannot clash before it is
