@@ -9,9 +9,6 @@ MAX_EXAMPLES = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tokengeo.commands._oneline import one_line_errors
-
-    one_line_errors(parser, "probe")
     parser.add_argument("run_dir", help="the --out folder of a `tokengeo train` run")
     parser.add_argument("--split", default=None, help="evaluation split (default: test, or "
                         "val for language models)")

@@ -32,9 +32,6 @@ _FLAGS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tokengeo.commands._oneline import one_line_errors
-
-    one_line_errors(parser, "train")
     parser.add_argument("config", nargs="?", default=None, help="TOML config file (optional)")
     for flag, (dest, kind, help_text) in _FLAGS.items():
         parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_text)
