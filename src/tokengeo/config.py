@@ -37,9 +37,14 @@ def check_number(field: str, value: Any, *, positive: bool = False,
     return value
 
 
+def is_whole(value: Any) -> bool:
+    """An integer that is not a bool (``True`` is an int in Python, never a count here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_int(field: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
     """``value`` as an int (not a bool, not a float) in ``[lo, hi]`` (an unset bound is open)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_whole(value):
         raise ConfigError(f"{field}={value!r} must be a whole number")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         bounds = " and ".join(b for b in ((f">= {lo}" if lo is not None else ""),

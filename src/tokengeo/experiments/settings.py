@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokengeo.config import is_whole
 from tokengeo.errors import ConfigError
 
 KINDS = ("int", "number", "str", "int_list", "str_list", "table")
@@ -30,21 +31,17 @@ class Setting:
     check: Callable[[dict, str], None] | None = None  # contents of a table
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _type_ok(s: Setting, v: Any) -> str | None:
     """None when ``v`` fits ``s``, else what it must be."""
     if s.kind == "int":
-        return None if _is_int(v) and v >= s.lo else f"a whole number >= {s.lo}"
+        return None if is_whole(v) and v >= s.lo else f"a whole number >= {s.lo}"
     if s.kind == "number":
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         return None if ok and v >= 0 else "a finite number >= 0"
     if s.kind == "str":
         return None if isinstance(v, str) and v else "a non-empty string"
     if s.kind in ("int_list", "str_list"):
-        item = (lambda x: _is_int(x) and x >= s.lo) if s.kind == "int_list" else \
+        item = (lambda x: is_whole(x) and x >= s.lo) if s.kind == "int_list" else \
             (lambda x: isinstance(x, str) and x)
         what = f"whole numbers >= {s.lo}" if s.kind == "int_list" else "strings"
         ok = isinstance(v, list) and v and all(item(x) for x in v)
@@ -95,7 +92,7 @@ def keys(**kinds: str) -> Callable[[dict, str], None]:
         for k in kinds:
             if k not in table:
                 raise ConfigError(f"{where}: needs the key {k!r}")
-            if not (_is_int(table[k]) and table[k] >= 1):
+            if not (is_whole(table[k]) and table[k] >= 1):
                 raise ConfigError(f"{where}.{k} = {table[k]!r} must be a whole number >= 1")
     return check
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokengeo.config import check_choice
+from tokengeo.config import check_choice, is_whole
 from tokengeo.errors import ConfigError
 
 HEAD_KINDS = ("attention", "laplacian", "mixed")
@@ -36,14 +36,10 @@ MIXED_INITS = ("attention", "laplacian")
 HeadChoice = dict[int, list[int]]  # layer index -> sorted, distinct head indices
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def check_n_laplacian(k: Any, n_heads: int) -> int:
     """``k`` if it is an int in [0, n_heads], else a :class:`ConfigError`."""
     allowed = f"choose 0 <= n_laplacian <= {n_heads}"
-    if not _is_int(k):
+    if not is_whole(k):
         raise ConfigError(f"n_laplacian={k!r} must be an int; {allowed}")
     if k < 0:
         raise ConfigError(f"n_laplacian={k} must be >= 0; {allowed}")
@@ -60,7 +56,7 @@ def last_k_heads(n_heads: int, k: int) -> list[int]:
 
 def _layer_index(key: Any, n_layers: int) -> int:
     layer = int(key) if isinstance(key, str) and key.isdigit() else key
-    if not _is_int(layer):
+    if not is_whole(layer):
         raise ConfigError(
             f"heads: layer index={key!r} must be an int in [0, {n_layers - 1}] (a dict "
             "{layer: [head indices]})"
@@ -77,7 +73,7 @@ def _head_list(layer: int, indices: Any, n_heads: int) -> list[int]:
     if isinstance(indices, str | bytes) or not isinstance(indices, Sequence):
         raise ConfigError(f"heads[{layer}]={indices!r} must be a list of head indices")
     for head in indices:
-        if not _is_int(head):
+        if not is_whole(head):
             raise ConfigError(
                 f"heads[{layer}]: head index={head!r} must be an int in [0, {n_heads - 1}]"
             )
