@@ -108,8 +108,15 @@ def cells(settings: dict) -> list[Cell]:
             out.append(Cell("flows", f"{drift}-H{H}", flow_cell,
                             {"preset": preset, "n_heads": H, "overrides": overrides,
                              "figure_dir": fig_dir}, label=f"{drift} weights, H={H}",
-                            fields=FIELDS))
+                            fields=FIELDS, cost=_cost(overrides, H)))
     return out
+
+
+def _cost(preset: dict, n_heads: int) -> float:
+    """Estimated 1-thread CPU seconds of one cell (a scheduling hint): the pairwise kernels
+    of every head, step and path; measured here as ~2e-9 s per (step · n² · head · path)."""
+    steps = preset["T"] / preset["dt"]
+    return 2e-9 * steps * preset["n_tokens"] ** 2 * (n_heads + 5) * preset["n_paths"]
 
 
 def _settling(settings: dict, heads: list[int], vals: list[dict]):

@@ -14,7 +14,9 @@ in one process (rows without verdict: the paper claims no speed or memory change
 Settings (``ltransformer.toml``): ``seeds``, ``baseline_model``, ``l_model``, ``alphas``,
 ``accuracy_tolerance``, ``train`` (the sentiment runs), ``topic_train`` (the topic runs,
 same keys as ``train``), ``topic_alpha`` (the L-Transformer's α there) and ``bench``
-(:class:`~tokengeo.bench.ltransformer.LTransformerBenchConfig` fields).
+(:class:`~tokengeo.bench.ltransformer.LTransformerBenchConfig` fields); ``cell_cost`` and
+``bench_cost`` (estimated 1-thread CPU seconds of a training cell and of the benchmark cell,
+scheduling hints: the costliest cells start first).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "topic_train": Setting("table", required=False, check=train_table),
     "topic_full_only": Setting("str", required=False),
     "cell_cost": Setting("number", required=False),
+    "bench_cost": Setting("number", required=False),
     "bench": Setting("table", required=False),
 }
 
@@ -118,7 +121,8 @@ def cells(settings: dict) -> list[Cell]:
         topic = {**settings, "train": settings["topic_train"]}
         out += training_cells(NAME, topic, _topic_variants(settings), geometry=None)
     out.append(Cell(NAME, "benchmark", bench_cell, {"config": dict(settings["bench"])},
-                    label="encoder-only step time and memory, L / baseline"))
+                    label="encoder-only step time and memory, L / baseline",
+                    cost=float(settings.get("bench_cost", 1.0))))  # ~1-thread CPU s: a hint
     return out
 
 

@@ -13,7 +13,8 @@ Settings (``retrofit.toml``; declared here for the settings schema): ``seeds``, 
 values: the baseline first, then the retrofitted k), ``tolerance`` (the relative perplexity
 cost allowed by the claim), ``geometry_examples`` (windows for token geometry),
 ``study_corpora`` (data set names), ``train`` (TrainConfig fields), ``full_only`` (a reason:
-the quick report then states that the suite runs only with ``--full``).
+the quick report then states that the suite runs only with ``--full``), ``cell_cost``
+(estimated 1-thread CPU seconds of one fine-tuning, a scheduling hint).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ SETTINGS = {  # suites/retrofit.toml: [common] + [quick] or [full]
     "study_corpora": Setting("str_list", required=False),
     "train": Setting("table", check=train_table),
     "full_only": Setting("str", required=False),
+    "cell_cost": Setting("number", required=False),
 }
 CONVERTED_FILE = "converted.json"  # the step-0 evaluation, kept beside the run
 
@@ -91,6 +93,7 @@ def cells(settings: dict) -> list[Cell]:
         return []
     runs = Path(settings["_out_dir"]) / "runs" / NAME
     base, n_geo = dict(settings["train"]), settings["geometry_examples"]
+    cost = float(settings.get("cell_cost", 1.0))  # ~1-thread CPU s of one fine-tuning: a hint
     out = []
     for k in settings["ks"]:
         for seed in settings["seeds"]:
@@ -98,7 +101,7 @@ def cells(settings: dict) -> list[Cell]:
             run = runs / f"k={k}-s{seed}-{config_digest(cfg)}"
             out.append(Cell(NAME, f"k={k}-s{seed}", retrofit_cell,
                             {"run_dir": str(run), "config": cfg, "geometry_examples": n_geo},
-                            label=f"retrofit k={k}, seed {seed}", cost=10.0))
+                            label=f"retrofit k={k}, seed {seed}", cost=cost))
     for corpus in settings.get("study_corpora", []):
         cfg = {**base, "data": corpus, "n_laplacian": 0, "steps": 1}
         run = runs / f"study-{corpus}-{config_digest(cfg)}"
