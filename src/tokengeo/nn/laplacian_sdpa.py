@@ -33,8 +33,9 @@ from tokengeo.errors import ConfigError
 ATTENTION, LAPLACIAN, MIXED = "attention", "laplacian", "mixed"
 _FIXED = {ATTENTION: (0.0, 1.0), LAPLACIAN: (1.0, -1.0)}
 _FLASH, _EFFICIENT = 1, 2  # torch._fused_sdp_choice codes (SDPBackend)
-# Largest temporary (elements) of the backward's in-place transforms of z.
-TRANSFORM_CHUNK = 1 << 18
+# Elements of each of the backward's two scratch blocks (256 KiB in float32: they stay in
+# cache, so the transforms of z cost one pass over z and V).
+SCRATCH_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -224,58 +225,80 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
             zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
 
 
-def _batch_blocks(z: torch.Tensor) -> list[slice]:
-    """Batch ranges of z (B, T, H, Dh) of ≤ TRANSFORM_CHUNK elements (≥ one sequence)."""
-    step = max(1, TRANSFORM_CHUNK // max(z[0].numel(), 1))
-    return [slice(i, i + step) for i in range(0, z.shape[0], step)]
+def _blocks(z: torch.Tensor, h0: int, h1: int) -> list[tuple[slice, slice]]:
+    """(batch, token) ranges of z[:, :, h0:h1] (B, T, h, Dh), ≤ SCRATCH_CHUNK elements each.
+
+    Whole sequences when one fits, else token ranges of one sequence (≥ one token).
+    """
+    B, T = z.shape[:2]
+    tokens = max(1, SCRATCH_CHUNK // max((h1 - h0) * z.shape[3], 1))
+    if tokens >= T:
+        step = tokens // T
+        return [(slice(i, i + step), slice(None)) for i in range(0, B, step)]
+    return [(slice(i, i + 1), slice(t, t + tokens)) for i in range(B) for t in range(0, T, tokens)]
 
 
 def _pv_into_z(z, v, pv_mixed, runs: HeadRuns) -> list:
     """Overwrite z (B, T, H, Dh) with P V head-wise, reversibly; return the exact fixes.
 
-    Laplacian heads: z ← V − z. Since V − (V − z) ≠ z in rare roundings, the elements
-    where the round trip would fail keep their original value in the returned fixes.
-    Mixed heads: z and the saved P V swap places. Temporaries: two blocks at a time.
+    Laplacian heads: z ← V − z, block by block through two cache-sized scratch blocks
+    (s1 = V − z, s2 = V − s1, z ← s1), so z and V are read and z written once from memory.
+    Since V − (V − z) ≠ z in rare roundings, the elements where s2 ≠ z keep their
+    original value in the returned fixes. Mixed heads: z and the saved P V swap places.
     """
-    fixes = []
+    fixes: list = []
+    scratch = _Scratch(z)
     for h0, h1, kind in runs.runs:
-        if kind == ATTENTION:
-            continue
-        m0 = runs.mixed_position(h0) if kind == MIXED else 0
-        for bs in _batch_blocks(z):
-            x = z[bs, :, h0:h1]  # (B', T, h, Dh)
-            if kind == MIXED:
-                _swap(x, pv_mixed[bs, :, m0:m0 + h1 - h0])
-                continue
-            vv = v[bs, :, h0:h1]
-            pv = vv - x
-            back = vv - pv
-            if not torch.equal(back, x):  # rare: keep the elements the round trip changes
-                bad = back.ne_(x).nonzero(as_tuple=True)
-                fixes.append((bs, h0, h1, bad, x[bad].clone()))
-            del back
-            x.copy_(pv)
+        if kind == MIXED:
+            _swap_mixed(z, pv_mixed, runs, h0, h1, scratch)
+        elif kind == LAPLACIAN:
+            for bs, ts in _blocks(z, h0, h1):
+                x, vv = z[bs, ts, h0:h1], v[bs, ts, h0:h1]  # (B', T', h, Dh)
+                s1, s2 = scratch.pair(x)
+                torch.sub(vv, x, out=s1)
+                torch.sub(vv, s1, out=s2)
+                if not torch.equal(s2, x):  # rare: keep the elements the round trip changes
+                    bad = s2.ne_(x).nonzero(as_tuple=True)
+                    fixes.append((bs, ts, h0, h1, bad, x[bad].clone()))
+                x.copy_(s1)
     return fixes
 
 
-def _swap(x: torch.Tensor, y: torch.Tensor) -> None:
-    tmp = x.clone()
-    x.copy_(y)
-    y.copy_(tmp)
-
-
 def _z_from_pv(z, v, pv_mixed, runs: HeadRuns, fixes: list) -> None:
-    """Undo :func:`_pv_into_z` exactly."""
+    """Undo :func:`_pv_into_z` exactly: z ← V − z, the fixes, and the swaps again."""
+    scratch = _Scratch(z)
     for h0, h1, kind in runs.runs:
-        if kind == LAPLACIAN:
-            zr = z[:, :, h0:h1]
+        if kind == MIXED:
+            _swap_mixed(z, pv_mixed, runs, h0, h1, scratch)
+        elif kind == LAPLACIAN:
+            zr = z[:, :, h0:h1]  # (B, T, h, Dh)
             torch.sub(v[:, :, h0:h1], zr, out=zr)
-        elif kind == MIXED:
-            m0 = runs.mixed_position(h0)
-            for bs in _batch_blocks(z):
-                _swap(z[bs, :, h0:h1], pv_mixed[bs, :, m0:m0 + h1 - h0])
-    for bs, h0, h1, idx, vals in fixes:
-        z[bs, :, h0:h1][idx] = vals
+    for bs, ts, h0, h1, idx, vals in fixes:
+        z[bs, ts, h0:h1][idx] = vals
+
+
+class _Scratch:
+    """Two scratch blocks of ≤ SCRATCH_CHUNK elements each, allocated on first use."""
+
+    def __init__(self, like: torch.Tensor):
+        self.like, self.buf = like, None
+
+    def pair(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = x.numel()
+        if self.buf is None or self.buf.numel() < 2 * n:
+            self.buf = self.like.new_empty(2 * max(n, SCRATCH_CHUNK))
+        return self.buf[:n].view(x.shape), self.buf[n:2 * n].view(x.shape)
+
+
+def _swap_mixed(z, pv_mixed, runs: HeadRuns, h0: int, h1: int, scratch: _Scratch) -> None:
+    """Swap z's mixed heads h0:h1 with their saved P V, block by block."""
+    m0 = runs.mixed_position(h0)
+    for bs, ts in _blocks(z, h0, h1):
+        x, y = z[bs, ts, h0:h1], pv_mixed[bs, ts, m0:m0 + h1 - h0]  # (B', T', h, Dh)
+        tmp = scratch.pair(x)[0]
+        tmp.copy_(x)
+        x.copy_(y)
+        y.copy_(tmp)
 
 
 def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
