@@ -15,9 +15,13 @@ kernel's ``out``); it writes it into z's own buffer, head-wise and in small bloc
 
 calls the kernel, and restores z bit for bit (the rare elements where V − (V − z) ≠ z
 in floating point are kept aside and written back), so no second full tensor ever
-exists. The kernel is linear in its ``grad_out`` and independent per head: it is called
-with ``dz`` itself and its results are scaled by ``b_h`` afterwards; then
-``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``, ``db_h = Σ dz_h·(P V)_h``.
+exists. The round-trip test runs in two reused scratch blocks that stay in cache, so
+for Laplacian heads the backward's extra memory traffic is one pass over z and V to
+write P V and one to restore z. The kernel is linear in its ``grad_out`` and
+independent per head: it is called with ``dz`` itself and its results are scaled by
+``b_h`` afterwards (calling it with ``b ∘ dz`` instead would need a full copy of ``dz``,
+the memory this module avoids); then ``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``,
+``db_h = Σ dz_h·(P V)_h``.
 """
 
 from __future__ import annotations
@@ -280,7 +284,8 @@ def _z_from_pv(z, v, pv_mixed, runs: HeadRuns, fixes: list) -> None:
 
 
 class _Scratch:
-    """Two scratch blocks of ≤ SCRATCH_CHUNK elements each, allocated on first use."""
+    """Two scratch blocks shaped like a block ``x`` of :func:`_blocks`, reused across blocks
+    (one allocation of the largest block's size, ≤ SCRATCH_CHUNK or one token each)."""
 
     def __init__(self, like: torch.Tensor):
         self.like, self.buf = like, None
@@ -288,7 +293,7 @@ class _Scratch:
     def pair(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = x.numel()
         if self.buf is None or self.buf.numel() < 2 * n:
-            self.buf = self.like.new_empty(2 * max(n, SCRATCH_CHUNK))
+            self.buf = self.like.new_empty(2 * n)
         return self.buf[:n].view(x.shape), self.buf[n:2 * n].view(x.shape)
 
 
