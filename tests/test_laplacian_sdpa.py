@@ -32,8 +32,10 @@ def make(kinds, B=2, T=37, Dh=16, dtype=torch.float32, v_scale=1.0, coef_grad=Fa
     return qkv, coef
 
 
-def run(fn, qkv, coef, **kw):
+def run(fn, qkv, coef, packed=False, **kw):
     q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # (B, H, T, Dh) views
+    if packed:
+        kw["qkv"] = qkv
     return fn(q, k, v, coef[:, 0], coef[:, 1], **kw)
 
 
@@ -182,6 +184,45 @@ def test_small_scratch_blocks_give_the_same_gradients_and_restore_z(monkeypatch)
     got = grads(z, qkv, coef, g)
     assert torch.equal(z, before)
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("layer", ["laplacian", "half", "mixed"])
+@pytest.mark.parametrize("mask", ["causal", "causal+padding"])
+def test_packed_qkv_gets_the_same_gradients_in_one_tensor(layer, mask):
+    """With qkv given, dq, dk, dv (heads' scaling folded in) are written straight into
+    qkv's gradient: the same numbers as through q, k, v and unbind's backward."""
+    qkv, coef = make(LAYERS[layer], coef_grad=True)
+    kw, attn_mask = masks(2, 37)[mask]
+    g = torch.randn(2, 37, len(LAYERS[layer]), 16)
+    want = grads(run(lean, qkv, coef, attn_mask=attn_mask, **kw), qkv, coef, g)
+    z = run(lean, qkv, coef, attn_mask=attn_mask, packed=True, **kw)
+    q_grad_fn = type(z.grad_fn.next_functions[-1][0]).__name__
+    got = grads(z, qkv, coef, g)
+    assert is_lean(z) and q_grad_fn == "AccumulateGrad"  # straight to qkv, no unbind
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_packed_qkv_double_backward_and_bad_input():
+    qkv, coef = make(LAYERS["mixed"], B=1, T=5, Dh=4, dtype=torch.float64, coef_grad=True)
+
+    def f(qkv, coef):
+        return run(lean, qkv, coef, is_causal=True, packed=True)
+
+    assert torch.autograd.gradgradcheck(f, (qkv, coef))
+    with pytest.raises(ConfigError, match="unbind"):
+        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+        other = qkv.detach().clone().requires_grad_()
+        laplacian_attention(q, k, v, coef[:, 0], coef[:, 1], qkv=other)
+
+
+def test_packed_qkv_under_autocast_takes_the_unpacked_path():
+    qkv, coef = make(LAYERS["half"])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = run(lean, qkv, coef, is_causal=True, packed=True)
+        ref = run(lean, qkv, coef, is_causal=True)
+    assert torch.equal(z, ref)
+    g = torch.randn_like(z)
+    assert torch.equal(grads(z, qkv, coef, g)[0], grads(ref, qkv, coef, g)[0])
 
 
 def test_fallback_to_the_composition_where_the_kernel_cannot_be_used():

@@ -112,6 +112,7 @@ def laplacian_attention(
     dropout_p: float = 0.0,
     scale: float | None = None,
     head_kinds: Sequence[str] | None = None,
+    qkv: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-head ``z_h = a_h V_h + b_h softmax(q_h k_hᵀ·scale + mask) V_h``, as (B, T, H, Dh).
 
@@ -122,6 +123,12 @@ def laplacian_attention(
     avoid reading the coefficients on the host). The result is contiguous in the
     (B, T, H, Dh) layout, so ``z.reshape(B, T, H * Dh)`` is a view for the output
     projection. Coefficients act in q's dtype (under autocast, the autocast dtype).
+
+    ``qkv``: optionally the (B, T, 3, H, Dh) tensor that q, k, v are
+    ``qkv.unbind(2)`` of, transposed (a qkv projection's output viewed per head). The
+    gradient then goes to ``qkv`` directly, each of dq, dk, dv written once into it with
+    the heads' scaling folded in (the copy ``unbind``'s backward would make anyway), and
+    q, k, v get none of their own: pass it only when nothing watches their gradients.
 
     The memory-lean kernel (see the module docstring) runs when the device has a fused
     SDPA kernel that returns the log-sum-exp for these inputs (CPU: the flash kernel;
@@ -144,7 +151,27 @@ def laplacian_attention(
         attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
             ~attn_mask, float("-inf"))  # the additive mask SDPA builds too
     runs = head_runs(a, b, head_kinds)
-    return _LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, runs, backend)
+    if qkv is not None and _check_packed(qkv, q, k, v):
+        q, k, v = q.detach(), k.detach(), v.detach()  # their gradient goes to qkv
+    else:
+        qkv = None
+    return _LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, runs, backend, qkv)
+
+
+def _check_packed(qkv, q, k, v) -> bool:
+    """Whether the gradient can go to ``qkv`` (False when q, k, v were cast from it)."""
+    if not qkv.requires_grad or any(t.dtype != qkv.dtype for t in (q, k, v)):
+        return False
+    B, H, T, Dh = q.shape
+    ok = qkv.shape == (B, T, 3, H, Dh) and all(
+        t.data_ptr() == u.data_ptr() and t.stride() == u.stride()
+        for t, u in zip((q, k, v), _heads_of(qkv), strict=True))
+    if not ok:
+        raise ConfigError(
+            f"qkv (shaped {tuple(qkv.shape)}) must be the (B, T, 3, H, Dh) tensor whose "
+            f"unbind(2), transposed, gives q, k, v (shaped {tuple(q.shape)}); pass q, k, v "
+            f"from it or leave qkv out")
+    return True
 
 
 def _check_shapes(q, k, v, coef_a, coef_b) -> None:
@@ -315,30 +342,46 @@ def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
     return da, db
 
 
-def _scale_grads(dq, dk, dv, g, a, b, runs: HeadRuns) -> None:
-    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), in place.
+def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
+    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), into ``outs``.
 
     The SDPA backward is linear in grad_out and independent per head, so this turns its
-    results for grad_out = g into those for grad_out = b g, plus the identity part a g.
+    results ``grads`` = (dq, dk, dv) for grad_out = g into those for grad_out = b g, plus
+    the identity part a g. ``outs`` (default: ``grads``, in place) may be views of another
+    buffer (the packed qkv gradient): then attention heads are copied, and every element
+    is read and written once either way.
     """
+    outs = grads if outs is None else outs
     for h0, h1, kind in runs.runs:
         hs = (slice(None), slice(h0, h1))
-        if kind == LAPLACIAN:
-            dq[hs].neg_()
-            dk[hs].neg_()
-            torch.sub(g[hs], dv[hs], out=dv[hs])
-        elif kind == MIXED:
+        (sq, sk, sv), (oq, ok, ov) = (t[hs] for t in grads), (t[hs] for t in outs)
+        if kind == ATTENTION:
+            if outs is not grads:
+                for o, t in ((oq, sq), (ok, sk), (ov, sv)):
+                    o.copy_(t)
+        elif kind == LAPLACIAN:
+            torch.neg(sq, out=oq)
+            torch.neg(sk, out=ok)
+            torch.sub(g[hs], sv, out=ov)
+        else:
             bh, ah = b[h0:h1].view(1, -1, 1, 1), a[h0:h1].view(1, -1, 1, 1)
-            dq[hs].mul_(bh)
-            dk[hs].mul_(bh)
-            dv[hs].mul_(bh).addcmul_(ah, g[hs])
+            torch.mul(sq, bh, out=oq)
+            torch.mul(sk, bh, out=ok)
+            torch.mul(sv, bh, out=ov).addcmul_(ah, g[hs])
+
+
+def _heads_of(qkv: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """q, k, v (B, H, T, Dh) views of a packed (B, T, 3, H, Dh) tensor."""
+    return tuple(x.transpose(1, 2) for x in qkv.unbind(2))
 
 
 class _LaplacianSDPA(torch.autograd.Function):
     """z = a V + b SDPA(q, k, v), saving q, k, v, z, the log-sum-exp and mixed heads' P V."""
 
     @staticmethod
-    def forward(ctx, q, k, v, a, b, attn_mask, is_causal, scale, runs, backend):
+    def forward(ctx, q, k, v, a, b, attn_mask, is_causal, scale, runs, backend, qkv):
+        # qkv (B, T, 3, H, Dh) or None: when given, q, k, v are its (detached) views and
+        # the gradient goes to it.
         out, stats = _sdpa_forward(backend, q, k, v, attn_mask, is_causal, scale)
         z = out.transpose(1, 2)  # (B, T, H, Dh): contiguous for the CPU kernel
         if not z.is_contiguous():
@@ -348,15 +391,15 @@ class _LaplacianSDPA(torch.autograd.Function):
         if runs.mixed:  # (B, T, n_mixed, Dh): P V of the mixed heads, before combining
             pv_mixed = torch.cat([z[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
         _combine_in_place(z, vt, a, b, runs)
-        ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, *stats)
+        ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *stats)
         ctx.is_causal, ctx.scale, ctx.runs, ctx.backend = is_causal, scale, runs, backend
         return z
 
     @staticmethod
     def backward(ctx, dz):
-        q, k, v, z, a, b, attn_mask, pv_mixed, *stats = ctx.saved_tensors
+        q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *stats = ctx.saved_tensors
         if torch.is_grad_enabled():
-            return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask)
+            return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv)
         runs, vt = ctx.runs, v.transpose(1, 2)  # (B, T, H, Dh)
         # Alias z (and the saved P V) without their version counters: they are restored.
         zd = z.data
@@ -372,20 +415,26 @@ class _LaplacianSDPA(torch.autograd.Function):
                 ctx.backend, g, q, k, v, pv, stats, attn_mask, ctx.is_causal, ctx.scale)
         finally:
             _z_from_pv(zd, vt, pmd, runs, fixes)
-        _scale_grads(dq, dk, dv, g, a, b, runs)
-        return dq, dk, dv, da, db, None, None, None, None, None
+        if qkv is None:
+            _scale_grads((dq, dk, dv), g, a, b, runs)
+            return dq, dk, dv, da, db, None, None, None, None, None, None
+        dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
+        _scale_grads((dq, dk, dv), g, a, b, runs, outs=_heads_of(dqkv))
+        return None, None, None, da, db, None, None, None, None, None, dqkv
 
 
-def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask):
+def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv):
     """Backward for ``create_graph=True``: differentiate the recomputed composition."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    inputs = [t for t in (q, k, v, a, b)]
-    wanted = [i for i, need in enumerate(ctx.needs_input_grad[:5]) if need]
+    inputs = [q, k, v, a, b, None, None, None, None, None, qkv]
+    wanted = [i for i, need in enumerate(ctx.needs_input_grad) if need]
     with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
+        if qkv is not None:
+            q, k, v = _heads_of(qkv)
         z = compose(q, k, v, a, b, attn_mask, ctx.is_causal, 0.0, ctx.scale)
         grads = torch.autograd.grad(z, [inputs[i] for i in wanted], dz, create_graph=True)
-    out = [None] * 10
+    out = [None] * 11
     for i, g in zip(wanted, grads, strict=True):
         out[i] = g
     return tuple(out)
