@@ -21,7 +21,10 @@ write P V and one to restore z. The kernel is linear in its ``grad_out`` and
 independent per head: it is called with ``dz`` itself and its results are scaled by
 ``b_h`` afterwards (calling it with ``b ∘ dz`` instead would need a full copy of ``dz``,
 the memory this module avoids); then ``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``,
-``db_h = Σ dz_h·(P V)_h``.
+``db_h = Σ dz_h·(P V)_h``. When the caller passes the packed (B, T, 3, H, Dh) ``qkv`` that
+q, k, v are views of, that scaling is written straight into qkv's gradient (one read and
+one write per element, the copy ``unbind``'s backward would make anyway), so signs and
+coefficients cost no pass of their own.
 """
 
 from __future__ import annotations
