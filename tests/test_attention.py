@@ -148,3 +148,22 @@ def test_bad_head_kind_and_shapes():
         mha(10, 4)
     with pytest.raises(ConfigError, match="key_padding_mask"):
         mha(16, 2)(torch.randn(2, 5, 16), torch.ones(2, 6))
+
+
+def test_a_q_hook_sees_its_gradient_and_the_packed_qkv_path_gives_the_same_ones():
+    """Without q/k/v hooks the lean path writes one gradient for the qkv projection's
+    output; a hook on q turns that off, so gradients hooked on q still arrive."""
+    torch.manual_seed(0)
+    attn = mha(32, 4, head_kinds=("laplacian", "laplacian", "attention", "laplacian"),
+               causal=True)
+    x, g = torch.randn(2, 9, 32, requires_grad=True), torch.randn(2, 9, 32)
+    want = torch.autograd.grad(attn(x), (x, attn.qkv.weight), g)
+    seen = {}
+
+    def watch(q, hp):
+        q.register_hook(lambda d: seen.setdefault("dq", d))  # returns None: q unchanged
+
+    attn.hook_q.add_hook(watch)
+    got = torch.autograd.grad(attn(x), (x, attn.qkv.weight), g)
+    assert seen["dq"].shape == (2, 9, 4, 8)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))

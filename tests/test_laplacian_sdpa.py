@@ -32,8 +32,10 @@ def make(kinds, B=2, T=37, Dh=16, dtype=torch.float32, v_scale=1.0, coef_grad=Fa
     return qkv, coef
 
 
-def run(fn, qkv, coef, **kw):
+def run(fn, qkv, coef, packed=False, **kw):
     q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # (B, H, T, Dh) views
+    if packed:
+        kw["qkv"] = qkv
     return fn(q, k, v, coef[:, 0], coef[:, 1], **kw)
 
 
@@ -52,6 +54,10 @@ def is_lean(z):
 def grads(z, qkv, coef, g):
     inputs = (qkv, coef) if coef.requires_grad else (qkv,)
     return torch.autograd.grad(z, inputs, g)
+
+
+def bits(t):
+    return t.view(torch.int32)  # float32 bit patterns: NaN == NaN, −0 ≠ +0
 
 
 def masks(B, T):
@@ -137,19 +143,86 @@ def test_z_is_restored_exactly_and_a_retained_graph_gives_the_same_gradients():
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
 
 
-def test_the_rare_inexact_round_trip_is_repaired():
-    """V − (V − z) ≠ z for these float32 values; the backward must still restore z."""
+@pytest.mark.parametrize("chunk", [1 << 16, 8, 4])  # whole batch, one token, part of one
+def test_the_rare_inexact_round_trip_is_repaired(monkeypatch, chunk):
+    """V − (V − z) ≠ z for these float32 values (and NaN ≠ NaN); the backward must still
+    restore z bit for bit, whatever the scratch blocks."""
+    monkeypatch.setattr(L, "SCRATCH_CHUNK", chunk)
     v = torch.randn(2, 3, 2, 4)  # (B, T, H, Dh)
     pv = torch.randn(2, 3, 2, 4)
     v[1, 2, 1, 3], pv[1, 2, 1, 3] = 0.00397832365706563, 0.011790824122726917
+    pv[0, 1, 0, 2] = float("nan")
     z = v - pv
-    assert (v - (v - z) != z).any()  # the case this test is about
+    assert (v - (v - z) != z).sum() == 2  # the cases this test is about
     runs = head_runs(torch.ones(2), -torch.ones(2))
     original = z.clone()
     fixes = L._pv_into_z(z, v, None, runs)
-    assert fixes and torch.equal(z, v - original)
+    assert sum(len(f[-1]) for f in fixes) == 2 and bits(z).equal(bits(v - original))
     L._z_from_pv(z, v, None, runs, fixes)
-    assert torch.equal(z, original)
+    assert bits(z).equal(bits(original))
+
+
+@pytest.mark.parametrize("B,T,h,chunk", [(3, 5, 2, 1 << 16), (3, 5, 2, 24), (3, 5, 2, 7),
+                                         (1, 9, 1, 1), (4, 2, 3, 13)])
+def test_scratch_blocks_tile_batch_and_tokens_once(monkeypatch, B, T, h, chunk):
+    monkeypatch.setattr(L, "SCRATCH_CHUNK", chunk)
+    z = torch.zeros(B, T, h + 1, 4)
+    for bs, ts in L._blocks(z, 1, h + 1):
+        assert z[bs, ts, 1:].numel() <= max(chunk, h * 4)  # one token at least
+        z[bs, ts, 1:] += 1
+    assert torch.equal(z[:, :, 1:], torch.ones(B, T, h, 4)) and not z[:, :, 0].any()
+
+
+def test_small_scratch_blocks_give_the_same_gradients_and_restore_z(monkeypatch):
+    qkv, coef = make(LAYERS["mixed"], B=3, coef_grad=True, v_scale=30.0)
+    g = torch.randn(3, 37, 6, 16)
+    z = run(lean, qkv, coef, is_causal=True)
+    want = grads(z, qkv, coef, g)
+    monkeypatch.setattr(L, "SCRATCH_CHUNK", 40)  # blocks of 2 tokens of a 1-head run
+    z = run(lean, qkv, coef, is_causal=True)
+    before = z.detach().clone()
+    got = grads(z, qkv, coef, g)
+    assert torch.equal(z, before)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("layer", ["laplacian", "half", "mixed"])
+@pytest.mark.parametrize("mask", ["causal", "causal+padding"])
+def test_packed_qkv_gets_the_same_gradients_in_one_tensor(layer, mask):
+    """With qkv given, dq, dk, dv (heads' scaling folded in) are written straight into
+    qkv's gradient: the same numbers as through q, k, v and unbind's backward."""
+    qkv, coef = make(LAYERS[layer], coef_grad=True)
+    kw, attn_mask = masks(2, 37)[mask]
+    g = torch.randn(2, 37, len(LAYERS[layer]), 16)
+    want = grads(run(lean, qkv, coef, attn_mask=attn_mask, **kw), qkv, coef, g)
+    z = run(lean, qkv, coef, attn_mask=attn_mask, packed=True, **kw)
+    q_grad_fn = type(z.grad_fn.next_functions[-1][0]).__name__
+    got = grads(z, qkv, coef, g)
+    assert is_lean(z) and q_grad_fn == "AccumulateGrad"  # straight to qkv, no unbind
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_packed_qkv_double_backward_and_bad_input():
+    qkv, coef = make(LAYERS["mixed"], B=1, T=5, Dh=4, dtype=torch.float64, coef_grad=True)
+
+    def f(qkv, coef):
+        return run(lean, qkv, coef, is_causal=True, packed=True)
+
+    assert torch.autograd.gradgradcheck(f, (qkv, coef))
+    with pytest.raises(ConfigError, match="unbind"):
+        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+        other = qkv.detach().clone().requires_grad_()
+        laplacian_attention(q, k, v, coef[:, 0], coef[:, 1], qkv=other)
+
+
+def test_packed_qkv_under_autocast_takes_the_unpacked_path():
+    qkv, coef = make(LAYERS["half"])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = run(lean, qkv, coef, is_causal=True, packed=True)
+        ref = run(lean, qkv, coef, is_causal=True)
+    assert torch.equal(z, ref)
+    g = torch.randn_like(z)
+    assert torch.equal(grads(z, qkv, coef, g)[0], grads(ref, qkv, coef, g)[0])
 
 
 def test_fallback_to_the_composition_where_the_kernel_cannot_be_used():

@@ -105,6 +105,7 @@ def attend(
     dropout_p: float,
     edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
     lean: bool = True,
+    qkv: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-head outputs z = a V + b P V of ``heads``; q, k, v and z are (N, T, H, Dh).
 
@@ -116,6 +117,8 @@ def attend(
     caller does not expose z to a hook that might edit it in place), go through
     :func:`~tokengeo.nn.laplacian_sdpa.laplacian_attention`, which keeps only what standard
     attention keeps for the backward (same numbers, standard attention's memory).
+    ``qkv``: the (N, T, 3, H, Dh) tensor q, k, v are ``unbind(2)`` of, when nothing
+    watches their gradients; that path then writes one gradient for it (fewer passes).
     """
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))  # (N, H, T, Dh)
     if edit_pattern is not None:
@@ -127,7 +130,7 @@ def attend(
         if a.dim() == 1:  # per-slice mixed coefficients ((p, H)) take the composition
             return laplacian_attention(qh, kh, vh, a, b, attn_mask=attn_mask,
                                        is_causal=is_causal, dropout_p=dropout_p,
-                                       head_kinds=heads.head_kinds)
+                                       head_kinds=heads.head_kinds, qkv=qkv)
     pv = F.scaled_dot_product_attention(
         qh, kh, vh, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
     )  # (N, H, T, Dh)
@@ -165,13 +168,16 @@ class MultiHeadAttention(HeadKinds):
         self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
     ) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
         B, T, D = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).unbind(dim=2)
+        qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
+        q, k, v = qkv.unbind(dim=2)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)  # each (B, T, H, Dh)
+        if any(h.is_active() for h in (self.hook_q, self.hook_k, self.hook_v)):
+            qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         dropout_p = self.attn_dropout if self.training else 0.0
         edit = self.hook_pattern if self.hook_pattern.is_active() else None
         lean = not self.hook_z.is_active()
-        z = self.hook_z(attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit, lean))
+        z = self.hook_z(attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit, lean, qkv))
         return self.proj_drop(self.proj(z.reshape(B, T, D)))
 
     def extra_repr(self) -> str:

@@ -15,9 +15,16 @@ kernel's ``out``); it writes it into z's own buffer, head-wise and in small bloc
 
 calls the kernel, and restores z bit for bit (the rare elements where V − (V − z) ≠ z
 in floating point are kept aside and written back), so no second full tensor ever
-exists. The kernel is linear in its ``grad_out`` and independent per head: it is called
-with ``dz`` itself and its results are scaled by ``b_h`` afterwards; then
-``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``, ``db_h = Σ dz_h·(P V)_h``.
+exists. The round-trip test runs in two reused scratch blocks that stay in cache, so
+for Laplacian heads the backward's extra memory traffic is one pass over z and V to
+write P V and one to restore z. The kernel is linear in its ``grad_out`` and
+independent per head: it is called with ``dz`` itself and its results are scaled by
+``b_h`` afterwards (calling it with ``b ∘ dz`` instead would need a full copy of ``dz``,
+the memory this module avoids); then ``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``,
+``db_h = Σ dz_h·(P V)_h``. When the caller passes the packed (B, T, 3, H, Dh) ``qkv`` that
+q, k, v are views of, that scaling is written straight into qkv's gradient (one read and
+one write per element, the copy ``unbind``'s backward would make anyway), so signs and
+coefficients cost no pass of their own.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from tokengeo.errors import ConfigError
 ATTENTION, LAPLACIAN, MIXED = "attention", "laplacian", "mixed"
 _FIXED = {ATTENTION: (0.0, 1.0), LAPLACIAN: (1.0, -1.0)}
 _FLASH, _EFFICIENT = 1, 2  # torch._fused_sdp_choice codes (SDPBackend)
-# Largest temporary (elements) of the backward's in-place transforms of z.
-TRANSFORM_CHUNK = 1 << 18
+# Elements of each of the backward's two scratch blocks (512 KiB in float32: they stay in
+# cache, so the transforms of z cost one pass over z and V).
+SCRATCH_CHUNK = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ def laplacian_attention(
     dropout_p: float = 0.0,
     scale: float | None = None,
     head_kinds: Sequence[str] | None = None,
+    qkv: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-head ``z_h = a_h V_h + b_h softmax(q_h k_hᵀ·scale + mask) V_h``, as (B, T, H, Dh).
 
@@ -117,6 +126,12 @@ def laplacian_attention(
     avoid reading the coefficients on the host). The result is contiguous in the
     (B, T, H, Dh) layout, so ``z.reshape(B, T, H * Dh)`` is a view for the output
     projection. Coefficients act in q's dtype (under autocast, the autocast dtype).
+
+    ``qkv``: optionally the (B, T, 3, H, Dh) tensor that q, k, v are
+    ``qkv.unbind(2)`` of, transposed (a qkv projection's output viewed per head). The
+    gradient then goes to ``qkv`` directly, each of dq, dk, dv written once into it with
+    the heads' scaling folded in (the copy ``unbind``'s backward would make anyway), and
+    q, k, v get none of their own: pass it only when nothing watches their gradients.
 
     The memory-lean kernel (see the module docstring) runs when the device has a fused
     SDPA kernel that returns the log-sum-exp for these inputs (CPU: the flash kernel;
@@ -139,7 +154,27 @@ def laplacian_attention(
         attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
             ~attn_mask, float("-inf"))  # the additive mask SDPA builds too
     runs = head_runs(a, b, head_kinds)
-    return _LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, runs, backend)
+    if qkv is not None and _check_packed(qkv, q, k, v):
+        q, k, v = q.detach(), k.detach(), v.detach()  # their gradient goes to qkv
+    else:
+        qkv = None
+    return _LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, runs, backend, qkv)
+
+
+def _check_packed(qkv, q, k, v) -> bool:
+    """Whether the gradient can go to ``qkv`` (False when q, k, v were cast from it)."""
+    if not qkv.requires_grad or any(t.dtype != qkv.dtype for t in (q, k, v)):
+        return False
+    B, H, T, Dh = q.shape
+    ok = qkv.shape == (B, T, 3, H, Dh) and all(
+        t.data_ptr() == u.data_ptr() and t.stride() == u.stride()
+        for t, u in zip((q, k, v), _heads_of(qkv), strict=True))
+    if not ok:
+        raise ConfigError(
+            f"qkv (shaped {tuple(qkv.shape)}) must be the (B, T, 3, H, Dh) tensor whose "
+            f"unbind(2), transposed, gives q, k, v (shaped {tuple(q.shape)}); pass q, k, v "
+            f"from it or leave qkv out")
+    return True
 
 
 def _check_shapes(q, k, v, coef_a, coef_b) -> None:
@@ -224,58 +259,83 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
             zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
 
 
-def _batch_blocks(z: torch.Tensor) -> list[slice]:
-    """Batch ranges of z (B, T, H, Dh) of ≤ TRANSFORM_CHUNK elements (≥ one sequence)."""
-    step = max(1, TRANSFORM_CHUNK // max(z[0].numel(), 1))
-    return [slice(i, i + step) for i in range(0, z.shape[0], step)]
+def _blocks(z: torch.Tensor, h0: int, h1: int) -> list[tuple[slice, slice]]:
+    """(batch, token) ranges of z[:, :, h0:h1] (B, T, h, Dh), ≤ SCRATCH_CHUNK elements each.
+
+    Whole sequences when one fits, else token ranges of one sequence (≥ one token).
+    """
+    B, T = z.shape[:2]
+    tokens = max(1, SCRATCH_CHUNK // max((h1 - h0) * z.shape[3], 1))
+    if tokens >= T:
+        step = tokens // T
+        return [(slice(i, i + step), slice(None)) for i in range(0, B, step)]
+    return [(slice(i, i + 1), slice(t, t + tokens)) for i in range(B) for t in range(0, T, tokens)]
 
 
 def _pv_into_z(z, v, pv_mixed, runs: HeadRuns) -> list:
     """Overwrite z (B, T, H, Dh) with P V head-wise, reversibly; return the exact fixes.
 
-    Laplacian heads: z ← V − z. Since V − (V − z) ≠ z in rare roundings, the elements
-    where the round trip would fail keep their original value in the returned fixes.
-    Mixed heads: z and the saved P V swap places. Temporaries: two blocks at a time.
+    Laplacian heads: z ← V − z, block by block through two cache-sized scratch blocks
+    (s1 = V − z, s2 = V − s1, z ← s1), so z and V are read and z written once from memory.
+    Since V − (V − z) ≠ z in rare roundings, the elements where s2 ≠ z keep their
+    original value in the returned fixes. The test is Σ|s2 − z| ≠ 0 (a sum of
+    non-negative terms is 0 only if all are; NaN propagates): a float sum is several
+    times cheaper than ``torch.equal`` on CPU. Mixed heads: z and the saved P V swap.
     """
-    fixes = []
+    fixes: list = []
+    scratch = _Scratch(z)
     for h0, h1, kind in runs.runs:
-        if kind == ATTENTION:
-            continue
-        m0 = runs.mixed_position(h0) if kind == MIXED else 0
-        for bs in _batch_blocks(z):
-            x = z[bs, :, h0:h1]  # (B', T, h, Dh)
-            if kind == MIXED:
-                _swap(x, pv_mixed[bs, :, m0:m0 + h1 - h0])
-                continue
-            vv = v[bs, :, h0:h1]
-            pv = vv - x
-            back = vv - pv
-            if not torch.equal(back, x):  # rare: keep the elements the round trip changes
-                bad = back.ne_(x).nonzero(as_tuple=True)
-                fixes.append((bs, h0, h1, bad, x[bad].clone()))
-            del back
-            x.copy_(pv)
+        if kind == MIXED:
+            _swap_mixed(z, pv_mixed, runs, h0, h1, scratch)
+        elif kind == LAPLACIAN:
+            for bs, ts in _blocks(z, h0, h1):
+                x, vv = z[bs, ts, h0:h1], v[bs, ts, h0:h1]  # (B', T', h, Dh)
+                s1, s2 = scratch.pair(x)
+                torch.sub(vv, x, out=s1)
+                torch.sub(vv, s1, out=s2).sub_(x)  # (V − (V − z)) − z: 0 where exact
+                if s2.abs_().sum().item() != 0:  # rare (or NaN): keep the changed elements
+                    bad = s2.ne_(0).nonzero(as_tuple=True)
+                    fixes.append((bs, ts, h0, h1, bad, x[bad].clone()))
+                x.copy_(s1)
     return fixes
 
 
-def _swap(x: torch.Tensor, y: torch.Tensor) -> None:
-    tmp = x.clone()
-    x.copy_(y)
-    y.copy_(tmp)
-
-
 def _z_from_pv(z, v, pv_mixed, runs: HeadRuns, fixes: list) -> None:
-    """Undo :func:`_pv_into_z` exactly."""
+    """Undo :func:`_pv_into_z` exactly: z ← V − z, the fixes, and the swaps again."""
+    scratch = _Scratch(z)
     for h0, h1, kind in runs.runs:
-        if kind == LAPLACIAN:
-            zr = z[:, :, h0:h1]
+        if kind == MIXED:
+            _swap_mixed(z, pv_mixed, runs, h0, h1, scratch)
+        elif kind == LAPLACIAN:
+            zr = z[:, :, h0:h1]  # (B, T, h, Dh)
             torch.sub(v[:, :, h0:h1], zr, out=zr)
-        elif kind == MIXED:
-            m0 = runs.mixed_position(h0)
-            for bs in _batch_blocks(z):
-                _swap(z[bs, :, h0:h1], pv_mixed[bs, :, m0:m0 + h1 - h0])
-    for bs, h0, h1, idx, vals in fixes:
-        z[bs, :, h0:h1][idx] = vals
+    for bs, ts, h0, h1, idx, vals in fixes:
+        z[bs, ts, h0:h1][idx] = vals
+
+
+class _Scratch:
+    """Two scratch blocks shaped like a block ``x`` of :func:`_blocks`, reused across blocks
+    (one allocation of the largest block's size, ≤ SCRATCH_CHUNK or one token each)."""
+
+    def __init__(self, like: torch.Tensor):
+        self.like, self.buf = like, None
+
+    def pair(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = x.numel()
+        if self.buf is None or self.buf.numel() < 2 * n:
+            self.buf = self.like.new_empty(2 * n)
+        return self.buf[:n].view(x.shape), self.buf[n:2 * n].view(x.shape)
+
+
+def _swap_mixed(z, pv_mixed, runs: HeadRuns, h0: int, h1: int, scratch: _Scratch) -> None:
+    """Swap z's mixed heads h0:h1 with their saved P V, block by block."""
+    m0 = runs.mixed_position(h0)
+    for bs, ts in _blocks(z, h0, h1):
+        x, y = z[bs, ts, h0:h1], pv_mixed[bs, ts, m0:m0 + h1 - h0]  # (B', T', h, Dh)
+        tmp = scratch.pair(x)[0]
+        tmp.copy_(x)
+        x.copy_(y)
+        y.copy_(tmp)
 
 
 def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
@@ -285,30 +345,46 @@ def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
     return da, db
 
 
-def _scale_grads(dq, dk, dv, g, a, b, runs: HeadRuns) -> None:
-    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), in place.
+def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
+    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), into ``outs``.
 
     The SDPA backward is linear in grad_out and independent per head, so this turns its
-    results for grad_out = g into those for grad_out = b g, plus the identity part a g.
+    results ``grads`` = (dq, dk, dv) for grad_out = g into those for grad_out = b g, plus
+    the identity part a g. ``outs`` (default: ``grads``, in place) may be views of another
+    buffer (the packed qkv gradient): then attention heads are copied, and every element
+    is read and written once either way.
     """
+    outs = grads if outs is None else outs
     for h0, h1, kind in runs.runs:
         hs = (slice(None), slice(h0, h1))
-        if kind == LAPLACIAN:
-            dq[hs].neg_()
-            dk[hs].neg_()
-            torch.sub(g[hs], dv[hs], out=dv[hs])
-        elif kind == MIXED:
+        (sq, sk, sv), (oq, ok, ov) = (t[hs] for t in grads), (t[hs] for t in outs)
+        if kind == ATTENTION:
+            if outs is not grads:
+                for o, t in ((oq, sq), (ok, sk), (ov, sv)):
+                    o.copy_(t)
+        elif kind == LAPLACIAN:
+            torch.neg(sq, out=oq)
+            torch.neg(sk, out=ok)
+            torch.sub(g[hs], sv, out=ov)
+        else:
             bh, ah = b[h0:h1].view(1, -1, 1, 1), a[h0:h1].view(1, -1, 1, 1)
-            dq[hs].mul_(bh)
-            dk[hs].mul_(bh)
-            dv[hs].mul_(bh).addcmul_(ah, g[hs])
+            torch.mul(sq, bh, out=oq)
+            torch.mul(sk, bh, out=ok)
+            torch.mul(sv, bh, out=ov).addcmul_(ah, g[hs])
+
+
+def _heads_of(qkv: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """q, k, v (B, H, T, Dh) views of a packed (B, T, 3, H, Dh) tensor."""
+    return tuple(x.transpose(1, 2) for x in qkv.unbind(2))
 
 
 class _LaplacianSDPA(torch.autograd.Function):
     """z = a V + b SDPA(q, k, v), saving q, k, v, z, the log-sum-exp and mixed heads' P V."""
 
     @staticmethod
-    def forward(ctx, q, k, v, a, b, attn_mask, is_causal, scale, runs, backend):
+    def forward(ctx, q, k, v, a, b, attn_mask, is_causal, scale, runs, backend, qkv):
+        # qkv (B, T, 3, H, Dh) or None: when given, q, k, v are its (detached) views and
+        # the gradient goes to it.
         out, stats = _sdpa_forward(backend, q, k, v, attn_mask, is_causal, scale)
         z = out.transpose(1, 2)  # (B, T, H, Dh): contiguous for the CPU kernel
         if not z.is_contiguous():
@@ -318,15 +394,15 @@ class _LaplacianSDPA(torch.autograd.Function):
         if runs.mixed:  # (B, T, n_mixed, Dh): P V of the mixed heads, before combining
             pv_mixed = torch.cat([z[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
         _combine_in_place(z, vt, a, b, runs)
-        ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, *stats)
+        ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *stats)
         ctx.is_causal, ctx.scale, ctx.runs, ctx.backend = is_causal, scale, runs, backend
         return z
 
     @staticmethod
     def backward(ctx, dz):
-        q, k, v, z, a, b, attn_mask, pv_mixed, *stats = ctx.saved_tensors
+        q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *stats = ctx.saved_tensors
         if torch.is_grad_enabled():
-            return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask)
+            return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv)
         runs, vt = ctx.runs, v.transpose(1, 2)  # (B, T, H, Dh)
         # Alias z (and the saved P V) without their version counters: they are restored.
         zd = z.data
@@ -342,20 +418,26 @@ class _LaplacianSDPA(torch.autograd.Function):
                 ctx.backend, g, q, k, v, pv, stats, attn_mask, ctx.is_causal, ctx.scale)
         finally:
             _z_from_pv(zd, vt, pmd, runs, fixes)
-        _scale_grads(dq, dk, dv, g, a, b, runs)
-        return dq, dk, dv, da, db, None, None, None, None, None
+        if qkv is None:
+            _scale_grads((dq, dk, dv), g, a, b, runs)
+            return dq, dk, dv, da, db, None, None, None, None, None, None
+        dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
+        _scale_grads((dq, dk, dv), g, a, b, runs, outs=_heads_of(dqkv))
+        return None, None, None, da, db, None, None, None, None, None, dqkv
 
 
-def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask):
+def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv):
     """Backward for ``create_graph=True``: differentiate the recomputed composition."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    inputs = [t for t in (q, k, v, a, b)]
-    wanted = [i for i, need in enumerate(ctx.needs_input_grad[:5]) if need]
+    inputs = [q, k, v, a, b, None, None, None, None, None, qkv]
+    wanted = [i for i, need in enumerate(ctx.needs_input_grad) if need]
     with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
+        if qkv is not None:
+            q, k, v = _heads_of(qkv)
         z = compose(q, k, v, a, b, attn_mask, ctx.is_causal, 0.0, ctx.scale)
         grads = torch.autograd.grad(z, [inputs[i] for i in wanted], dz, create_graph=True)
-    out = [None] * 10
+    out = [None] * 11
     for i, g in zip(wanted, grads, strict=True):
         out[i] = g
     return tuple(out)
