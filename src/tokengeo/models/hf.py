@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules import module as _torch_module
 from torch.utils.hooks import RemovableHandle
 
 from tokengeo._deps import require
@@ -117,6 +118,46 @@ def attention_sites(model: Any) -> list[AttentionSite]:
     return sites
 
 
+@dataclass(frozen=True)
+class _Block:
+    """``n`` KV heads from ``kv`` on, each read by ``r`` consecutive chosen query heads from
+    ``head`` on: in (B, T, H*Dh) / (B, T, Hkv*Dh) a slice of z viewed (n, r, Dh) and a slice
+    of V viewed (n, 1, Dh), so ``V - z`` is one broadcast subtraction of views."""
+
+    head: int
+    kv: int
+    n: int
+    r: int
+
+    def slices(self, head_dim: int) -> tuple[slice, slice, tuple[int, ...], tuple[int, ...]]:
+        z = slice(self.head * head_dim, (self.head + self.n * self.r) * head_dim)
+        v = slice(self.kv * head_dim, (self.kv + self.n) * head_dim)
+        return z, v, (self.n, self.r, head_dim), (self.n, 1, head_dim)
+
+
+def head_blocks(heads: Sequence[int], groups: int) -> list[_Block]:
+    """The chosen query heads as few :class:`_Block` as possible (query head h reads KV head
+    ``h // groups``): runs of consecutive heads split where the KV head changes, and
+    neighbouring runs that each cover a whole group of consecutive KV heads merged. The
+    default "last k heads" is one block when k <= groups or k is a multiple of groups."""
+    pieces: list[list[int]] = []  # [first head, kv head, count]
+    for h in sorted(heads):
+        last = pieces[-1] if pieces else None
+        if last is not None and last[0] + last[2] == h and last[1] == h // groups:
+            last[2] += 1
+        else:
+            pieces.append([h, h // groups, 1])
+    blocks: list[_Block] = []
+    for head, kv, r in pieces:
+        prev = blocks[-1] if blocks else None
+        if (prev is not None and r == groups and prev.r == groups
+                and prev.head + prev.n * prev.r == head and prev.kv + prev.n == kv):
+            blocks[-1] = _Block(prev.head, prev.kv, prev.n + 1, r)
+        else:
+            blocks.append(_Block(head, kv, 1, r))
+    return blocks
+
+
 class LaplacianSwap:
     """Hook pair of one layer: ``z_h <- V_g(h) - z_h`` (or ``a_h V + b_h z_h``) on ``heads``.
 
@@ -125,6 +166,12 @@ class LaplacianSwap:
     head ``h`` reads KV head ``g(h) = h // (H / Hkv)``. Laplacian heads touch only the
     chosen heads' slices (V of their KV heads, no expansion of all of V: the cost of a
     decoding step stays that of the k heads); mixed heads go through ``HeadKinds.combine``.
+
+    Laplacian heads without autograd (``generate``, ``no_grad``, ``inference_mode``) are
+    written into z in place, one broadcast subtraction per :class:`_Block` of views
+    precomputed here (z is a fresh tensor, the attention's reshaped output). Under autograd,
+    or when another pre-hook of the output projection ran first (it may hold z), z is
+    left intact and a new tensor is returned.
     """
 
     def __init__(self, site: AttentionSite, heads: Sequence[int],
@@ -135,42 +182,78 @@ class LaplacianSwap:
         self.kinds = HeadKinds(site.n_heads, kinds)  # not a submodule: moved on first use
         if mix is not None:
             self.kinds.mix_coef = mix  # the (k, 2) parameter saved with the attention module
+        self.mixed = mix is not None
         self.heads = torch.tensor(sorted(heads), dtype=torch.long)  # (k,) query heads
         self.kv_heads = self.heads // site.shape.groups  # (k,) the KV head each one reads
+        shape = site.shape
+        self.blocks = tuple(b.slices(shape.head_dim) for b in head_blocks(heads, shape.groups))
+        self.z_width = shape.n_heads * shape.head_dim
+        self.v_width = shape.n_kv_heads * shape.head_dim
         self._value: torch.Tensor | None = None
+        self._pre_hook: Callable | None = None  # the registered swap, to know if it runs first
 
     def keep_value(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
         self._value = self.site.take_value(output)  # (B, T, Hkv*Dh)
 
-    def swap_heads(self, module: nn.Module, args: tuple) -> tuple:
-        z = args[0]  # (B, T, H*Dh)
-        shape = self.site.shape
-        value, self._value = self._value, None
-        want = (*z.shape[:-1], shape.n_kv_heads * shape.head_dim)
-        if value is None or tuple(value.shape) != want:
+    def _check(self, z: torch.Tensor, value: torch.Tensor | None) -> None:
+        if (value is None or value.shape[:-1] != z.shape[:-1]
+                or value.shape[-1] != self.v_width or z.shape[-1] != self.z_width):
             got = None if value is None else tuple(value.shape)
+            want = (*z.shape[:-1], self.v_width)
             raise RuntimeError(
                 f"Laplacian hook: output projection called with z {tuple(z.shape)} but the "
                 f"value projection gave {got} (expected {want}); the module was called outside "
                 "its attention layer"
             )
+
+    def _in_place_ok(self, module: nn.Module, z: torch.Tensor, value: torch.Tensor) -> bool:
+        """No autograd through z or V, and this hook is the first to see z."""
+        if torch.is_grad_enabled() and (z.requires_grad or value.requires_grad):
+            return False
+        hooks = module._forward_pre_hooks
+        return (len(hooks) == 1 or next(iter(hooks.values())) is self._pre_hook) \
+            and not _torch_module._global_forward_pre_hooks
+
+    def subtract_in_place(self, z: torch.Tensor, value: torch.Tensor) -> None:
+        """``z_h <- V_g(h) - z_h`` on the chosen heads of a contiguous z (B, T, H*Dh)."""
+        for z_cols, v_cols, z_view, v_view in self.blocks:
+            z_block = z[..., z_cols].unflatten(-1, z_view)  # (B, T, n, r, Dh), a view of z
+            torch.sub(value[..., v_cols].unflatten(-1, v_view), z_block, out=z_block)
+
+    def swap_heads(self, module: nn.Module, args: tuple) -> tuple | None:
+        z = args[0]  # (B, T, H*Dh)
+        value, self._value = self._value, None
+        self._check(z, value)
+        if not self.mixed and self._in_place_ok(module, z, value):
+            if z.is_contiguous():
+                self.subtract_in_place(z, value)
+                return None  # z edited in place
+            z = z.contiguous()  # a copy: edit it
+            self.subtract_in_place(z, value)
+            return (z, *args[1:])
+        return (self._swapped(z, value), *args[1:])
+
+    def _swapped(self, z: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """The out-of-place swap (autograd; mixed heads): a new (B, T, H*Dh)."""
+        shape = self.site.shape
         z_heads = z.unflatten(-1, (shape.n_heads, shape.head_dim))  # (B, T, H, Dh)
         v_kv = value.unflatten(-1, (shape.n_kv_heads, shape.head_dim))  # (B, T, Hkv, Dh)
         if self.kinds.coef_fixed.device != z.device:
             self.kinds.to(z.device)
             self.heads, self.kv_heads = self.heads.to(z.device), self.kv_heads.to(z.device)
-        if self.kinds.mix_coef is None:  # Laplacian heads: V_g(h) - z_h on the k heads only
+        if not self.mixed:  # Laplacian heads: V_g(h) - z_h on the k heads only
             lap = v_kv.index_select(-2, self.kv_heads) - z_heads.index_select(-2, self.heads)
             swapped = z_heads.index_copy(-2, self.heads, lap.to(z.dtype))  # (B, T, H, Dh)
         else:
             v_heads = ungroup(v_kv, shape.groups)  # (B, T, H, Dh)
             swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
-        return (swapped.flatten(-2), *args[1:])
+        return swapped.flatten(-2)
 
     def install(self) -> list[RemovableHandle]:
+        self._pre_hook = self.swap_heads  # one bound method: identity checked in _in_place_ok
         return [
             self.site.value_module.register_forward_hook(self.keep_value),
-            self.site.out_proj.register_forward_pre_hook(self.swap_heads),
+            self.site.out_proj.register_forward_pre_hook(self._pre_hook),
         ]
 
 
