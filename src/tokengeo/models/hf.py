@@ -67,7 +67,7 @@ class _Patch:
     """What :func:`laplacianize` installed on a backbone, kept there to undo it."""
 
     heads: HeadChoice
-    handles: list[RemovableHandle]
+    handles: list[RemovableHandle | _ValueTap]
     kind: str = "laplacian"
     mixed_modules: tuple[nn.Module, ...] = ()
 
@@ -116,6 +116,39 @@ def attention_sites(model: Any) -> list[AttentionSite]:
             block.get_submodule(family.attn), shape,
         ))
     return sites
+
+
+class _ValueTap:
+    """Keeps what a module's forward returns, by wrapping ``module.forward`` (an instance
+    attribute, the way ``accelerate`` wraps forwards), not by a forward hook.
+
+    A forward hook makes ``nn.Module.__call__`` take its slow path at every call (about 7 us
+    of Python per call, per layer, per generated token); a wrapped forward keeps the fast
+    path. Hooks registered on the module still run and see the same output. ``keep`` is
+    called with the output; :meth:`remove` restores the previous forward, or turns this
+    wrapper into a pass-through if something wrapped the forward after it.
+    """
+
+    def __init__(self, module: nn.Module, keep: Callable[[Any], None]) -> None:
+        self.module, self.keep = module, keep
+        self.own = module.__dict__.get("forward")  # an earlier instance-level wrapper, if any
+        self.inner = module.forward  # what runs inside: that wrapper or the class's forward
+        module.forward = self.forward
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.inner(*args, **kwargs)
+        if self.keep is not None:
+            self.keep(out)
+        return out
+
+    def remove(self) -> None:
+        self.keep = None
+        current = self.module.__dict__.get("forward")
+        if getattr(current, "__self__", None) is self:  # still the outermost: undo
+            if self.own is None:
+                del self.module.forward
+            else:
+                self.module.forward = self.own
 
 
 @dataclass(frozen=True)
@@ -192,7 +225,7 @@ class LaplacianSwap:
         self._value: torch.Tensor | None = None
         self._pre_hook: Callable | None = None  # the registered swap, to know if it runs first
 
-    def keep_value(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+    def keep_value(self, output: torch.Tensor) -> None:
         self._value = self.site.take_value(output)  # (B, T, Hkv*Dh)
 
     def _check(self, z: torch.Tensor, value: torch.Tensor | None) -> None:
@@ -210,8 +243,8 @@ class LaplacianSwap:
         """No autograd through z or V, and this hook is the first to see z."""
         if torch.is_grad_enabled() and (z.requires_grad or value.requires_grad):
             return False
-        hooks = module._forward_pre_hooks
-        return (len(hooks) == 1 or next(iter(hooks.values())) is self._pre_hook) \
+        first = next(iter(module._forward_pre_hooks.values()), None)
+        return first is not None and first is self._pre_hook \
             and not _torch_module._global_forward_pre_hooks
 
     def subtract_in_place(self, z: torch.Tensor, value: torch.Tensor) -> None:
@@ -249,10 +282,10 @@ class LaplacianSwap:
             swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
         return swapped.flatten(-2)
 
-    def install(self) -> list[RemovableHandle]:
+    def install(self) -> list[RemovableHandle | _ValueTap]:
         self._pre_hook = self.swap_heads  # one bound method: identity checked in _in_place_ok
         return [
-            self.site.value_module.register_forward_hook(self.keep_value),
+            _ValueTap(self.site.value_module, self.keep_value),
             self.site.out_proj.register_forward_pre_hook(self._pre_hook),
         ]
 
