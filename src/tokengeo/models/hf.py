@@ -3,15 +3,19 @@
 A standard head writes ``z_h = P_h V_h`` (``P_h`` the row-stochastic softmax attention
 matrix); a Laplacian head writes ``z_h = (I - P_h) V_h = V_h - P_h V_h``. It adds no
 parameters. :func:`laplacianize` converts a loaded model in place, whatever its attention
-kernel (eager, sdpa, flash, ...), with two hooks per patched layer and no T x T matrix:
+kernel (eager, sdpa, flash, ...), with two taps per patched layer and no T x T matrix:
 
-1. a forward hook on the value projection keeps ``V`` of the current call, shaped
+1. a wrapper of the value projection's ``forward`` (not a hook, which would put every call
+   on ``nn.Module.__call__``'s slow path) keeps ``V`` of the current call, shaped
    (B, T, Hkv*Dh): the values of the *query* tokens (with a KV cache, dynamic or static:
    the new tokens only, never rows read back from the cache);
 2. a forward pre-hook on the output projection, whose input is the per-head outputs
    ``z = P V`` (B, T, H*Dh), replaces ``z_h`` by ``V_{g(h)} - z_h`` on the chosen heads,
    where ``g(h) = h // (H / Hkv)`` is the key/value head that query head ``h`` reads
-   (grouped-query attention; ``g(h) = h`` without it).
+   (grouped-query attention; ``g(h) = h`` without it). Without autograd it writes into z
+   in place, one broadcast subtraction of precomputed views per block of heads
+   (:func:`head_blocks`; the default "last k heads" is one block); hooks registered after
+   it see the swapped z, as before.
 
 Everything inside the kernel (rotary positions, q/k norms, logit softcapping, sliding
 windows, padding masks) shapes ``P`` and is kept. In training mode the kernel applies
