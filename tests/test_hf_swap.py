@@ -92,8 +92,7 @@ def test_in_place_subtraction_equals_the_index_reference(build):
 
 def installed_swap(model, layer: int = 0):
     out_proj = hf.attention_sites(model)[layer].out_proj
-    (hook,) = out_proj._forward_pre_hooks.values()
-    return hook.__self__, out_proj
+    return out_proj.__dict__["_tokengeo_swap"], out_proj
 
 
 def test_no_grad_edits_z_in_place_and_autograd_returns_a_new_tensor():
@@ -106,7 +105,8 @@ def test_no_grad_edits_z_in_place_and_autograd_returns_a_new_tensor():
     edited = z.clone()
     with torch.no_grad():
         swap._value = value
-        assert swap.swap_heads(out_proj, (edited,)) is None  # edited in place
+        (out,) = swap.swap_heads(out_proj, (edited,))
+    assert out is edited  # edited in place
     assert torch.equal(edited, want)
     wide = torch.randn(2, 5, 48, generator=gen)[..., ::2]  # a non-contiguous z: copied
     before = wide.clone()
@@ -130,36 +130,47 @@ def test_no_grad_and_autograd_forwards_agree_and_gradients_reach_v():
         assert site.value_module.weight.grad.abs().sum() > 0
 
 
-def test_a_hook_registered_before_laplacianize_keeps_the_z_it_saw():
-    """In place only when the swap is the first pre-hook: an earlier one may hold z."""
+def test_every_pre_hook_of_the_output_projection_sees_the_swapped_z():
+    """Registered before or after laplacianize: the swap runs before all of them."""
     model = tiny_llama()
     site = hf.attention_sites(model)[0]
     seen = []
-    handle = site.out_proj.register_forward_pre_hook(lambda m, args: seen.append(args[0]))
+
+    def grab(module, args):
+        seen.append(args[0].clone())
+
+    early = site.out_proj.register_forward_pre_hook(grab)
     plain = logits(model)
     tokengeo.laplacianize(model, n_laplacian=2)
+    late = site.out_proj.register_forward_pre_hook(grab)
     patched = logits(model)
-    handle.remove()
-    assert torch.equal(seen[0], seen[1])  # P V both times: not edited under the first hook
-    assert torch.equal(patched, logits(model))  # and the model is Laplacian all the same
+    early.remove()
+    late.remove()
+    plain_z, early_z, late_z = seen
+    assert torch.equal(early_z, late_z)
+    assert torch.equal(early_z[..., :16], plain_z[..., :16])  # heads 0-3: P V
+    assert not torch.equal(early_z[..., 16:], plain_z[..., 16:])  # heads 4, 5: V - P V
     assert not torch.equal(patched, plain)
 
 
 # --- the value tap ----------------------------------------------------------------------
 
 
-def test_value_projection_gets_no_hook_and_unpatch_restores_its_forward():
+def test_no_hooks_are_installed_and_unpatch_restores_forward_and_class():
     model = tiny_llama()
     plain = logits(model)
     tokengeo.laplacianize(model, n_laplacian=2)
     for site in hf.attention_sites(model):
         assert not site.value_module._forward_hooks  # the fast nn.Module.__call__ path
         assert "forward" in vars(site.value_module)
-        assert len(site.out_proj._forward_pre_hooks) == 1
+        assert not site.out_proj._forward_pre_hooks
+        assert isinstance(site.out_proj, torch.nn.Linear)
+        assert type(site.out_proj).__name__ == "LaplacianLinear"
     hf.unlaplacianize(model)
     for site in hf.attention_sites(model):
         assert "forward" not in vars(site.value_module)
-        assert not site.out_proj._forward_pre_hooks
+        assert type(site.out_proj) is torch.nn.Linear
+        assert "_tokengeo_swap" not in vars(site.out_proj)
     assert torch.equal(logits(model), plain)
 
 
@@ -231,9 +242,11 @@ def decode_step_ops(model) -> collections.Counter:
 
 def test_a_decoding_step_adds_one_in_place_sub_per_layer():
     """Last 3 of 6 heads = one KV head: 2 slices, 2 views, 1 sub per layer; no index ops,
-    no copy of z (the old swap: 8 ops per layer, 4 of them allocating)."""
+    no copy of z (the old swap: 8 ops per layer, 4 of them allocating), and no module on
+    the slow path of nn.Module.__call__ (the old patch: 2 hooked modules per layer)."""
     model = tiny_llama(layers=4)
     plain = decode_step_ops(model)
     tokengeo.laplacianize(model, n_laplacian=3)
     extra = decode_step_ops(model) - plain
     assert dict(extra) == {"slice": 8, "unflatten": 8, "sub": 4}
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())

@@ -9,13 +9,13 @@ kernel (eager, sdpa, flash, ...), with two taps per patched layer and no T x T m
    on ``nn.Module.__call__``'s slow path) keeps ``V`` of the current call, shaped
    (B, T, Hkv*Dh): the values of the *query* tokens (with a KV cache, dynamic or static:
    the new tokens only, never rows read back from the cache);
-2. a forward pre-hook on the output projection, whose input is the per-head outputs
-   ``z = P V`` (B, T, H*Dh), replaces ``z_h`` by ``V_{g(h)} - z_h`` on the chosen heads,
-   where ``g(h) = h // (H / Hkv)`` is the key/value head that query head ``h`` reads
-   (grouped-query attention; ``g(h) = h`` without it). Without autograd it writes into z
-   in place, one broadcast subtraction of precomputed views per block of heads
-   (:func:`head_blocks`; the default "last k heads" is one block); hooks registered after
-   it see the swapped z, as before.
+2. the output projection, whose input is the per-head outputs ``z = P V`` (B, T, H*Dh),
+   gets a subclass of its class whose ``__call__`` first replaces ``z_h`` by
+   ``V_{g(h)} - z_h`` on the chosen heads, where ``g(h) = h // (H / Hkv)`` is the
+   key/value head that query head ``h`` reads (grouped-query attention; ``g(h) = h``
+   without it). Its own hooks all see the swapped z. Without autograd the swap writes into
+   z in place, one broadcast subtraction of precomputed views per block of heads
+   (:func:`head_blocks`; the default "last k heads" is one block).
 
 Everything inside the kernel (rotary positions, q/k norms, logit softcapping, sliding
 windows, padding masks) shapes ``P`` and is kept. In training mode the kernel applies
@@ -42,8 +42,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _torch_module
-from torch.utils.hooks import RemovableHandle
 
 from tokengeo._deps import require
 from tokengeo.config import check_choice
@@ -71,7 +69,7 @@ class _Patch:
     """What :func:`laplacianize` installed on a backbone, kept there to undo it."""
 
     heads: HeadChoice
-    handles: list[RemovableHandle | _ValueTap]
+    handles: list[_ValueTap | _InputSwap]
     kind: str = "laplacian"
     mixed_modules: tuple[nn.Module, ...] = ()
 
@@ -155,6 +153,42 @@ class _ValueTap:
                 self.module.forward = self.own
 
 
+_SWAP_KEY = "_tokengeo_swap"  # in the output projection's __dict__: its LaplacianSwap
+_SWAPPING: dict[type, type] = {}  # module class -> its subclass that swaps heads first
+
+
+def _swapping_class(cls: type) -> type:
+    """The subclass of ``cls`` whose ``__call__`` swaps the heads of its input, then runs
+    ``cls.__call__`` (pre-hooks, forward, hooks), made once per class."""
+    if cls not in _SWAPPING:
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            swap = self.__dict__.get(_SWAP_KEY)
+            if swap is not None:
+                args = swap.swap_heads(self, args)
+            return cls.__call__(self, *args, **kwargs)
+
+        _SWAPPING[cls] = type(f"Laplacian{cls.__name__}", (cls,), {"__call__": __call__})
+    return _SWAPPING[cls]
+
+
+class _InputSwap:
+    """Runs ``swap.swap_heads`` on ``module``'s input before everything ``nn.Module.__call__``
+    does, by giving the module a subclass of its class (as ``torch.nn.utils.parametrize``
+    does), not a forward pre-hook: a hook would put every call on the slow path of
+    ``nn.Module.__call__`` (about 7 us per call). Every pre-hook of the module, whenever
+    registered, sees the swapped z. :meth:`remove` gives the module its class back."""
+
+    def __init__(self, module: nn.Module, swap: LaplacianSwap) -> None:
+        self.module, self.cls = module, type(module)
+        module.__class__ = _swapping_class(self.cls)
+        module.__dict__[_SWAP_KEY] = swap
+
+    def remove(self) -> None:
+        self.module.__dict__.pop(_SWAP_KEY, None)
+        if type(self.module) is _SWAPPING.get(self.cls):
+            self.module.__class__ = self.cls
+
+
 @dataclass(frozen=True)
 class _Block:
     """``n`` KV heads from ``kv`` on, each read by ``r`` consecutive chosen query heads from
@@ -206,9 +240,9 @@ class LaplacianSwap:
 
     Laplacian heads without autograd (``generate``, ``no_grad``, ``inference_mode``) are
     written into z in place, one broadcast subtraction per :class:`_Block` of views
-    precomputed here (z is a fresh tensor, the attention's reshaped output). Under autograd,
-    or when another pre-hook of the output projection ran first (it may hold z), z is
-    left intact and a new tensor is returned.
+    precomputed here: z is a fresh tensor (the attention's reshaped output) that nothing
+    else has seen, since the swap runs before the output projection's hooks. Under
+    autograd z is left intact and a new tensor is returned.
     """
 
     def __init__(self, site: AttentionSite, heads: Sequence[int],
@@ -227,7 +261,6 @@ class LaplacianSwap:
         self.z_width = shape.n_heads * shape.head_dim
         self.v_width = shape.n_kv_heads * shape.head_dim
         self._value: torch.Tensor | None = None
-        self._pre_hook: Callable | None = None  # the registered swap, to know if it runs first
 
     def keep_value(self, output: torch.Tensor) -> None:
         self._value = self.site.take_value(output)  # (B, T, Hkv*Dh)
@@ -243,32 +276,25 @@ class LaplacianSwap:
                 "its attention layer"
             )
 
-    def _in_place_ok(self, module: nn.Module, z: torch.Tensor, value: torch.Tensor) -> bool:
-        """No autograd through z or V, and this hook is the first to see z."""
-        if torch.is_grad_enabled() and (z.requires_grad or value.requires_grad):
-            return False
-        first = next(iter(module._forward_pre_hooks.values()), None)
-        return first is not None and first is self._pre_hook \
-            and not _torch_module._global_forward_pre_hooks
-
     def subtract_in_place(self, z: torch.Tensor, value: torch.Tensor) -> None:
         """``z_h <- V_g(h) - z_h`` on the chosen heads of a contiguous z (B, T, H*Dh)."""
         for z_cols, v_cols, z_view, v_view in self.blocks:
             z_block = z[..., z_cols].unflatten(-1, z_view)  # (B, T, n, r, Dh), a view of z
             torch.sub(value[..., v_cols].unflatten(-1, v_view), z_block, out=z_block)
 
-    def swap_heads(self, module: nn.Module, args: tuple) -> tuple | None:
+    def swap_heads(self, module: nn.Module, args: tuple) -> tuple:
+        """The output projection's positional arguments with z (the first) swapped."""
         z = args[0]  # (B, T, H*Dh)
         value, self._value = self._value, None
         self._check(z, value)
-        if not self.mixed and self._in_place_ok(module, z, value):
-            if z.is_contiguous():
-                self.subtract_in_place(z, value)
-                return None  # z edited in place
-            z = z.contiguous()  # a copy: edit it
+        if self.mixed or (torch.is_grad_enabled() and (z.requires_grad or value.requires_grad)):
+            return (self._swapped(z, value), *args[1:])
+        if z.is_contiguous():
             self.subtract_in_place(z, value)
-            return (z, *args[1:])
-        return (self._swapped(z, value), *args[1:])
+            return args  # z edited in place
+        z = z.contiguous()  # a copy: edit it
+        self.subtract_in_place(z, value)
+        return (z, *args[1:])
 
     def _swapped(self, z: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """The out-of-place swap (autograd; mixed heads): a new (B, T, H*Dh)."""
@@ -286,12 +312,9 @@ class LaplacianSwap:
             swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
         return swapped.flatten(-2)
 
-    def install(self) -> list[RemovableHandle | _ValueTap]:
-        self._pre_hook = self.swap_heads  # one bound method: identity checked in _in_place_ok
-        return [
-            _ValueTap(self.site.value_module, self.keep_value),
-            self.site.out_proj.register_forward_pre_hook(self._pre_hook),
-        ]
+    def install(self) -> list[_ValueTap | _InputSwap]:
+        return [_ValueTap(self.site.value_module, self.keep_value),
+                _InputSwap(self.site.out_proj, self)]
 
 
 def resolve_heads(n_laplacian: Any, heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
