@@ -7,7 +7,7 @@ throughput, for a forward pass (batch 4 x 128 tokens) and for greedy generation
 
 Method: one model in one process. Each repetition times the plain model and the
 laplacianized one on the same inputs, alternating which goes first; the patch is put on
-and taken off between the timings (hooks only: the weights are shared). Ratios are
+and taken off between the timings (no weight changes: the weights are shared). Ratios are
 Laplacian tokens/s over plain tokens/s from the medians. Checks in the output: taking
 the patch off restores the plain logits exactly, and the patch does change them.
 Prints one JSON object.

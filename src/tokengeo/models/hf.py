@@ -3,15 +3,19 @@
 A standard head writes ``z_h = P_h V_h`` (``P_h`` the row-stochastic softmax attention
 matrix); a Laplacian head writes ``z_h = (I - P_h) V_h = V_h - P_h V_h``. It adds no
 parameters. :func:`laplacianize` converts a loaded model in place, whatever its attention
-kernel (eager, sdpa, flash, ...), with two hooks per patched layer and no T x T matrix:
+kernel (eager, sdpa, flash, ...), with two taps per patched layer and no T x T matrix:
 
-1. a forward hook on the value projection keeps ``V`` of the current call, shaped
+1. a wrapper of the value projection's ``forward`` (not a hook, which would put every call
+   on ``nn.Module.__call__``'s slow path) keeps ``V`` of the current call, shaped
    (B, T, Hkv*Dh): the values of the *query* tokens (with a KV cache, dynamic or static:
    the new tokens only, never rows read back from the cache);
-2. a forward pre-hook on the output projection, whose input is the per-head outputs
-   ``z = P V`` (B, T, H*Dh), replaces ``z_h`` by ``V_{g(h)} - z_h`` on the chosen heads,
-   where ``g(h) = h // (H / Hkv)`` is the key/value head that query head ``h`` reads
-   (grouped-query attention; ``g(h) = h`` without it).
+2. the output projection, whose input is the per-head outputs ``z = P V`` (B, T, H*Dh),
+   gets a subclass of its class whose ``__call__`` first replaces ``z_h`` by
+   ``V_{g(h)} - z_h`` on the chosen heads, where ``g(h) = h // (H / Hkv)`` is the
+   key/value head that query head ``h`` reads (grouped-query attention; ``g(h) = h``
+   without it). Its own hooks all see the swapped z. Without autograd the swap writes into
+   z in place, one broadcast subtraction of precomputed views per block of heads
+   (:func:`head_blocks`; the default "last k heads" is one block).
 
 Everything inside the kernel (rotary positions, q/k norms, logit softcapping, sliding
 windows, padding masks) shapes ``P`` and is kept. In training mode the kernel applies
@@ -38,7 +42,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
 from tokengeo._deps import require
 from tokengeo.config import check_choice
@@ -66,7 +69,7 @@ class _Patch:
     """What :func:`laplacianize` installed on a backbone, kept there to undo it."""
 
     heads: HeadChoice
-    handles: list[RemovableHandle]
+    handles: list[_ValueTap | _InputSwap]
     kind: str = "laplacian"
     mixed_modules: tuple[nn.Module, ...] = ()
 
@@ -117,6 +120,115 @@ def attention_sites(model: Any) -> list[AttentionSite]:
     return sites
 
 
+class _ValueTap:
+    """Keeps what a module's forward returns, by wrapping ``module.forward`` (an instance
+    attribute, the way ``accelerate`` wraps forwards), not by a forward hook.
+
+    A forward hook makes ``nn.Module.__call__`` take its slow path at every call (about 7 us
+    of Python per call, per layer, per generated token); a wrapped forward keeps the fast
+    path. Hooks registered on the module still run and see the same output. ``keep`` is
+    called with the output; :meth:`remove` restores the previous forward, or turns this
+    wrapper into a pass-through if something wrapped the forward after it.
+    """
+
+    def __init__(self, module: nn.Module, keep: Callable[[Any], None]) -> None:
+        self.module, self.keep = module, keep
+        self.own = module.__dict__.get("forward")  # an earlier instance-level wrapper, if any
+        self.inner = module.forward  # what runs inside: that wrapper or the class's forward
+        module.forward = self.forward
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.inner(*args, **kwargs)
+        if self.keep is not None:
+            self.keep(out)
+        return out
+
+    def remove(self) -> None:
+        self.keep = None
+        current = self.module.__dict__.get("forward")
+        if getattr(current, "__self__", None) is self:  # still the outermost: undo
+            if self.own is None:
+                del self.module.forward
+            else:
+                self.module.forward = self.own
+
+
+_SWAP_KEY = "_tokengeo_swap"  # in the output projection's __dict__: its LaplacianSwap
+_SWAPPING: dict[type, type] = {}  # module class -> its subclass that swaps heads first
+
+
+def _swapping_class(cls: type) -> type:
+    """The subclass of ``cls`` whose ``__call__`` swaps the heads of its input, then runs
+    ``cls.__call__`` (pre-hooks, forward, hooks), made once per class."""
+    if cls not in _SWAPPING:
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            swap = self.__dict__.get(_SWAP_KEY)
+            if swap is not None:
+                args = swap.swap_heads(self, args)
+            return cls.__call__(self, *args, **kwargs)
+
+        _SWAPPING[cls] = type(f"Laplacian{cls.__name__}", (cls,), {"__call__": __call__})
+    return _SWAPPING[cls]
+
+
+class _InputSwap:
+    """Runs ``swap.swap_heads`` on ``module``'s input before everything ``nn.Module.__call__``
+    does, by giving the module a subclass of its class (as ``torch.nn.utils.parametrize``
+    does), not a forward pre-hook: a hook would put every call on the slow path of
+    ``nn.Module.__call__`` (about 7 us per call). Every pre-hook of the module, whenever
+    registered, sees the swapped z. :meth:`remove` gives the module its class back."""
+
+    def __init__(self, module: nn.Module, swap: LaplacianSwap) -> None:
+        self.module, self.cls = module, type(module)
+        module.__class__ = _swapping_class(self.cls)
+        module.__dict__[_SWAP_KEY] = swap
+
+    def remove(self) -> None:
+        self.module.__dict__.pop(_SWAP_KEY, None)
+        if type(self.module) is _SWAPPING.get(self.cls):
+            self.module.__class__ = self.cls
+
+
+@dataclass(frozen=True)
+class _Block:
+    """``n`` KV heads from ``kv`` on, each read by ``r`` consecutive chosen query heads from
+    ``head`` on: in (B, T, H*Dh) / (B, T, Hkv*Dh) a slice of z viewed (n, r, Dh) and a slice
+    of V viewed (n, 1, Dh), so ``V - z`` is one broadcast subtraction of views."""
+
+    head: int
+    kv: int
+    n: int
+    r: int
+
+    def slices(self, head_dim: int) -> tuple[slice, slice, tuple[int, ...], tuple[int, ...]]:
+        z = slice(self.head * head_dim, (self.head + self.n * self.r) * head_dim)
+        v = slice(self.kv * head_dim, (self.kv + self.n) * head_dim)
+        return z, v, (self.n, self.r, head_dim), (self.n, 1, head_dim)
+
+
+def head_blocks(heads: Sequence[int], groups: int) -> list[_Block]:
+    """The chosen query heads as few :class:`_Block` as possible (query head h reads KV head
+    ``h // groups``): runs of consecutive heads split where the KV head changes, and
+    neighbouring runs that each cover a whole group of consecutive KV heads merged. The
+    default "last k heads" is one block when k <= groups or k is a multiple of groups."""
+    pieces: list[list[int]] = []  # [first head, kv head, count]
+    for h in sorted(heads):
+        last = pieces[-1] if pieces else None
+        if last is not None and last[0] + last[2] == h and last[1] == h // groups:
+            last[2] += 1
+        else:
+            pieces.append([h, h // groups, 1])
+    blocks: list[_Block] = []
+    for head, kv, r in pieces:
+        prev = blocks[-1] if blocks else None
+        if (prev is not None and r == groups and prev.r == groups
+                and prev.head + prev.n * prev.r == head and prev.kv + prev.n == kv):
+            blocks[-1] = _Block(prev.head, prev.kv, prev.n + 1, r)
+        else:
+            blocks.append(_Block(head, kv, 1, r))
+    return blocks
+
+
 class LaplacianSwap:
     """Hook pair of one layer: ``z_h <- V_g(h) - z_h`` (or ``a_h V + b_h z_h``) on ``heads``.
 
@@ -125,6 +237,12 @@ class LaplacianSwap:
     head ``h`` reads KV head ``g(h) = h // (H / Hkv)``. Laplacian heads touch only the
     chosen heads' slices (V of their KV heads, no expansion of all of V: the cost of a
     decoding step stays that of the k heads); mixed heads go through ``HeadKinds.combine``.
+
+    Laplacian heads without autograd (``generate``, ``no_grad``, ``inference_mode``) are
+    written into z in place, one broadcast subtraction per :class:`_Block` of views
+    precomputed here: z is a fresh tensor (the attention's reshaped output) that nothing
+    else has seen, since the swap runs before the output projection's hooks. Under
+    autograd z is left intact and a new tensor is returned.
     """
 
     def __init__(self, site: AttentionSite, heads: Sequence[int],
@@ -135,43 +253,68 @@ class LaplacianSwap:
         self.kinds = HeadKinds(site.n_heads, kinds)  # not a submodule: moved on first use
         if mix is not None:
             self.kinds.mix_coef = mix  # the (k, 2) parameter saved with the attention module
+        self.mixed = mix is not None
         self.heads = torch.tensor(sorted(heads), dtype=torch.long)  # (k,) query heads
         self.kv_heads = self.heads // site.shape.groups  # (k,) the KV head each one reads
+        shape = site.shape
+        self.blocks = tuple(b.slices(shape.head_dim) for b in head_blocks(heads, shape.groups))
+        self.z_width = shape.n_heads * shape.head_dim
+        self.v_width = shape.n_kv_heads * shape.head_dim
         self._value: torch.Tensor | None = None
 
-    def keep_value(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+    def keep_value(self, output: torch.Tensor) -> None:
         self._value = self.site.take_value(output)  # (B, T, Hkv*Dh)
 
-    def swap_heads(self, module: nn.Module, args: tuple) -> tuple:
-        z = args[0]  # (B, T, H*Dh)
-        shape = self.site.shape
-        value, self._value = self._value, None
-        want = (*z.shape[:-1], shape.n_kv_heads * shape.head_dim)
-        if value is None or tuple(value.shape) != want:
+    def _check(self, z: torch.Tensor, value: torch.Tensor | None) -> None:
+        if (value is None or value.shape[:-1] != z.shape[:-1]
+                or value.shape[-1] != self.v_width or z.shape[-1] != self.z_width):
             got = None if value is None else tuple(value.shape)
+            want = (*z.shape[:-1], self.v_width)
             raise RuntimeError(
                 f"Laplacian hook: output projection called with z {tuple(z.shape)} but the "
                 f"value projection gave {got} (expected {want}); the module was called outside "
                 "its attention layer"
             )
+
+    def subtract_in_place(self, z: torch.Tensor, value: torch.Tensor) -> None:
+        """``z_h <- V_g(h) - z_h`` on the chosen heads of a contiguous z (B, T, H*Dh)."""
+        for z_cols, v_cols, z_view, v_view in self.blocks:
+            z_block = z[..., z_cols].unflatten(-1, z_view)  # (B, T, n, r, Dh), a view of z
+            torch.sub(value[..., v_cols].unflatten(-1, v_view), z_block, out=z_block)
+
+    def swap_heads(self, module: nn.Module, args: tuple) -> tuple:
+        """The output projection's positional arguments with z (the first) swapped."""
+        z = args[0]  # (B, T, H*Dh)
+        value, self._value = self._value, None
+        self._check(z, value)
+        if self.mixed or (torch.is_grad_enabled() and (z.requires_grad or value.requires_grad)):
+            return (self._swapped(z, value), *args[1:])
+        if z.is_contiguous():
+            self.subtract_in_place(z, value)
+            return args  # z edited in place
+        z = z.contiguous()  # a copy: edit it
+        self.subtract_in_place(z, value)
+        return (z, *args[1:])
+
+    def _swapped(self, z: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """The out-of-place swap (autograd; mixed heads): a new (B, T, H*Dh)."""
+        shape = self.site.shape
         z_heads = z.unflatten(-1, (shape.n_heads, shape.head_dim))  # (B, T, H, Dh)
         v_kv = value.unflatten(-1, (shape.n_kv_heads, shape.head_dim))  # (B, T, Hkv, Dh)
         if self.kinds.coef_fixed.device != z.device:
             self.kinds.to(z.device)
             self.heads, self.kv_heads = self.heads.to(z.device), self.kv_heads.to(z.device)
-        if self.kinds.mix_coef is None:  # Laplacian heads: V_g(h) - z_h on the k heads only
+        if not self.mixed:  # Laplacian heads: V_g(h) - z_h on the k heads only
             lap = v_kv.index_select(-2, self.kv_heads) - z_heads.index_select(-2, self.heads)
             swapped = z_heads.index_copy(-2, self.heads, lap.to(z.dtype))  # (B, T, H, Dh)
         else:
             v_heads = ungroup(v_kv, shape.groups)  # (B, T, H, Dh)
             swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
-        return (swapped.flatten(-2), *args[1:])
+        return swapped.flatten(-2)
 
-    def install(self) -> list[RemovableHandle]:
-        return [
-            self.site.value_module.register_forward_hook(self.keep_value),
-            self.site.out_proj.register_forward_pre_hook(self.swap_heads),
-        ]
+    def install(self) -> list[_ValueTap | _InputSwap]:
+        return [_ValueTap(self.site.value_module, self.keep_value),
+                _InputSwap(self.site.out_proj, self)]
 
 
 def resolve_heads(n_laplacian: Any, heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
