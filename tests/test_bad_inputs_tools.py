@@ -195,6 +195,12 @@ CLI_CASES = [
     _case(REPRO + ["--only", "ltransformer"] + CFG, "alphas",
           _suite("ltransformer", _sub('alphas = ["identity", "learnable"]', 'alphas = [3, "learnable"]')),
           id="repro-alpha-not-str"),
+    _case(REPRO + ["--only", "ltransformer"] + CFG, "bench_cost",
+          _suite("ltransformer", _sub("bench_cost = 10", 'bench_cost = "lots"')),
+          id="repro-bench-cost-not-number"),
+    _case(REPRO + ["--only", "retrofit"] + CFG, "cell_cost",
+          _suite("retrofit", _sub("[common]\n", '[common]\ncell_cost = "x"\n')),
+          id="repro-retrofit-cost-not-number"),
     _case(REPRO + ["--only", "dino"] + CFG, "evaluation",
           _suite("dino", _sub("n_test = 1000", "n_tst = 1000")), id="repro-dino-eval-key"),
     # ---- bench
