@@ -242,7 +242,7 @@ class LaplacianSwap:
     written into z in place, one broadcast subtraction per :class:`_Block` of views
     precomputed here: z is a fresh tensor (the attention's reshaped output) that nothing
     else has seen, since the swap runs before the output projection's hooks. Under
-    autograd z is left intact and a new tensor is returned.
+    autograd z is left intact and a copy of it gets the same block subtraction.
     """
 
     def __init__(self, site: AttentionSite, heads: Sequence[int],
@@ -254,8 +254,6 @@ class LaplacianSwap:
         if mix is not None:
             self.kinds.mix_coef = mix  # the (k, 2) parameter saved with the attention module
         self.mixed = mix is not None
-        self.heads = torch.tensor(sorted(heads), dtype=torch.long)  # (k,) query heads
-        self.kv_heads = self.heads // site.shape.groups  # (k,) the KV head each one reads
         shape = site.shape
         self.blocks = tuple(b.slices(shape.head_dim) for b in head_blocks(heads, shape.groups))
         self.z_width = shape.n_heads * shape.head_dim
@@ -277,10 +275,19 @@ class LaplacianSwap:
             )
 
     def subtract_in_place(self, z: torch.Tensor, value: torch.Tensor) -> None:
-        """``z_h <- V_g(h) - z_h`` on the chosen heads of a contiguous z (B, T, H*Dh)."""
+        """``z_h <- V_g(h) - z_h`` on the chosen heads of a contiguous z (B, T, H*Dh).
+
+        Under autograd z must be a tensor nothing else uses (the caller's copy): each block
+        is then replaced by ``V - z`` through ``copy_`` (``out=`` has no gradient).
+        """
+        differentiable = torch.is_grad_enabled() and (z.requires_grad or value.requires_grad)
         for z_cols, v_cols, z_view, v_view in self.blocks:
             z_block = z[..., z_cols].unflatten(-1, z_view)  # (B, T, n, r, Dh), a view of z
-            torch.sub(value[..., v_cols].unflatten(-1, v_view), z_block, out=z_block)
+            v_block = value[..., v_cols].unflatten(-1, v_view)  # (B, T, n, 1, Dh)
+            if differentiable:
+                z_block.copy_(v_block - z_block)
+            else:
+                torch.sub(v_block, z_block, out=z_block)
 
     def swap_heads(self, module: nn.Module, args: tuple) -> tuple:
         """The output projection's positional arguments with z (the first) swapped."""
@@ -298,19 +305,17 @@ class LaplacianSwap:
 
     def _swapped(self, z: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """The out-of-place swap (autograd; mixed heads): a new (B, T, H*Dh)."""
+        if not self.mixed:  # Laplacian heads: the same blocks, on a copy of z
+            swapped = z.clone(memory_format=torch.contiguous_format)
+            self.subtract_in_place(swapped, value)
+            return swapped
         shape = self.site.shape
         z_heads = z.unflatten(-1, (shape.n_heads, shape.head_dim))  # (B, T, H, Dh)
         v_kv = value.unflatten(-1, (shape.n_kv_heads, shape.head_dim))  # (B, T, Hkv, Dh)
         if self.kinds.coef_fixed.device != z.device:
             self.kinds.to(z.device)
-            self.heads, self.kv_heads = self.heads.to(z.device), self.kv_heads.to(z.device)
-        if not self.mixed:  # Laplacian heads: V_g(h) - z_h on the k heads only
-            lap = v_kv.index_select(-2, self.kv_heads) - z_heads.index_select(-2, self.heads)
-            swapped = z_heads.index_copy(-2, self.heads, lap.to(z.dtype))  # (B, T, H, Dh)
-        else:
-            v_heads = ungroup(v_kv, shape.groups)  # (B, T, H, Dh)
-            swapped = self.kinds.combine(v_heads, z_heads).to(z.dtype)  # (B, T, H, Dh)
-        return swapped.flatten(-2)
+        v_heads = ungroup(v_kv, shape.groups)  # (B, T, H, Dh)
+        return self.kinds.combine(v_heads, z_heads).to(z.dtype).flatten(-2)  # (B, T, H*Dh)
 
     def install(self) -> list[_ValueTap | _InputSwap]:
         return [_ValueTap(self.site.value_module, self.keep_value),
