@@ -196,10 +196,12 @@ def test_packed_qkv_gets_the_same_gradients_in_one_tensor(layer, mask):
     g = torch.randn(2, 37, len(LAYERS[layer]), 16)
     want = grads(run(lean, qkv, coef, attn_mask=attn_mask, **kw), qkv, coef, g)
     z = run(lean, qkv, coef, attn_mask=attn_mask, packed=True, **kw)
+    before = bits(z.detach().clone())
     q_grad_fn = type(z.grad_fn.next_functions[-1][0]).__name__
     got = grads(z, qkv, coef, g)
     assert is_lean(z) and q_grad_fn == "AccumulateGrad"  # straight to qkv, no unbind
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert bits(z).equal(before)  # P V went into the gradient's v slot, not into z
 
 
 def test_packed_qkv_double_backward_and_bad_input():

@@ -7,24 +7,27 @@ Laplacian, anything else a mixed head. The plain composition ``pv = SDPA(q, k, v
 ``z``). :func:`laplacian_attention` writes ``z`` in place into the SDPA output buffer and
 saves only q, k, v, z (the input of the output projection, kept anyway), the softmax
 log-sum-exp and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA
-kernel's ``out``); it writes it into z's own buffer, head-wise and in small blocks,
+kernel's ``out``), head-wise
 
-    P V = z            for attention heads (nothing to do),
+    P V = z            for attention heads,
     P V = V − z        for Laplacian heads,
-    P V = saved copy   for mixed heads (swapped with z),
+    P V = saved copy   for mixed heads.
 
-calls the kernel, and restores z bit for bit (the rare elements where V − (V − z) ≠ z
-in floating point are kept aside and written back), so no second full tensor ever
-exists. The round-trip test runs in two reused scratch blocks that stay in cache, so
-for Laplacian heads the backward's extra memory traffic is one pass over z and V to
-write P V and one to restore z. The kernel is linear in its ``grad_out`` and
-independent per head: it is called with ``dz`` itself and its results are scaled by
-``b_h`` afterwards (calling it with ``b ∘ dz`` instead would need a full copy of ``dz``,
-the memory this module avoids); then ``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``,
-``db_h = Σ dz_h·(P V)_h``. When the caller passes the packed (B, T, 3, H, Dh) ``qkv`` that
-q, k, v are views of, that scaling is written straight into qkv's gradient (one read and
-one write per element, the copy ``unbind``'s backward would make anyway), so signs and
-coefficients cost no pass of their own.
+When the caller passes the packed (B, T, 3, H, Dh) ``qkv`` that q, k, v are views of (what
+tokengeo's attention does), the backward allocates qkv's gradient first, writes P V into
+its v slot (one pass), lets the kernel read it there and then writes dv over it: no
+buffer beyond the gradient itself. Otherwise P V is written into z's own buffer, in
+small blocks, and z is restored bit for bit after the kernel (the rare elements where
+V − (V − z) ≠ z in floating point are kept aside and written back), so no second full
+tensor ever exists; the round-trip test runs in two reused scratch blocks that stay in
+cache, so the extra memory traffic is one pass over z and V to write P V and one to
+restore z. The kernel is linear in its ``grad_out`` and independent per head: it is
+called with ``dz`` itself and its results are scaled by ``b_h`` afterwards (calling it
+with ``b ∘ dz`` instead would need a full copy of ``dz``, the memory this module avoids);
+then ``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``, ``db_h = Σ dz_h·(P V)_h``. With the packed
+``qkv`` that scaling is written straight into qkv's gradient (one read and one write per
+element, the copy ``unbind``'s backward would make anyway), so signs and coefficients
+cost no pass of their own.
 """
 
 from __future__ import annotations
@@ -272,6 +275,19 @@ def _blocks(z: torch.Tensor, h0: int, h1: int) -> list[tuple[slice, slice]]:
     return [(slice(i, i + 1), slice(t, t + tokens)) for i in range(B) for t in range(0, T, tokens)]
 
 
+def _pv_into(dst, z, v, pv_mixed, runs: HeadRuns) -> None:
+    """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh)."""
+    for h0, h1, kind in runs.runs:
+        out = dst[:, :, h0:h1]
+        if kind == ATTENTION:
+            out.copy_(z[:, :, h0:h1])
+        elif kind == LAPLACIAN:
+            torch.sub(v[:, :, h0:h1], z[:, :, h0:h1], out=out)
+        else:
+            m0 = runs.mixed_position(h0)
+            out.copy_(pv_mixed[:, :, m0:m0 + h1 - h0])
+
+
 def _pv_into_z(z, v, pv_mixed, runs: HeadRuns) -> list:
     """Overwrite z (B, T, H, Dh) with P V head-wise, reversibly; return the exact fixes.
 
@@ -403,27 +419,37 @@ class _LaplacianSDPA(torch.autograd.Function):
         q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *stats = ctx.saved_tensors
         if torch.is_grad_enabled():
             return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv)
-        runs, vt = ctx.runs, v.transpose(1, 2)  # (B, T, H, Dh)
-        # Alias z (and the saved P V) without their version counters: they are restored.
-        zd = z.data
-        pmd = pv_mixed.data if pv_mixed is not None else None
         g = dz.transpose(1, 2)  # (B, H, T, Dh)
-        da = db = None
-        fixes = _pv_into_z(zd, vt, pmd, runs)
-        try:
-            pv = zd.transpose(1, 2)  # (B, H, T, Dh): now P V
-            if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
-                da, db = _coef_grads(g, v, pv)
-            dq, dk, dv = _sdpa_backward(
+        coefs = ctx.needs_input_grad[3] or ctx.needs_input_grad[4]
+
+        def use(pv):  # P V (B, H, T, Dh) -> da, db and SDPA's (dq, dk, dv) for grad_out g
+            da, db = _coef_grads(g, v, pv) if coefs else (None, None)
+            return da, db, _sdpa_backward(
                 ctx.backend, g, q, k, v, pv, stats, attn_mask, ctx.is_causal, ctx.scale)
-        finally:
-            _z_from_pv(zd, vt, pmd, runs, fixes)
-        if qkv is None:
-            _scale_grads((dq, dk, dv), g, a, b, runs)
-            return dq, dk, dv, da, db, None, None, None, None, None, None
-        dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
-        _scale_grads((dq, dk, dv), g, a, b, runs, outs=_heads_of(dqkv))
-        return None, None, None, da, db, None, None, None, None, None, dqkv
+
+        if qkv is not None:  # P V goes into the v slot of qkv's gradient, then dv over it
+            dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
+            outs = _heads_of(dqkv)  # (B, H, T, Dh) views
+            _pv_into(outs[2].transpose(1, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs)
+            da, db, grads = use(outs[2])
+            _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
+            return None, None, None, da, db, None, None, None, None, None, dqkv
+        da, db, grads = _with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
+        _scale_grads(grads, g, a, b, ctx.runs)
+        return *grads, da, db, None, None, None, None, None, None
+
+
+def _with_pv_in_z(z, v, pv_mixed, runs: HeadRuns, use):
+    """``use(P V)`` with P V (B, H, T, Dh) written into z's own buffer; z restored after."""
+    vt = v.transpose(1, 2)  # (B, T, H, Dh)
+    # Alias z (and the saved P V) without their version counters: they are restored.
+    zd = z.data
+    pmd = pv_mixed.data if pv_mixed is not None else None
+    fixes = _pv_into_z(zd, vt, pmd, runs)
+    try:
+        return use(zd.transpose(1, 2))
+    finally:
+        _z_from_pv(zd, vt, pmd, runs, fixes)
 
 
 def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv):
