@@ -217,6 +217,22 @@ def test_deepcopy_of_a_patched_model_is_patched_on_its_own_modules():
     assert torch.equal(logits(twin), logits(hf.unlaplacianize(model)))
 
 
+@pytest.mark.parametrize("make, kind", [(tiny_llama, "laplacian"), (tiny_gpt2, "laplacian"),
+                                        (tiny_llama, "mixed")])
+def test_torch_save_of_a_patched_model_loads_patched(tmp_path, make, kind):
+    """torch.save pickles the whole model; the loaded one computes the same logits, keeps
+    its patch (taps, swapping class) on its own modules and can be unpatched."""
+    model = tokengeo.laplacianize(make(), n_laplacian=2, kind=kind)
+    patched = logits(model)
+    torch.save(model, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert torch.equal(logits(loaded), patched)
+    assert hf.laplacian_heads(loaded) == hf.laplacian_heads(model)
+    hf.unlaplacianize(loaded)
+    assert torch.equal(logits(loaded), logits(hf.unlaplacianize(model)))
+    assert not torch.equal(logits(loaded), patched)
+
+
 # --- cost of a decoding step ------------------------------------------------------------
 
 

@@ -128,17 +128,21 @@ class _ValueTap:
     of Python per call, per layer, per generated token); a wrapped forward keeps the fast
     path. Hooks registered on the module still run and see the same output. ``keep`` is
     called with the output; :meth:`remove` restores the previous forward, or turns this
-    wrapper into a pass-through if something wrapped the forward after it.
+    wrapper into a pass-through if something wrapped the forward after it. The class's
+    forward is looked up at each call rather than kept bound, so that pickling the model
+    (``torch.save``) cannot bind it to this wrapper when loaded.
     """
 
     def __init__(self, module: nn.Module, keep: Callable[[Any], None]) -> None:
         self.module, self.keep = module, keep
         self.own = module.__dict__.get("forward")  # an earlier instance-level wrapper, if any
-        self.inner = module.forward  # what runs inside: that wrapper or the class's forward
         module.forward = self.forward
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        out = self.inner(*args, **kwargs)
+        if self.own is not None:  # what runs inside: that wrapper or the class's forward
+            out = self.own(*args, **kwargs)
+        else:
+            out = type(self.module).forward(self.module, *args, **kwargs)
         if self.keep is not None:
             self.keep(out)
         return out
@@ -167,8 +171,18 @@ def _swapping_class(cls: type) -> type:
                 args = swap.swap_heads(self, args)
             return cls.__call__(self, *args, **kwargs)
 
-        _SWAPPING[cls] = type(f"Laplacian{cls.__name__}", (cls,), {"__call__": __call__})
+        def __reduce_ex__(self, protocol: int) -> tuple:
+            # pickle (torch.save) names the plain class; loading makes the subclass again
+            return (_swapping_instance, (cls,), *object.__reduce_ex__(self, protocol)[2:])
+
+        _SWAPPING[cls] = type(f"Laplacian{cls.__name__}", (cls,),
+                              {"__call__": __call__, "__reduce_ex__": __reduce_ex__})
     return _SWAPPING[cls]
+
+
+def _swapping_instance(cls: type) -> nn.Module:
+    """An empty instance of ``cls``'s swapping subclass, for unpickling (state set after)."""
+    return object.__new__(_swapping_class(cls))
 
 
 class _InputSwap:

@@ -190,47 +190,59 @@ def head_shape(config: Any) -> HeadShape:
     return HeadShape(n_heads, int(n_kv), int(head_dim))
 
 
-def qkv_slicer(split: str, which: int, shape: HeadShape) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Function: fused projection output (B, T, W) -> part ``which`` (0 q, 1 k, 2 v).
+@dataclass(frozen=True)
+class QkvPart:
+    """Where part ``which`` (0 q, 1 k, 2 v) of a fused projection's output (B, T, W) lies.
 
-    The result is (B, T, n*Dh) with heads contiguous (n = H for q, Hkv for k and v).
+    A dataclass rather than a closure, so that a model that keeps one (a laplacianized
+    model's value taps) can be pickled whole by ``torch.save``.
     """
-    h, hkv, dh = shape.n_heads, shape.n_kv_heads, shape.head_dim
-    if split == "separate":
-        return lambda x: x
-    if split == "per_head":
-        def per_head(x: torch.Tensor) -> torch.Tensor:
-            heads = x.unflatten(-1, (h, 3 * dh))  # (B, T, H, 3*Dh)
-            return heads[..., which * dh : (which + 1) * dh].flatten(-2)
 
-        return per_head
-    widths = (h * dh, h * dh, h * dh) if split == "thirds" else (h * dh, hkv * dh, hkv * dh)
-    start = sum(widths[:which])
-    stop = start + widths[which]
-    return lambda x: x[..., start:stop]
+    split: str
+    which: int
+    shape: HeadShape
+
+    def _bounds(self) -> tuple[int, int]:
+        h, hkv, dh = self.shape.n_heads, self.shape.n_kv_heads, self.shape.head_dim
+        widths = (h * dh,) * 3 if self.split == "thirds" else (h * dh, hkv * dh, hkv * dh)
+        start = sum(widths[:self.which])
+        return start, start + widths[self.which]
+
+    def take(self, x: torch.Tensor) -> torch.Tensor:
+        """Fused output (B, T, W) -> the part (B, T, n*Dh), heads contiguous (n = H for q,
+        Hkv for k and v)."""
+        if self.split == "separate":
+            return x
+        if self.split == "per_head":
+            dh = self.shape.head_dim
+            heads = x.unflatten(-1, (self.shape.n_heads, 3 * dh))  # (B, T, H, 3*Dh)
+            return heads[..., self.which * dh : (self.which + 1) * dh].flatten(-2)
+        start, stop = self._bounds()
+        return x[..., start:stop]
+
+    def write(self, old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        """Inverse of :meth:`take`: a copy of the fused ``old`` with the part set to ``new``."""
+        if self.split == "separate":
+            return new
+        if self.split == "per_head":
+            h, dh = self.shape.n_heads, self.shape.head_dim
+            heads = old.unflatten(-1, (h, 3 * dh)).clone()  # (B, T, H, 3*Dh)
+            heads[..., self.which * dh : (self.which + 1) * dh] = new.unflatten(-1, (h, dh))
+            return heads.flatten(-2)
+        start, stop = self._bounds()
+        out = old.clone()
+        out[..., start:stop] = new
+        return out
+
+
+def qkv_slicer(split: str, which: int, shape: HeadShape) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Function: fused projection output (B, T, W) -> part ``which`` (see :class:`QkvPart`)."""
+    return QkvPart(split, which, shape).take
 
 
 def qkv_writer(split: str, which: int, shape: HeadShape):
     """Inverse of :func:`qkv_slicer`: ``(fused, part) -> fused`` with the part replaced."""
-    h, hkv, dh = shape.n_heads, shape.n_kv_heads, shape.head_dim
-    if split == "separate":
-        return lambda old, new: new
-    if split == "per_head":
-        def per_head(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-            heads = old.unflatten(-1, (h, 3 * dh)).clone()  # (B, T, H, 3*Dh)
-            heads[..., which * dh : (which + 1) * dh] = new.unflatten(-1, (h, dh))
-            return heads.flatten(-2)
-
-        return per_head
-    widths = (h * dh, h * dh, h * dh) if split == "thirds" else (h * dh, hkv * dh, hkv * dh)
-    start = sum(widths[:which])
-
-    def contiguous(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-        out = old.clone()
-        out[..., start : start + widths[which]] = new
-        return out
-
-    return contiguous
+    return QkvPart(split, which, shape).write
 
 
 def ungroup(x: torch.Tensor, groups: int) -> torch.Tensor:
