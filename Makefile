@@ -1,5 +1,5 @@
 # tokengeo: two commands set everything up on a fresh machine.
-#   make run   - the main job: `tokengeo reproduce --quick` (every paper's claims, ~11 min on 2 cores)
+#   make run   - the main job: `tokengeo reproduce --quick` (every paper's claims, ~10 min on 2 cores)
 #   make test  - the default test suite (slow tests excluded; `make test-slow` runs them)
 PYTHON ?= python3
 VENV := .venv

@@ -9,7 +9,7 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                      help="laptop settings (default; about 11 minutes on 2 cores)")
+                      help="laptop settings (default; about 10 minutes on 2 cores)")
     mode.add_argument("--full", dest="mode", action="store_const", const="full",
                       help="larger settings, about two hours on 2 cores (docs/results/)")
     parser.set_defaults(mode="quick")
