@@ -171,7 +171,7 @@ class MultiHeadAttention(HeadKinds):
         qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
         q, k, v = qkv.unbind(dim=2)
         q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)  # each (B, T, H, Dh)
-        if any(h.is_active() for h in (self.hook_q, self.hook_k, self.hook_v)):
+        if self.hook_q.is_active() or self.hook_k.is_active() or self.hook_v.is_active():
             qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         dropout_p = self.attn_dropout if self.training else 0.0
