@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tokengeo.config import check_output_file
+from tokengeo.checks import check_output_file
 from tokengeo.errors import ConfigError
 from tokengeo.io import write_json
 

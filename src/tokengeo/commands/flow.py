@@ -15,7 +15,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from tokengeo.config import check_output_folder
+from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError, MissingDependencyError
 from tokengeo.io import write_json
 from tokengeo.outmarker import check_replaceable, write_marker

@@ -15,7 +15,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from tokengeo.config import check_output_folder
+from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError
 from tokengeo.io import atomic_dir, write_json
 from tokengeo.outmarker import check_replaceable, write_marker
@@ -123,7 +123,7 @@ def _model_sizes(model: str) -> dict:
 
 def _check_sizes(cfg, sizes: dict) -> None:
     """seq_len within the model's positions; the windows and one batch fit in memory."""
-    from tokengeo.config import check_memory
+    from tokengeo.checks import check_memory
 
     limit = sizes.get("positions")
     if limit is not None and cfg.seq_len > limit:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tokengeo._deps import require
-from tokengeo.config import check_positive
+from tokengeo.checks import check_positive
 from tokengeo.data import sources
 from tokengeo.data.cache import cache_dir
 from tokengeo.io import atomic_path

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import torch
 
-from tokengeo.config import check_choice
+from tokengeo.checks import check_choice
 from tokengeo.data.tokenizer import Tokenizer
 from tokengeo.data.windows import TokenWindows
 from tokengeo.errors import ConfigError

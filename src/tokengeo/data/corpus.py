@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokengeo.config import check_positive
+from tokengeo.checks import check_positive
 from tokengeo.data import sources
 from tokengeo.data.shakespeare import read_works
 from tokengeo.data.user import _exists, read_text, text_files

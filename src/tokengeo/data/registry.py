@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokengeo.config import MAX_SEED, check_choice, check_int, check_range
+from tokengeo.checks import MAX_SEED, check_choice, check_int, check_range
 from tokengeo.data import images, shakespeare, sources, text_classification, user
 from tokengeo.errors import ConfigError, DataNotFoundError
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tokengeo.config import check_positive
+from tokengeo.checks import check_positive
 from tokengeo.errors import CheckpointError, ConfigError
 
 _MIX = 1_000_003  # seed mixing: batch/epoch k of seed s uses generator seed s * _MIX + k

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from tokengeo.config import check_choice
+from tokengeo.checks import check_choice
 from tokengeo.data import sources
 from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
 from tokengeo.data.bundles import LanguageModelData

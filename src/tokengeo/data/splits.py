@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tokengeo.config import check_range
+from tokengeo.checks import check_range
 from tokengeo.errors import ConfigError
 
 

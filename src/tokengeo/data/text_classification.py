@@ -11,7 +11,7 @@ from itertools import chain
 import numpy as np
 import torch
 
-from tokengeo.config import check_choice, check_positive
+from tokengeo.checks import check_choice, check_positive
 from tokengeo.data import sources
 from tokengeo.data.bpe import BPETokenizer, gpt2_tokenizer, train_bpe
 from tokengeo.data.bundles import TextClassificationData, TextSplit

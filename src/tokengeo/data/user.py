@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tokengeo.config import check_choice, check_range
+from tokengeo.checks import check_choice, check_range
 from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
 from tokengeo.data.bundles import (
     ImageClassificationData,

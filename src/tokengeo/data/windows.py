@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tokengeo.config import check_positive
+from tokengeo.checks import check_positive
 from tokengeo.errors import ConfigError
 
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tokengeo.config import check_positive, check_range
+from tokengeo.checks import check_positive, check_range
 from tokengeo.errors import ConfigError
 
 

@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tokengeo.config import check_positive, check_range
+from tokengeo.checks import check_positive, check_range
 from tokengeo.dino.augment import CropConfig
 from tokengeo.dino.head import DINOHead
 from tokengeo.errors import ConfigError

@@ -7,12 +7,22 @@ from dataclasses import dataclass, field
 from tokengeo.experiments.stats import Interval, Region, verdict
 
 
+CLAIM_KINDS = ("paper", "stand-in", "sanity", "construction", "new")
+
+
 @dataclass
 class Claim:
     """One line of the report's summary table.
 
     ``measured`` is the quantity the rule judges (often a paired difference over seeds);
     ``detail`` holds the per-setting numbers a reader wants next to it.
+
+    ``kind`` says what the claim is to the paper (see :data:`CLAIM_KINDS`): ``paper`` (the
+    paper states it, measured as stated), ``stand-in`` (the paper's claim through a proxy
+    model, data set or metric, named in ``proxy``), ``sanity`` (a precondition the other
+    claims need), ``construction`` (holds by construction or is pinned by a unit test) or
+    ``new`` (tokengeo's own question). ``paper_effect`` is the paper's own number in the
+    unit of ``measured``, when the paper gives one.
     """
 
     suite: str
@@ -25,6 +35,9 @@ class Claim:
     not_run: str | None = None
     detail: str = ""
     figures: list[str] = field(default_factory=list)
+    kind: str = "paper"
+    proxy: str | None = None
+    paper_effect: float | None = None
 
     @property
     def verdict(self) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
-from tokengeo.config import check_output_folder
+from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, CellStore
 from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_files

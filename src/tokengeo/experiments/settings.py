@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokengeo.config import is_whole
+from tokengeo.checks import is_whole
 from tokengeo.errors import ConfigError
 
 KINDS = ("int", "number", "str", "int_list", "str_list", "table")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from tokengeo.config import check_choice, check_int, check_number, check_seed, replace_checked
+from tokengeo.checks import check_choice, check_int, check_number, check_seed, replace_checked
 from tokengeo.errors import ConfigError
 
 INITS = ("octahedron", "uniform")

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tokengeo.config import (
+from tokengeo.checks import (
     check_choice,
     check_int,
     check_memory,

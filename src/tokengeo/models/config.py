@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokengeo.config import (
+from tokengeo.checks import (
     check_choice,
     check_memory,
     check_positive,

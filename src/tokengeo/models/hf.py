@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from tokengeo._deps import require
-from tokengeo.config import check_choice
+from tokengeo.checks import check_choice
 from tokengeo.errors import ConfigError
 from tokengeo.models.hf_families import (
     FAMILIES,

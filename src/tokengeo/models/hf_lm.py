@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from tokengeo._deps import require
-from tokengeo.config import check_choice, check_positive
+from tokengeo.checks import check_choice, check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models import pretrained

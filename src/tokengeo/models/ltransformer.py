@@ -30,7 +30,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from tokengeo.config import check_positive
+from tokengeo.checks import check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.models.config import EncoderConfig
 from tokengeo.models.transformer import TokengeoModel, check_length, mask_with_prefix

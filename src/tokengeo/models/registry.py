@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokengeo.config import check_memory, replace_checked
+from tokengeo.checks import check_memory, replace_checked
 from tokengeo.errors import ConfigError
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokengeo.config import check_choice, is_whole
+from tokengeo.checks import check_choice, is_whole
 from tokengeo.errors import ConfigError
 
 HEAD_KINDS = ("attention", "laplacian", "mixed")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokengeo.config import (
+from tokengeo.checks import (
     MAX_SEED,
     check_choice,
     check_int,
@@ -120,7 +120,7 @@ class TrainConfig:
 
     def _check_model_size(self) -> None:
         """The model config (sized from the data later) and its training memory."""
-        from tokengeo.config import check_memory
+        from tokengeo.checks import check_memory
 
         cfg = self.model_config(**self._pre_data_sizes())
         if not hasattr(cfg, "parameter_estimate"):
@@ -163,7 +163,7 @@ class TrainConfig:
 
 def check_out_folder(out: str | Path) -> None:
     """Refuse an ``--out`` that cannot be created, before anything is read or written (the
-    one rule of :func:`tokengeo.config.check_output_folder`)."""
+    one rule of :func:`tokengeo.checks.check_output_folder`)."""
     check_output_folder("--out", Path(out).expanduser())
 
 

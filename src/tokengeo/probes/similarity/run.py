@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from tokengeo._deps import require
-from tokengeo.config import check_int, check_positive, check_seed
+from tokengeo.checks import check_int, check_positive, check_seed
 from tokengeo.errors import ConfigError
 from tokengeo.probes.capture import capture, hook_sites
 from tokengeo.probes.similarity.corpus import Windows, make_windows, read_corpus, select_windows

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tokengeo.config import check_positive
+from tokengeo.checks import check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.probes.similarity.result import HeadSimilarityResult, SimilaritySums, result_from_sums
 
