@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tokengeo-installed
 
-.PHONY: run bench test test-slow system lint clean
+.PHONY: run bench test test-slow system lint clean gpu-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: $(STAMP) system
 
 test-slow: $(STAMP) system
 	$(PY) -m pytest -q -m slow
+
+# On a machine with a CUDA GPU and a python3 that has torch (no venv needed):
+# every CUDA test and GPU benchmark in one run, one JSON (scripts/gpu_check.py, <= 8 min).
+gpu-check:
+	PYTHONPATH=src $(PYTHON) scripts/gpu_check.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

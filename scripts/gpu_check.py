@@ -1,0 +1,112 @@
+"""`make gpu-check`: every check tokengeo has for a CUDA device, in one run, as one JSON.
+
+Sections (each timed; one that fails records its error and the others still run, so one run
+of a scarce GPU gives every figure it can):
+
+1. ``env``        torch, CUDA, triton versions and the device;
+2. ``cuda_tests`` ``pytest -m cuda`` (the kernels in every dtype against the float64
+   reference, laplacianize on CUDA, the trainer, the flows simulator): counts and failures;
+3. ``laplacian``  the operator table (bf16 / fp32, T = 1024 / 4096 / 8192, standard SDPA vs
+   every Laplacian kernel) and the train-step ratios of gpt-small / vit-small
+   (``benchmarks/laplacian_gpu.py``);
+4. ``triton``     the fused Triton kernel's own table (``benchmarks/laplacian_triton.py``);
+5. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``).
+
+Usage: ``python scripts/gpu_check.py [--out DIR] [--skip SECTION,...]``; writes
+``DIR/gpu_check.json`` (default ``$OUT`` or ``runs/gpu``) and prints it. Budget: ≤ 8 min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def env() -> dict:
+    import torch
+
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        info["triton"] = None
+    return info
+
+
+def cuda_tests(timeout: int = 240) -> dict:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider",
+           "-o", "addopts=", "--tb=line", "tests"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return {"returncode": done.returncode, "summary": lines[-1] if lines else "",
+            "failures": [ln for ln in lines if "Error" in ln or "FAILED" in ln][:40]}
+
+
+def laplacian() -> dict:
+    return _load(ROOT / "benchmarks" / "laplacian_gpu.py").run()
+
+
+def triton_table() -> dict:
+    return _load(ROOT / "benchmarks" / "laplacian_triton.py").run()
+
+
+def flows() -> dict:
+    from tokengeo.bench.flows import gpu_timings
+
+    return gpu_timings()
+
+
+SECTIONS = {"env": env, "cuda_tests": cuda_tests, "laplacian": laplacian,
+            "triton": triton_table, "flows": flows}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "runs/gpu"))
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip")
+    parser.add_argument("--only", default="", help="comma-separated sections to run")
+    args = parser.parse_args(argv)
+    skip = {s for s in args.skip.split(",") if s}
+    only = {s for s in args.only.split(",") if s}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result: dict = {}
+    for name, fn in SECTIONS.items():
+        if name in skip or (only and name not in only and name != "env"):
+            continue
+        t0 = time.perf_counter()
+        try:
+            result[name] = fn()
+        except Exception as e:  # recorded, so one failing section costs no other figure
+            result[name] = {"error": f"{type(e).__name__}: {e}",
+                            "traceback": traceback.format_exc()[-2000:]}
+        result.setdefault("seconds", {})[name] = round(time.perf_counter() - t0, 1)
+        (out / "gpu_check.json").write_text(json.dumps(result, indent=1))
+        print(f"[gpu-check] {name}: {result['seconds'][name]} s", file=sys.stderr, flush=True)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
