@@ -216,6 +216,7 @@ def test_backbone_evaluation_and_pca_figure_on_real_digits(tmp_path):
     vit = create_model("vit-tiny", **TINY_VIT, image_size=8, num_classes=10)
     ev = evaluate_backbone(vit, data, n_train=300, n_test=100)
     assert 0.1 < ev.knn_accuracy <= 1 and 0 <= ev.iou <= 1
+    assert 0 <= ev.seg_chance_miou <= 1 and 0 <= ev.seg_miou <= 1
     assert 1 <= ev.patch_components_99 <= 32 and ev.n_test == 100
     images, _ = data.split("test")[torch.arange(4)]
     patches = vit.patch_tokens(vit.forward_features(data.normalize(images))).detach()

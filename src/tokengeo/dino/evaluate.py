@@ -138,6 +138,8 @@ class BackboneEval:
     patch_components_99: int
     patch_decay_alpha: float
     iou: float
+    seg_miou: float  # learned linear probe on frozen patch tokens (dino.seg_probe)
+    seg_chance_miou: float
     embedding_spread: float
     n_train: int
     n_test: int
@@ -156,10 +158,14 @@ def _split_features(backbone: nn.Module, data, split: str, limit: int,
 
 
 def evaluate_backbone(backbone: nn.Module, data, n_train: int = 10000, n_test: int = 2000,
-                      knn_k: int = 20, knn_temperature: float = 0.07) -> BackboneEval:
+                      knn_k: int = 20, knn_temperature: float = 0.07,
+                      n_seg_train: int = 2000) -> BackboneEval:
     """k-NN and linear-probe accuracy on ``n_test`` test images with ``n_train`` training
     images as the bank / probe training set (``n_test`` validation images pick the probe's
-    penalty), and the spectrum and PCA-foreground IoU of the test images' patch tokens."""
+    penalty), the spectrum and PCA-foreground IoU of the test images' patch tokens, and the
+    mIoU of a linear segmentation probe fitted on ``n_seg_train`` training images' patch
+    tokens (:mod:`tokengeo.dino.seg_probe`)."""
+    from tokengeo.dino.seg_probe import fit_seg_probe, foreground_share
     from tokengeo.dino.segmentation import foreground_masks, pca_iou
     from tokengeo.probes.spectrum import spectral_decay
 
@@ -171,12 +177,18 @@ def evaluate_backbone(backbone: nn.Module, data, n_train: int = 10000, n_test: i
     probe = linear_probe(train.pooled, y_train, val.pooled, y_val, test.pooled, y_test,
                          data.num_classes)
     spectrum = spectral_decay(test.patches)  # all patch tokens of the test images
-    masks = foreground_masks(images, backbone.config.patch_size)
+    patch = backbone.config.patch_size
+    masks = foreground_masks(images, patch)
+    seg_train, _, seg_images = _split_features(backbone, data, "train", n_seg_train,
+                                               patches=True)
+    seg = fit_seg_probe(seg_train.patches, foreground_share(seg_images, patch), test.patches,
+                        foreground_share(images, patch))
     return BackboneEval(
         knn_accuracy=knn, linear_accuracy=probe.accuracy,
         linear_val_accuracy=probe.val_accuracy,
         patch_components_99=spectrum.n_components_99, patch_decay_alpha=spectrum.decay_alpha,
         iou=float(pca_iou(test.patches, masks).mean()),
+        seg_miou=seg.miou, seg_chance_miou=seg.chance_miou,
         embedding_spread=embedding_spread(test.pooled), n_train=len(y_train),
         n_test=len(y_test),
     )
