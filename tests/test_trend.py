@@ -1,0 +1,68 @@
+"""The trend over k: slope interval and Page's L test on synthetic monotone, flat and
+reversed data, against scipy's Page test where both apply."""
+
+import pytest
+import torch
+
+from tokengeo.errors import ConfigError
+from tokengeo.experiments.trend import trend_over_k
+
+
+def _data(slope: float, seeds: int = 6, ks=(0, 1, 2, 3, 4), noise: float = 0.3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    offsets = torch.randn(seeds, generator=gen)  # seed effects: blocks
+    return {k: (offsets + slope * k + noise * torch.randn(seeds, generator=gen)).tolist()
+            for k in ks}
+
+
+def test_monotone_data_give_a_positive_slope_and_a_small_page_p():
+    t = trend_over_k(_data(1.0))
+    assert t.slope_lo > 0 and t.slope == pytest.approx(1.0, abs=0.3)
+    assert t.p_increasing < 0.01 and t.p_decreasing > 0.5
+
+
+def test_reversed_data_give_the_opposite():
+    t = trend_over_k(_data(-1.0))
+    assert t.slope_hi < 0 and t.p_decreasing < 0.01 and t.p_increasing > 0.5
+
+
+def test_flat_data_straddle_zero_in_most_draws():
+    # under the null the test rejects at 5 % about 5 % of the time, not more
+    trends = [trend_over_k(_data(0.0, seed=s)) for s in range(40)]
+    rejections = sum(t.p_increasing < 0.05 for t in trends)
+    straddles = sum(t.slope_lo < 0 < t.slope_hi for t in trends)
+    assert rejections <= 6 and straddles >= 34
+
+
+def test_page_l_matches_scipy():
+    from scipy.stats import page_trend_test
+
+    values = _data(0.4, seeds=3, ks=(0, 1, 2, 3))
+    t = trend_over_k(values)
+    data = [[values[k][s] for k in sorted(values)] for s in range(3)]
+    ref = page_trend_test(data, method="exact")
+    assert t.page_l == pytest.approx(ref.statistic)
+    assert t.p_increasing == pytest.approx(ref.pvalue, abs=1e-9)
+    assert t.method == "exact"
+
+
+def test_monte_carlo_branch_agrees_with_scipy():
+    from scipy.stats import page_trend_test
+
+    values = _data(0.2, seeds=8, ks=(0, 1, 2, 3, 4, 5))
+    t = trend_over_k(values)
+    data = [[values[k][s] for k in sorted(values)] for s in range(8)]
+    ref = page_trend_test(data, method="asymptotic")
+    assert t.method.startswith("monte carlo")
+    assert t.p_increasing == pytest.approx(ref.pvalue, abs=0.02)
+
+
+@pytest.mark.parametrize("values, match", [
+    ({0: [1, 2], 1: [1, 2]}, "at least 3 values of k"),
+    ({0: [1, 2], 1: [1, 2], 2: [1]}, "same seeds"),
+    ({0: [1], 1: [1], 2: [1]}, "same seeds"),
+    ({0: [1, 2], 1: [1, float("nan")], 2: [1, 2]}, "finite"),
+])
+def test_bad_inputs(values, match):
+    with pytest.raises(ConfigError, match=match):
+        trend_over_k(values)
