@@ -142,11 +142,26 @@ def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=Fa
     }
 
 
-def train_step_case(model_name: str, *, repeats=20, batch=None) -> dict:
-    """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0."""
+def train_step_case(model_name: str, *, repeats=20, batch=None, triton=False) -> dict:
+    """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0;
+    ``triton``: with the Triton kernel taken by ``kernel="auto"`` on CUDA."""
     from tokengeo.models.registry import create_model
+    from tokengeo.nn import laplacian_sdpa
 
     dev = torch.device("cuda")
+    if triton and not hasattr(laplacian_sdpa, "_TRITON_ON_CUDA"):
+        raise RuntimeError("this laplacian_sdpa has no _TRITON_ON_CUDA switch")
+    old = getattr(laplacian_sdpa, "_TRITON_ON_CUDA", None)
+    if triton:
+        laplacian_sdpa._TRITON_ON_CUDA = True
+    try:
+        return _train_step_case(create_model, model_name, dev, repeats, batch, triton)
+    finally:
+        if old is not None:
+            laplacian_sdpa._TRITON_ON_CUDA = old
+
+
+def _train_step_case(create_model, model_name, dev, repeats, batch, triton) -> dict:
 
     def step_fn(k):
         torch.manual_seed(0)
@@ -188,7 +203,7 @@ def train_step_case(model_name: str, *, repeats=20, batch=None) -> dict:
             end.synchronize()
             times[n].append(start.elapsed_time(end))
     ms = {n: statistics.median(t) for n, t in times.items()}
-    return {"model": model_name, "n_heads": H, "median_ms": ms,
+    return {"model": model_name, "n_heads": H, "triton": triton, "median_ms": ms,
             "ratio_vs_k0": {n: ms[n] / ms["k=0"] for n in ms}}
 
 
@@ -203,7 +218,14 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
             ops.append(operator_case(dtype, T, repeats=repeats))
             if dtype == "fp32" or T == seq_lens[0]:
                 ops.append(operator_case(dtype, T, repeats=repeats, packed=True))
-    train = [train_step_case(m, repeats=repeats) for m in models]
+    train = []
+    for m in models:
+        for triton in (False, True):
+            try:
+                train.append(train_step_case(m, repeats=repeats, triton=triton))
+            except Exception as e:  # recorded: a diagnostic table
+                train.append({"model": m, "triton": triton,
+                              "error": f"{type(e).__name__}: {str(e)[:300]}"})
     return {
         "benchmark": "laplacian_gpu",
         "torch": torch.__version__,
