@@ -54,6 +54,7 @@ def env() -> dict:
 
 
 def cuda_tests(timeout: int = 200) -> dict:
+    timeout = min(timeout, max(30, int(DEADLINE - (time.perf_counter() - START)) - 15))
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider",
            "-o", "addopts=", "--tb=line", "tests"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
@@ -78,6 +79,9 @@ def flows() -> dict:
 
 
 # Cheapest first, so a run cut short still brings back the most figures.
+START = time.perf_counter()
+DEADLINE = float(os.environ.get("GPU_CHECK_SECONDS", "480"))  # the whole run's budget
+
 SECTIONS = {"env": env, "laplacian": laplacian, "flows": flows, "cuda_tests": cuda_tests,
             "triton": triton_table}
 
