@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError
-from tokengeo.nn import laplacian_sdpa as L
+from tokengeo.nn import pv_roundtrip as R
 from tokengeo.nn.attention import build_attn_mask
 from tokengeo.nn.laplacian_sdpa import compose, head_runs, laplacian_attention
 
@@ -48,7 +48,7 @@ def plain(q, k, v, a, b, attn_mask=None, is_causal=False, dropout_p=0.0, **_):
 
 
 def is_lean(z):
-    return type(z.grad_fn).__name__ == "_LaplacianSDPABackward"
+    return type(z.grad_fn).__name__ == "LaplacianSDPABackward"
 
 
 def grads(z, qkv, coef, g):
@@ -147,7 +147,7 @@ def test_z_is_restored_exactly_and_a_retained_graph_gives_the_same_gradients():
 def test_the_rare_inexact_round_trip_is_repaired(monkeypatch, chunk):
     """V − (V − z) ≠ z for these float32 values (and NaN ≠ NaN); the backward must still
     restore z bit for bit, whatever the scratch blocks."""
-    monkeypatch.setattr(L, "SCRATCH_CHUNK", chunk)
+    monkeypatch.setattr(R, "SCRATCH_CHUNK", chunk)
     v = torch.randn(2, 3, 2, 4)  # (B, T, H, Dh)
     pv = torch.randn(2, 3, 2, 4)
     v[1, 2, 1, 3], pv[1, 2, 1, 3] = 0.00397832365706563, 0.011790824122726917
@@ -156,18 +156,18 @@ def test_the_rare_inexact_round_trip_is_repaired(monkeypatch, chunk):
     assert (v - (v - z) != z).sum() == 2  # the cases this test is about
     runs = head_runs(torch.ones(2), -torch.ones(2))
     original = z.clone()
-    fixes = L._pv_into_z(z, v, None, runs)
+    fixes = R._pv_into_z(z, v, None, runs)
     assert sum(len(f[-1]) for f in fixes) == 2 and bits(z).equal(bits(v - original))
-    L._z_from_pv(z, v, None, runs, fixes)
+    R._z_from_pv(z, v, None, runs, fixes)
     assert bits(z).equal(bits(original))
 
 
 @pytest.mark.parametrize("B,T,h,chunk", [(3, 5, 2, 1 << 16), (3, 5, 2, 24), (3, 5, 2, 7),
                                          (1, 9, 1, 1), (4, 2, 3, 13)])
 def test_scratch_blocks_tile_batch_and_tokens_once(monkeypatch, B, T, h, chunk):
-    monkeypatch.setattr(L, "SCRATCH_CHUNK", chunk)
+    monkeypatch.setattr(R, "SCRATCH_CHUNK", chunk)
     z = torch.zeros(B, T, h + 1, 4)
-    for bs, ts in L._blocks(z, 1, h + 1):
+    for bs, ts in R._blocks(z, 1, h + 1):
         assert z[bs, ts, 1:].numel() <= max(chunk, h * 4)  # one token at least
         z[bs, ts, 1:] += 1
     assert torch.equal(z[:, :, 1:], torch.ones(B, T, h, 4)) and not z[:, :, 0].any()
@@ -178,7 +178,7 @@ def test_small_scratch_blocks_give_the_same_gradients_and_restore_z(monkeypatch)
     g = torch.randn(3, 37, 6, 16)
     z = run(lean, qkv, coef, is_causal=True)
     want = grads(z, qkv, coef, g)
-    monkeypatch.setattr(L, "SCRATCH_CHUNK", 40)  # blocks of 2 tokens of a 1-head run
+    monkeypatch.setattr(R, "SCRATCH_CHUNK", 40)  # blocks of 2 tokens of a 1-head run
     z = run(lean, qkv, coef, is_causal=True)
     before = z.detach().clone()
     got = grads(z, qkv, coef, g)
