@@ -14,10 +14,10 @@ the Hugging Face adapter (:mod:`tokengeo.models.hf`) and the kernels
 ``z = a·V + b·P V`` is :func:`tokengeo.nn.reference.mix_heads`.
 
 Rules of a head choice (:meth:`HeadSpec.parse`): ``n_laplacian`` is an int in [0, H] (the
-last k heads of every layer) or a list of L such ints (per layer); ``heads`` is a dict whose
-keys are layer indices (ints, or strings of digits as JSON/TOML write them) in [0, L) and
-whose values are lists of distinct int head indices in [0, H), or a list of L such lists
-(one per layer); not both.
+last k heads of every layer); ``heads`` is a dict whose keys are layer indices (ints, or
+strings of digits as JSON/TOML write them) in [0, L) and whose values are lists of distinct
+int head indices in [0, H), or a list of L such lists (one per layer, as nanochat's
+``laplacian_heads``); not both.
 """
 
 from __future__ import annotations
@@ -55,15 +55,15 @@ def kind_of(a: float, b: float) -> str:
     return next((k for k, ab in KIND_COEFFICIENTS.items() if ab == (a, b)), MIXED)
 
 
-def check_n_laplacian(k: Any, n_heads: int, field: str = "n_laplacian") -> int:
+def check_n_laplacian(k: Any, n_heads: int) -> int:
     """``k`` if it is an int in [0, n_heads], else a :class:`ConfigError`."""
     allowed = f"choose 0 <= n_laplacian <= {n_heads}"
     if not is_whole(k):
-        raise ConfigError(f"{field}={k!r} must be an int; {allowed}")
+        raise ConfigError(f"n_laplacian={k!r} must be an int; {allowed}")
     if k < 0:
-        raise ConfigError(f"{field}={k} must be >= 0; {allowed}")
+        raise ConfigError(f"n_laplacian={k} must be >= 0; {allowed}")
     if k > n_heads:
-        raise ConfigError(f"{field}={k} exceeds n_heads={n_heads}; {allowed}")
+        raise ConfigError(f"n_laplacian={k} exceeds n_heads={n_heads}; {allowed}")
     return k
 
 
@@ -112,6 +112,9 @@ def _head_list(layer: int, indices: Any, n_heads: int) -> list[int]:
 
 def check_head_lists(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
     """Validate ``{layer: [head indices]}`` or one list per layer (module docstring rules)."""
+    shape = "a dict {layer: [head indices]} or one list of head indices per layer"
+    if _is_list(heads) and not all(_is_list(indices) for indices in heads):
+        raise ConfigError(f"heads={heads!r} must be {shape}")
     if _is_list(heads):
         if len(heads) != n_layers:
             raise ConfigError(
@@ -119,7 +122,7 @@ def check_head_lists(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
                 "give one list per layer or a dict {layer: [head indices]}")
         heads = dict(enumerate(heads))
     if not isinstance(heads, Mapping):
-        raise ConfigError(f"heads={heads!r} must be a dict {{layer: [head indices]}}")
+        raise ConfigError(f"heads={heads!r} must be {shape}")
     chosen: HeadChoice = {}
     for key, indices in heads.items():
         layer = _layer_index(key, n_layers)
@@ -127,19 +130,6 @@ def check_head_lists(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
             raise ConfigError(f"heads: layer {layer} is listed twice ({list(heads)})")
         chosen[layer] = _head_list(layer, indices, n_heads)
     return chosen
-
-
-def _last_k_per_layer(n_laplacian: Any, n_layers: int, n_heads: int) -> HeadChoice:
-    """The last k heads of every layer; ``n_laplacian`` an int or one int per layer."""
-    if not _is_list(n_laplacian):
-        return {layer: last_k_heads(n_heads, n_laplacian) for layer in range(n_layers)}
-    if len(n_laplacian) != n_layers:
-        raise ConfigError(
-            f"n_laplacian has {len(n_laplacian)} per-layer counts but the model has "
-            f"{n_layers} layers; give one int or one per layer")
-    return {layer: list(range(n_heads - check_n_laplacian(k, n_heads, f"n_laplacian[{layer}]"),
-                              n_heads))
-            for layer, k in enumerate(n_laplacian)}
 
 
 @dataclass(frozen=True)
@@ -177,8 +167,8 @@ class HeadSpec:
                 "heads={layer: [head indices]}, not both"
             )
         if heads is None:
-            by_layer = _last_k_per_layer(0 if n_laplacian is None else n_laplacian,
-                                         n_layers, n_heads)
+            k = last_k_heads(n_heads, 0 if n_laplacian is None else n_laplacian)
+            by_layer = dict.fromkeys(range(n_layers), k)
         else:
             by_layer = check_head_lists(heads, n_layers, n_heads)
         chosen = tuple(tuple(by_layer.get(layer, ())) for layer in range(n_layers))
@@ -227,6 +217,65 @@ def check_head_kinds(kinds: Sequence[str], n_heads: int) -> tuple[str, ...]:
         if k not in HEAD_KINDS:
             raise ConfigError(f"head kind {k!r} is not valid; choose one of {list(HEAD_KINDS)}")
     return kinds
+
+
+@dataclass(frozen=True)
+class HeadRuns:
+    """Maximal runs of consecutive heads of one kind: ``((start, stop, kind), ...)``; the
+    kernels work run by run (one op per run, not per head)."""
+
+    runs: tuple[tuple[int, int, str], ...]
+
+    @classmethod
+    def of(cls, head_kinds: Sequence[str]) -> HeadRuns:
+        runs: list[tuple[int, int, str]] = []
+        for h, kind in enumerate(head_kinds):
+            if runs and runs[-1][2] == kind:
+                runs[-1] = (runs[-1][0], h + 1, kind)
+            else:
+                runs.append((h, h + 1, kind))
+        return cls(tuple(runs))
+
+    @property
+    def n_heads(self) -> int:
+        return self.runs[-1][1] if self.runs else 0
+
+    @property
+    def mixed(self) -> tuple[tuple[int, int], ...]:
+        return tuple((h0, h1) for h0, h1, kind in self.runs if kind == MIXED)
+
+    def mixed_position(self, h: int) -> int:
+        """Index of mixed head ``h`` among the mixed heads."""
+        return sum(min(h1, h) - h0 for h0, h1 in self.mixed if h0 < h)
+
+    @property
+    def all_attention(self) -> bool:
+        return all(kind == ATTENTION for *_, kind in self.runs)
+
+    @property
+    def uses_values(self) -> bool:
+        """Whether some head's output involves V itself (a Laplacian or mixed head)."""
+        return not self.all_attention
+
+
+def head_runs(
+    coef_a: torch.Tensor, coef_b: torch.Tensor, head_kinds: Sequence[str] | None = None
+) -> HeadRuns:
+    """Group heads into runs of one kind, from ``head_kinds`` or else from the values.
+
+    With ``head_kinds`` the caller promises that ``attention`` / ``laplacian`` heads have
+    the fixed (a, b) of their kind (no host read); without it the (H,) coefficients are
+    read (one small device-to-host copy) and a head is attention / Laplacian when its
+    values are exactly (0, 1) / (1, −1), mixed otherwise (:func:`kind_of`).
+    """
+    if head_kinds is None:
+        pairs = zip(coef_a.tolist(), coef_b.tolist(), strict=True)
+        head_kinds = [kind_of(a, b) for a, b in pairs]
+    elif len(head_kinds) != coef_a.shape[0] or set(head_kinds) - set(HEAD_KINDS):
+        raise ConfigError(
+            f"head_kinds={tuple(head_kinds)!r} must give one of {list(HEAD_KINDS)} for each "
+            f"of the {coef_a.shape[0]} heads")
+    return HeadRuns.of(head_kinds)
 
 
 class HeadKinds(nn.Module):
@@ -303,62 +352,3 @@ class HeadKinds(nn.Module):
         if self.n_laplacian == self.n_heads:
             return v - pv
         return torch.where(self.laplacian_mask.view(-1, 1), v - pv, pv)
-
-
-@dataclass(frozen=True)
-class HeadRuns:
-    """Maximal runs of consecutive heads of one kind: ``((start, stop, kind), ...)``; the
-    kernels work run by run (one op per run, not per head)."""
-
-    runs: tuple[tuple[int, int, str], ...]
-
-    @classmethod
-    def of(cls, head_kinds: Sequence[str]) -> HeadRuns:
-        runs: list[tuple[int, int, str]] = []
-        for h, kind in enumerate(head_kinds):
-            if runs and runs[-1][2] == kind:
-                runs[-1] = (runs[-1][0], h + 1, kind)
-            else:
-                runs.append((h, h + 1, kind))
-        return cls(tuple(runs))
-
-    @property
-    def n_heads(self) -> int:
-        return self.runs[-1][1] if self.runs else 0
-
-    @property
-    def mixed(self) -> tuple[tuple[int, int], ...]:
-        return tuple((h0, h1) for h0, h1, kind in self.runs if kind == MIXED)
-
-    def mixed_position(self, h: int) -> int:
-        """Index of mixed head ``h`` among the mixed heads."""
-        return sum(min(h1, h) - h0 for h0, h1 in self.mixed if h0 < h)
-
-    @property
-    def all_attention(self) -> bool:
-        return all(kind == ATTENTION for *_, kind in self.runs)
-
-    @property
-    def uses_values(self) -> bool:
-        """Whether some head's output involves V itself (a Laplacian or mixed head)."""
-        return not self.all_attention
-
-
-def head_runs(
-    coef_a: torch.Tensor, coef_b: torch.Tensor, head_kinds: Sequence[str] | None = None
-) -> HeadRuns:
-    """Group heads into runs of one kind, from ``head_kinds`` or else from the values.
-
-    With ``head_kinds`` the caller promises that ``attention`` / ``laplacian`` heads have
-    the fixed (a, b) of their kind (no host read); without it the (H,) coefficients are
-    read (one small device-to-host copy) and a head is attention / Laplacian when its
-    values are exactly (0, 1) / (1, −1), mixed otherwise (:func:`kind_of`).
-    """
-    if head_kinds is None:
-        pairs = zip(coef_a.tolist(), coef_b.tolist(), strict=True)
-        head_kinds = [kind_of(a, b) for a, b in pairs]
-    elif len(head_kinds) != coef_a.shape[0] or set(head_kinds) - set(HEAD_KINDS):
-        raise ConfigError(
-            f"head_kinds={tuple(head_kinds)!r} must give one of {list(HEAD_KINDS)} for each "
-            f"of the {coef_a.shape[0]} heads")
-    return HeadRuns.of(head_kinds)
