@@ -35,10 +35,6 @@ class Backend(enum.IntEnum):
     CUDNN = 3
 
 
-def _op(name: str) -> Any:
-    return getattr(torch.ops.aten, f"_scaled_dot_product_{name}").default
-
-
 # (op, argument names, number of results) this module calls them with.
 _SCHEMAS = {
     "flash_attention_for_cpu": (
@@ -66,16 +62,23 @@ _SCHEMAS = {
          "attn_bias", "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal",
          "scale"), 3),
 }
-_CHECKED: set[str] = set()
+_OPS: dict[str, Any] = {}  # name -> op, once its signature is checked
+
+
+def _op(name: str) -> Any:
+    """``aten._scaled_dot_product_<name>``, its signature checked on first use."""
+    op = _OPS.get(name)
+    if op is None:
+        check_schemas((name,))
+        op = _OPS[name] = getattr(torch.ops.aten, f"_scaled_dot_product_{name}").default
+    return op
 
 
 def check_schemas(names: Sequence[str] = tuple(_SCHEMAS)) -> None:
     """Raise one RuntimeError if an op's signature is not the one this module calls."""
     for name in names:
-        if name in _CHECKED:
-            continue
         expected_args, n_out = _SCHEMAS[name]
-        schema = _op(name)._schema
+        schema = getattr(torch.ops.aten, f"_scaled_dot_product_{name}").default._schema
         args = tuple(a.name for a in schema.arguments)
         if args != expected_args or len(schema.returns) != n_out:
             raise RuntimeError(
@@ -83,7 +86,6 @@ def check_schemas(names: Sequence[str] = tuple(_SCHEMAS)) -> None:
                 f"{schema}, not the one tokengeo's Laplacian kernel was written for "
                 f"({', '.join(expected_args)} -> {n_out} results); pass kernel='compose' to "
                 "laplacian_attention (or use torch 2.11-2.13)")
-        _CHECKED.add(name)
 
 
 def _sdpa_params(q, k, v, attn_mask, is_causal):
@@ -125,21 +127,21 @@ def sdpa_forward(backend: Backend, q, k, v, attn_mask, is_causal: bool, scale: f
     """``(out, saved, extra)``: SDPA's output (B, H, T, Dh), the tensors its backward needs
     (``saved``, for ``save_for_backward``) and its non-tensor values (``extra``, for ctx)."""
     if q.device.type == "cpu":
-        check_schemas(("flash_attention_for_cpu", "flash_attention_for_cpu_backward"))
+        _op("flash_attention_for_cpu_backward")  # a wrong backward signature fails now
         out, lse = _op("flash_attention_for_cpu")(
             q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale)
         return out, (lse,), ()
     if backend == Backend.FLASH:
-        check_schemas(("flash_attention", "flash_attention_backward"))
+        _op("flash_attention_backward")  # a wrong backward signature fails now
         out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = _op("flash_attention")(
             q, k, v, 0.0, is_causal, False, scale=scale)
         return out, (lse, seed, offset), (cum_q, cum_k, max_q, max_k)
     if backend == Backend.CUDNN:
-        check_schemas(("cudnn_attention", "cudnn_attention_backward"))
+        _op("cudnn_attention_backward")  # a wrong backward signature fails now
         out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = _op("cudnn_attention")(
             q, k, v, None, True, 0.0, is_causal, False, scale=scale)
         return out, (lse, seed, offset), (cum_q, cum_k, max_q, max_k)
-    check_schemas(("efficient_attention", "efficient_attention_backward"))
+    _op("efficient_attention_backward")  # a wrong backward signature fails now
     out, lse, seed, offset = _op("efficient_attention")(
         q, k, v, None, True, 0.0, is_causal, scale=scale)
     return out, (lse, seed, offset), ()
