@@ -108,7 +108,10 @@ def choose_backend(q, k, v, attn_mask, is_causal: bool, scale: float | None) -> 
         return None
     if q.device.type == "cuda" and attn_mask is not None:
         return None
-    choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal, scale=scale)
+    except RuntimeError:  # no enabled backend can run these inputs (sdpa_kernel context)
+        choice = Backend.MATH
     if q.device.type == "cpu":
         return Backend.FLASH if choice == Backend.FLASH else None
     if choice == Backend.CUDNN and q.dtype == torch.float32:  # cuDNN gives NaN in fp32
