@@ -237,3 +237,20 @@ def test_hf_swap_equals_the_reference():
     edited = z.clone()
     hf.LaplacianSwap(site, chosen).subtract_in_place(edited, value)
     assert torch.allclose(edited, want, atol=1e-14)
+
+
+def test_multi_head_attention_equals_the_readable_reference_layer():
+    from tokengeo.models.config import TransformerConfig
+    from tokengeo.nn.attention import MultiHeadAttention
+    from tokengeo.nn.reference import self_attention_reference
+
+    kinds = (LAPLACIAN, ATTENTION, MIXED, LAPLACIAN)
+    cfg = TransformerConfig(d_model=16, n_heads=4, bias=False)
+    attn = MultiHeadAttention(cfg, kinds, causal=True).double()
+    with torch.no_grad():
+        attn.mix_coef.copy_(torch.tensor([[0.3, -0.6]]))
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    a, b = attn.head_coefficients()
+    want = self_attention_reference(x, attn.qkv.weight, attn.proj.weight, 4, a, b,
+                                    is_causal=True)
+    assert torch.allclose(attn(x), want, atol=1e-12)
