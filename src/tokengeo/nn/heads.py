@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -240,7 +241,7 @@ class HeadRuns:
     def n_heads(self) -> int:
         return self.runs[-1][1] if self.runs else 0
 
-    @property
+    @cached_property
     def mixed(self) -> tuple[tuple[int, int], ...]:
         return tuple((h0, h1) for h0, h1, kind in self.runs if kind == MIXED)
 
@@ -248,7 +249,7 @@ class HeadRuns:
         """Index of mixed head ``h`` among the mixed heads."""
         return sum(min(h1, h) - h0 for h0, h1 in self.mixed if h0 < h)
 
-    @property
+    @cached_property
     def all_attention(self) -> bool:
         return all(kind == ATTENTION for *_, kind in self.runs)
 
