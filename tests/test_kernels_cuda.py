@@ -169,9 +169,9 @@ def test_packed_path_peak_memory_is_standard_attentions(dtype):
 def test_laplacianized_llama_on_cuda_equals_the_cpu(tmp_path, cache):
     pytest.importorskip("transformers", reason="needs the 'hf' extra")
     import transformers
+    from tiny_llama import save_tiny_llama
 
     import tokengeo
-    from tiny_llama import save_tiny_llama
 
     folder = save_tiny_llama(tmp_path / "llama")
     cpu = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="sdpa")

@@ -289,3 +289,37 @@ def test_saved_tensors_are_those_of_standard_attention():
         plain_bytes, _ = saved_bytes(plain, LAYERS[layer])
         assert lean_bytes <= base + 64  # the (H,) coefficients
         assert plain_bytes >= base + z_bytes  # the composition keeps P V and z
+
+
+def test_kernel_choice_by_name_and_its_refusals():
+    qkv, coef = make(LAYERS["half"])
+    assert is_lean(run(lean, qkv, coef, kernel="lean"))
+    z = run(lean, qkv, coef, kernel="compose")
+    assert not is_lean(z) and torch.allclose(z, run(plain, qkv, coef), atol=1e-6)
+    with pytest.raises(ConfigError, match="kernel='lean' cannot run: dropout_p > 0"):
+        run(lean, qkv, coef, kernel="lean", dropout_p=0.1)
+    with pytest.raises(ConfigError, match="kernel='fast' is not valid"):
+        run(lean, qkv, coef, kernel="fast")
+    with pytest.raises(ConfigError, match="kernel='triton' cannot run with dropout_p > 0"):
+        run(lean, qkv, coef, kernel="triton", dropout_p=0.1)
+
+
+def test_an_attention_module_plans_its_kernel_once(monkeypatch):
+    """The kernel is chosen at the first call of an input signature, not at every call."""
+    from tokengeo.models.config import TransformerConfig
+    from tokengeo.nn import attention as A
+
+    calls = []
+    planner = A.plan_kernel
+    monkeypatch.setattr(A, "plan_kernel", lambda *a, **kw: calls.append(1) or planner(*a, **kw))
+    attn = A.MultiHeadAttention(TransformerConfig(d_model=16, n_heads=4),
+                                LAYERS["half"], causal=True)
+    x = torch.randn(2, 9, 16)
+    for _ in range(3):
+        attn(x).sum().backward()
+    assert len(calls) == 1
+    attn(torch.randn(3, 9, 16)).sum().backward()  # a new shape: planned once more
+    assert len(calls) == 2
+    attn.set_kernel("compose")
+    attn(x)
+    assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel == "compose"

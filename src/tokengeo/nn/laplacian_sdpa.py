@@ -90,6 +90,7 @@ def plan_kernel(
         if reason is not None or attn_mask is not None:
             raise ConfigError(f"kernel='triton' cannot run with "
                               f"{reason or 'an attn_mask'}; use kernel='auto'")
+        _triton_kernel()  # fails here, once, if it cannot be loaded
         return KernelPlan("triton", runs)
     backend = None if reason else choose_backend(q, k, v, attn_mask, is_causal, scale)
     if backend is not None:
@@ -158,9 +159,7 @@ def run_plan(
     if plan.kernel == "compose":
         return compose(q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, plan.runs)
     if plan.kernel == "triton":
-        from tokengeo.nn.laplacian_triton import laplacian_attention_triton
-
-        return laplacian_attention_triton(q, k, v, a, b, is_causal=is_causal, scale=scale)
+        return _triton_kernel()(q, k, v, a, b, is_causal=is_causal, scale=scale)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
             ~attn_mask, float("-inf"))  # the additive mask SDPA builds too
@@ -170,6 +169,18 @@ def run_plan(
         qkv = None
     return LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, plan.runs,
                                plan.backend, qkv)
+
+
+def _triton_kernel():
+    """The Triton kernel's entry point, imported on first use (triton is optional)."""
+    try:
+        from tokengeo.nn.laplacian_triton import laplacian_attention_triton
+    except ImportError as err:
+        raise ImportError(
+            f"kernel='triton' needs the triton package and tokengeo.nn.laplacian_triton "
+            f"({err}); install them with pip install -e '.[dev]', or use kernel='auto'"
+        ) from err
+    return laplacian_attention_triton
 
 
 def _check_packed(qkv, q, k, v) -> bool:
