@@ -323,3 +323,19 @@ def test_an_attention_module_plans_its_kernel_once(monkeypatch):
     attn.set_kernel("compose")
     attn(x)
     assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel == "compose"
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
+def test_the_cuda_backward_paths_give_the_same_gradients(monkeypatch, packed):
+    """The CUDA backwards (P V in a buffer of its own), run on the CPU kernel."""
+    from tokengeo.nn import laplacian_kernel as K
+
+    qkv, coef = make(LAYERS["mixed"], coef_grad=True)
+    g = torch.randn(2, 37, 6, 16)
+    want = grads(run(lean, qkv, coef, is_causal=True, packed=packed), qkv, coef, g)
+    monkeypatch.setattr(K, "_pv_apart", lambda z: True)
+    z = run(lean, qkv, coef, is_causal=True, packed=packed)
+    before = z.detach().clone()
+    got = grads(z, qkv, coef, g.transpose(1, 2).contiguous().transpose(1, 2))  # strided dz
+    assert torch.equal(z, before)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))

@@ -15,11 +15,12 @@ and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA k
 
 Where P V goes in the backward:
 
-* packed (B, T, 3, H, Dh) ``qkv`` given (tokengeo's attention): into the v slot of qkv's
-  gradient, which the kernel reads before dv is written over it; no buffer beyond the
-  gradient itself. (torch's kernels take no ``out=`` and return dq, dk, dv as three new
-  tensors, as in standard attention's backward, whose ``unbind`` then stacks them into
-  qkv's gradient: the same peak.)
+* packed (B, T, 3, H, Dh) ``qkv`` given (tokengeo's attention), CPU: into the v slot of
+  qkv's gradient, which the kernel reads before dv is written over it; no buffer beyond
+  the gradient itself. CUDA: into a buffer of its own, freed before qkv's gradient is
+  allocated (the CUDA kernels need ``out`` in their own layout). torch's kernels take no
+  ``out=`` and return dq, dk, dv as three new tensors, as in standard attention's
+  backward, whose ``unbind`` then stacks them into qkv's gradient: the same peak.
 * otherwise, CPU: into z's own buffer, restored exactly after (:mod:`tokengeo.nn.pv_roundtrip`);
 * otherwise, CUDA: into one new buffer, one pass, no host sync.
 
@@ -170,6 +171,8 @@ class LaplacianSDPA(torch.autograd.Function):
         q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *saved = ctx.saved_tensors
         if torch.is_grad_enabled():
             return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv)
+        if z.is_cuda and not dz.is_contiguous():
+            dz = dz.contiguous()  # the CUDA kernels want grad_out laid out as their output
         g = dz.transpose(1, 2)  # (B, H, T, Dh)
         coefs = ctx.needs_input_grad[3] or ctx.needs_input_grad[4]
 
@@ -178,6 +181,8 @@ class LaplacianSDPA(torch.autograd.Function):
             return da, db, sdpa_backward(ctx.backend, g, q, k, v, pv, saved, ctx.extra,
                                          attn_mask, ctx.is_causal, ctx.scale)
 
+        if qkv is not None and _pv_apart(z):
+            return _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use)
         if qkv is not None:  # P V goes into the v slot of qkv's gradient, then dv over it
             dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
             outs = heads_of(dqkv)  # (B, H, T, Dh) views
@@ -185,7 +190,7 @@ class LaplacianSDPA(torch.autograd.Function):
             da, db, grads = use(outs[2])
             _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
             return None, None, None, da, db, None, None, None, None, None, dqkv
-        if z.device.type == "cpu":
+        if not _pv_apart(z):
             da, db, grads = with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
         else:  # one pass into a new buffer: no host read per block on a GPU
             pv = torch.empty_like(z)  # (B, T, H, Dh)
@@ -194,6 +199,29 @@ class LaplacianSDPA(torch.autograd.Function):
             del pv
         _scale_grads(grads, g, a, b, ctx.runs)
         return *grads, da, db, None, None, None, None, None, None
+
+
+def _pv_apart(z: torch.Tensor) -> bool:
+    """Whether the backward writes P V into a buffer of its own (CUDA: no host reads, the
+    kernels' own layout) rather than into z or qkv's gradient (CPU)."""
+    return z.is_cuda
+
+
+def _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):
+    """The packed backward on CUDA: P V in a buffer of its own, freed before qkv's gradient
+    is allocated, so the peak is standard attention's (dq, dk, dv plus qkv's gradient).
+
+    The CUDA kernels need ``out`` laid out as their forward wrote it: the memory-efficient
+    and cuDNN backwards return NaN in bf16 for a strided view into qkv's gradient, and
+    flash copies it (measured on an H200, torch 2.11).
+    """
+    pv = torch.empty_like(z)  # (B, T, H, Dh), the forward output's layout
+    _pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
+    da, db, grads = use(pv.transpose(1, 2))
+    del pv
+    dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
+    _scale_grads(grads, g, a, b, ctx.runs, outs=heads_of(dqkv))
+    return None, None, None, da, db, None, None, None, None, None, dqkv
 
 
 def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv):
