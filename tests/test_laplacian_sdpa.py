@@ -339,3 +339,45 @@ def test_the_cuda_backward_paths_give_the_same_gradients(monkeypatch, packed):
     got = grads(z, qkv, coef, g.transpose(1, 2).contiguous().transpose(1, 2))  # strided dz
     assert torch.equal(z, before)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))
+
+
+def full_buffers(fn, kinds, B=2, T=16, Dh=8) -> int:
+    """How many new (B, H, T, Dh)-sized tensors ``fn`` allocates in its forward."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    H = len(kinds)
+    coef = torch.tensor([COEF[k] for k in kinds])
+    q, k, v = (torch.randn(B, H, T, Dh) for _ in range(3))
+    count = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            seen = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            for t in out if isinstance(out, tuple | list) else (out,):
+                if (isinstance(t, torch.Tensor) and t.numel() == q.numel()
+                        and t.untyped_storage().data_ptr() not in seen):
+                    count.append(func)
+            return out
+
+    with Count():
+        fn(q, k, v, coef[:, 0], coef[:, 1], True)
+    return len(count)
+
+
+def test_the_composition_of_fixed_kinds_costs_what_v_minus_sdpa_costs():
+    """Where the composition must run (dropout, a learnt mask), Laplacian heads cost what
+    ``V − SDPA`` costs: P V and one subtraction, no a·V and b·P V temporaries."""
+    def v_minus_sdpa(q, k, v, a, b, is_causal):
+        return v.transpose(1, 2) - F.scaled_dot_product_attention(
+            q, k, v, is_causal=is_causal).transpose(1, 2)
+
+    def with_runs(q, k, v, a, b, is_causal):
+        return compose(q, k, v, a, b, is_causal=is_causal, runs=head_runs(a, b))
+
+    def general(q, k, v, a, b, is_causal):
+        return compose(q, k, v, a, b, is_causal=is_causal)
+
+    reference = full_buffers(v_minus_sdpa, LAYERS["laplacian"])
+    assert full_buffers(with_runs, LAYERS["laplacian"]) == reference
+    assert full_buffers(general, LAYERS["laplacian"]) > reference  # a·V, b·P V, their sum

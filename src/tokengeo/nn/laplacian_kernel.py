@@ -69,9 +69,7 @@ def compose(
         else:
             a, b = coef_a[h0:h1].view(1, 1, -1, 1), coef_b[h0:h1].view(1, 1, -1, 1)
             pieces.append(torch.addcmul(a * vt[:, :, h0:h1], b, pv[:, :, h0:h1]))
-    if len(pieces) == 1:
-        return pieces[0] if pieces[0].is_contiguous() else pieces[0].contiguous()
-    return torch.cat(pieces, dim=2)
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)
 
 
 def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:

@@ -124,8 +124,8 @@ def laplacian_attention(
     dropout_p, scale: as in ``F.scaled_dot_product_attention``; ``head_kinds``: optional
     per-head ``attention`` / ``laplacian`` / ``mixed`` (pass it to avoid reading the
     coefficients on the host; see :func:`~tokengeo.nn.heads.head_runs`); ``kernel``: see
-    :func:`plan_kernel`. The result is contiguous in the (B, T, H, Dh) layout, so
-    ``z.reshape(B, T, H * Dh)`` is a view for the output projection. Coefficients act in
+    :func:`plan_kernel`. The lean kernel's result is contiguous in the (B, T, H, Dh)
+    layout, so ``z.reshape(B, T, H * Dh)`` is a view for the output projection. Coefficients act in
     q's dtype (under autocast, the autocast dtype).
 
     ``qkv``: optionally the (B, T, 3, H, Dh) tensor that q, k, v are ``qkv.unbind(2)`` of,
