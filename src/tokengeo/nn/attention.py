@@ -41,6 +41,7 @@ __all__ = ["ATTENTION_HOOKS", "HeadAttention", "MultiHeadAttention", "attention_
            "attention_reference", "build_attn_mask"]
 
 ATTENTION_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z")
+MAX_PLANS = 256  # kernel plans a module keeps (one per input signature)
 
 
 def build_attn_mask(
@@ -129,6 +130,8 @@ class HeadAttention(HeadKinds):
                dropout_p > 0, packed, z_watched and grad)
         plan = self._plans.get(key)
         if plan is None:
+            if len(self._plans) >= MAX_PLANS:  # e.g. decoding, one length after another
+                self._plans.clear()
             kernel = "compose" if z_watched and grad else self.kernel
             plan = self._plans[key] = plan_kernel(
                 qh, kh, vh, runs=self.head_runs, attn_mask=attn_mask, is_causal=is_causal,
