@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError
-from tokengeo.nn import laplacian_sdpa as L
+from tokengeo.nn import pv_roundtrip as R
 from tokengeo.nn.attention import build_attn_mask
 from tokengeo.nn.laplacian_sdpa import compose, head_runs, laplacian_attention
 
@@ -48,7 +48,7 @@ def plain(q, k, v, a, b, attn_mask=None, is_causal=False, dropout_p=0.0, **_):
 
 
 def is_lean(z):
-    return type(z.grad_fn).__name__ == "_LaplacianSDPABackward"
+    return type(z.grad_fn).__name__ == "LaplacianSDPABackward"
 
 
 def grads(z, qkv, coef, g):
@@ -147,7 +147,7 @@ def test_z_is_restored_exactly_and_a_retained_graph_gives_the_same_gradients():
 def test_the_rare_inexact_round_trip_is_repaired(monkeypatch, chunk):
     """V − (V − z) ≠ z for these float32 values (and NaN ≠ NaN); the backward must still
     restore z bit for bit, whatever the scratch blocks."""
-    monkeypatch.setattr(L, "SCRATCH_CHUNK", chunk)
+    monkeypatch.setattr(R, "SCRATCH_CHUNK", chunk)
     v = torch.randn(2, 3, 2, 4)  # (B, T, H, Dh)
     pv = torch.randn(2, 3, 2, 4)
     v[1, 2, 1, 3], pv[1, 2, 1, 3] = 0.00397832365706563, 0.011790824122726917
@@ -156,18 +156,18 @@ def test_the_rare_inexact_round_trip_is_repaired(monkeypatch, chunk):
     assert (v - (v - z) != z).sum() == 2  # the cases this test is about
     runs = head_runs(torch.ones(2), -torch.ones(2))
     original = z.clone()
-    fixes = L._pv_into_z(z, v, None, runs)
+    fixes = R._pv_into_z(z, v, None, runs)
     assert sum(len(f[-1]) for f in fixes) == 2 and bits(z).equal(bits(v - original))
-    L._z_from_pv(z, v, None, runs, fixes)
+    R._z_from_pv(z, v, None, runs, fixes)
     assert bits(z).equal(bits(original))
 
 
 @pytest.mark.parametrize("B,T,h,chunk", [(3, 5, 2, 1 << 16), (3, 5, 2, 24), (3, 5, 2, 7),
                                          (1, 9, 1, 1), (4, 2, 3, 13)])
 def test_scratch_blocks_tile_batch_and_tokens_once(monkeypatch, B, T, h, chunk):
-    monkeypatch.setattr(L, "SCRATCH_CHUNK", chunk)
+    monkeypatch.setattr(R, "SCRATCH_CHUNK", chunk)
     z = torch.zeros(B, T, h + 1, 4)
-    for bs, ts in L._blocks(z, 1, h + 1):
+    for bs, ts in R._blocks(z, 1, h + 1):
         assert z[bs, ts, 1:].numel() <= max(chunk, h * 4)  # one token at least
         z[bs, ts, 1:] += 1
     assert torch.equal(z[:, :, 1:], torch.ones(B, T, h, 4)) and not z[:, :, 0].any()
@@ -178,7 +178,7 @@ def test_small_scratch_blocks_give_the_same_gradients_and_restore_z(monkeypatch)
     g = torch.randn(3, 37, 6, 16)
     z = run(lean, qkv, coef, is_causal=True)
     want = grads(z, qkv, coef, g)
-    monkeypatch.setattr(L, "SCRATCH_CHUNK", 40)  # blocks of 2 tokens of a 1-head run
+    monkeypatch.setattr(R, "SCRATCH_CHUNK", 40)  # blocks of 2 tokens of a 1-head run
     z = run(lean, qkv, coef, is_causal=True)
     before = z.detach().clone()
     got = grads(z, qkv, coef, g)
@@ -289,3 +289,95 @@ def test_saved_tensors_are_those_of_standard_attention():
         plain_bytes, _ = saved_bytes(plain, LAYERS[layer])
         assert lean_bytes <= base + 64  # the (H,) coefficients
         assert plain_bytes >= base + z_bytes  # the composition keeps P V and z
+
+
+def test_kernel_choice_by_name_and_its_refusals():
+    qkv, coef = make(LAYERS["half"])
+    assert is_lean(run(lean, qkv, coef, kernel="lean"))
+    z = run(lean, qkv, coef, kernel="compose")
+    assert not is_lean(z) and torch.allclose(z, run(plain, qkv, coef), atol=1e-6)
+    with pytest.raises(ConfigError, match="kernel='lean' cannot run: dropout_p > 0"):
+        run(lean, qkv, coef, kernel="lean", dropout_p=0.1)
+    with pytest.raises(ConfigError, match="kernel='fast' is not valid"):
+        run(lean, qkv, coef, kernel="fast")
+    with pytest.raises(ConfigError, match="kernel='triton' cannot run with dropout_p > 0"):
+        run(lean, qkv, coef, kernel="triton", dropout_p=0.1)
+
+
+def test_an_attention_module_plans_its_kernel_once(monkeypatch):
+    """The kernel is chosen at the first call of an input signature, not at every call."""
+    from tokengeo.models.config import TransformerConfig
+    from tokengeo.nn import attention as A
+
+    calls = []
+    planner = A.plan_kernel
+    monkeypatch.setattr(A, "plan_kernel", lambda *a, **kw: calls.append(1) or planner(*a, **kw))
+    attn = A.MultiHeadAttention(TransformerConfig(d_model=16, n_heads=4),
+                                LAYERS["half"], causal=True)
+    x = torch.randn(2, 9, 16)
+    for _ in range(3):
+        attn(x).sum().backward()
+    assert len(calls) == 1
+    attn(torch.randn(3, 9, 16)).sum().backward()  # a new shape: planned once more
+    assert len(calls) == 2
+    attn.set_kernel("compose")
+    attn(x)
+    assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel == "compose"
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
+def test_the_cuda_backward_paths_give_the_same_gradients(monkeypatch, packed):
+    """The CUDA backwards (P V in a buffer of its own), run on the CPU kernel."""
+    from tokengeo.nn import laplacian_kernel as K
+
+    qkv, coef = make(LAYERS["mixed"], coef_grad=True)
+    g = torch.randn(2, 37, 6, 16)
+    want = grads(run(lean, qkv, coef, is_causal=True, packed=packed), qkv, coef, g)
+    monkeypatch.setattr(K, "_pv_apart", lambda z: True)
+    z = run(lean, qkv, coef, is_causal=True, packed=packed)
+    before = z.detach().clone()
+    got = grads(z, qkv, coef, g.transpose(1, 2).contiguous().transpose(1, 2))  # strided dz
+    assert torch.equal(z, before)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))
+
+
+def full_buffers(fn, kinds, B=2, T=16, Dh=8) -> int:
+    """How many new (B, H, T, Dh)-sized tensors ``fn`` allocates in its forward."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    H = len(kinds)
+    coef = torch.tensor([COEF[k] for k in kinds])
+    q, k, v = (torch.randn(B, H, T, Dh) for _ in range(3))
+    count = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            seen = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            for t in out if isinstance(out, tuple | list) else (out,):
+                if (isinstance(t, torch.Tensor) and t.numel() == q.numel()
+                        and t.untyped_storage().data_ptr() not in seen):
+                    count.append(func)
+            return out
+
+    with Count():
+        fn(q, k, v, coef[:, 0], coef[:, 1], True)
+    return len(count)
+
+
+def test_the_composition_of_fixed_kinds_costs_what_v_minus_sdpa_costs():
+    """Where the composition must run (dropout, a learnt mask), Laplacian heads cost what
+    ``V − SDPA`` costs: P V and one subtraction, no a·V and b·P V temporaries."""
+    def v_minus_sdpa(q, k, v, a, b, is_causal):
+        return v.transpose(1, 2) - F.scaled_dot_product_attention(
+            q, k, v, is_causal=is_causal).transpose(1, 2)
+
+    def with_runs(q, k, v, a, b, is_causal):
+        return compose(q, k, v, a, b, is_causal=is_causal, runs=head_runs(a, b))
+
+    def general(q, k, v, a, b, is_causal):
+        return compose(q, k, v, a, b, is_causal=is_causal)
+
+    reference = full_buffers(v_minus_sdpa, LAYERS["laplacian"])
+    assert full_buffers(with_runs, LAYERS["laplacian"]) == reference
+    assert full_buffers(general, LAYERS["laplacian"]) > reference  # a·V, b·P V, their sum

@@ -12,7 +12,7 @@ from tokengeo.checks import (
     check_types,
 )
 from tokengeo.errors import ConfigError
-from tokengeo.nn.heads import MIXED_INITS, check_n_laplacian, resolve_head_kinds
+from tokengeo.nn.heads import LAPLACIAN, HeadSpec
 
 
 @dataclass
@@ -20,7 +20,7 @@ class TransformerConfig:
     """What every family shares: the block stack and its head kinds.
 
     ``n_laplacian``: the last k heads of every layer are Laplacian (Zhang & Papyan);
-    ``laplacian_heads``: explicit ``{layer: [head indices]}`` instead;
+    ``laplacian_heads``: explicit ``{layer: [head indices]}`` (or one list per layer) instead;
     ``head_kind``: what the selected heads become (``laplacian`` or learnable ``mixed``).
     """
 
@@ -33,9 +33,9 @@ class TransformerConfig:
     bias: bool = True
     norm_eps: float = 1e-5
     n_laplacian: int = 0
-    laplacian_heads: dict[int, list[int]] | None = None
-    head_kind: str = "laplacian"
-    mixed_init: str = "laplacian"
+    laplacian_heads: dict[int, list[int]] | list[list[int]] | None = None
+    head_kind: str = LAPLACIAN
+    mixed_init: str = LAPLACIAN
 
     def validate(self) -> None:
         check_types(self)  # ints are ints, floats finite, bias a bool, ...
@@ -47,13 +47,10 @@ class TransformerConfig:
             )
         check_range("dropout", self.dropout, 0.0, 1.0)
         check_range("attn_dropout", self.attn_dropout, 0.0, 1.0)
-        check_choice("head_kind", self.head_kind, ("laplacian", "mixed"))
-        check_choice("mixed_init", self.mixed_init, MIXED_INITS)
-        check_n_laplacian(self.n_laplacian, self.n_heads)
         n = self.block_parameter_estimate()  # before per-layer lists are built
         check_memory(f"a model with {self.size_summary()} (~{n:.3g} parameters; the fp32 "
                      "weights of its blocks)", 4 * n, "choose smaller sizes")
-        self.head_kinds()  # validates laplacian_heads
+        self.head_spec()  # validates n_laplacian, laplacian_heads, head_kind, mixed_init
 
     SIZE_FIELDS = ("d_model", "n_layers")  # what the parameter count grows with
 
@@ -74,11 +71,15 @@ class TransformerConfig:
         """``d_model=64, n_layers=4, ...``: the fields :meth:`parameter_estimate` grows with."""
         return ", ".join(f"{n}={getattr(self, n)}" for n in self.SIZE_FIELDS)
 
-    def head_kinds(self) -> list[tuple[str, ...]]:
-        return resolve_head_kinds(
+    def head_spec(self) -> HeadSpec:
+        """Which heads of which layer are of which kind (:class:`~tokengeo.nn.heads.HeadSpec`)."""
+        return HeadSpec.parse(
             self.n_layers, self.n_heads, n_laplacian=self.n_laplacian,
-            heads=self.laplacian_heads, kind=self.head_kind,
+            heads=self.laplacian_heads, kind=self.head_kind, mixed_init=self.mixed_init,
         )
+
+    def head_kinds(self) -> list[tuple[str, ...]]:
+        return self.head_spec().kinds()
 
 
 @dataclass

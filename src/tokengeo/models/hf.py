@@ -54,12 +54,21 @@ from tokengeo.models.hf_families import (
     qkv_slicer,
     ungroup,
 )
-from tokengeo.nn.heads import KIND_COEFFICIENTS, MIXED_INITS, HeadChoice, HeadKinds, choose_heads
+from tokengeo.nn.heads import (
+    ATTENTION,
+    LAPLACIAN,
+    MIXED,
+    SELECTED_KINDS,
+    HeadChoice,
+    HeadKinds,
+    HeadSpec,
+    kind_coefficients,
+)
 
 CONFIG_KEY = "tokengeo_laplacian_heads"
 KIND_KEY = "tokengeo_head_kind"  # recorded only for kind="mixed"
 MIX_NAME = "tokengeo_mix_coef"  # (k, 2) learnable (a, b) of the chosen heads, on the attention
-KINDS = ("laplacian", "mixed")
+KINDS = SELECTED_KINDS  # what laplacianize makes of the chosen heads
 SUPPORTED = ", ".join(FAMILIES)
 _PATCH_ATTR = "_tokengeo_laplacian_patch"
 
@@ -70,7 +79,7 @@ class _Patch:
 
     heads: HeadChoice
     handles: list[_ValueTap | _InputSwap]
-    kind: str = "laplacian"
+    kind: str = LAPLACIAN
     mixed_modules: tuple[nn.Module, ...] = ()
 
 
@@ -262,8 +271,8 @@ class LaplacianSwap:
     def __init__(self, site: AttentionSite, heads: Sequence[int],
                  mix: nn.Parameter | None = None) -> None:
         self.site = site
-        kind = "laplacian" if mix is None else "mixed"
-        kinds = [kind if h in heads else "attention" for h in range(site.n_heads)]
+        kind = LAPLACIAN if mix is None else MIXED
+        kinds = [kind if h in heads else ATTENTION for h in range(site.n_heads)]
         self.kinds = HeadKinds(site.n_heads, kinds)  # not a submodule: moved on first use
         if mix is not None:
             self.kinds.mix_coef = mix  # the (k, 2) parameter saved with the attention module
@@ -336,21 +345,23 @@ class LaplacianSwap:
                 _InputSwap(self.site.out_proj, self)]
 
 
-def resolve_heads(n_laplacian: Any, heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
-    """The Laplacian heads per layer from exactly one of ``n_laplacian`` or ``heads``
-    (the rules of :func:`tokengeo.nn.heads.choose_heads`)."""
+def resolve_heads(n_laplacian: Any, heads: Any, n_layers: int, n_heads: int, *,
+                  kind: str = LAPLACIAN, mixed_init: str = LAPLACIAN) -> HeadSpec:
+    """The head spec from exactly one of ``n_laplacian`` or ``heads`` (the rules of
+    :meth:`tokengeo.nn.heads.HeadSpec.parse`, as for tokengeo's own models)."""
     if n_laplacian is None and heads is None:
         raise ConfigError(
             "pass exactly one of n_laplacian=k (the last k heads of every layer) or "
             "heads={layer: [head indices]}"
         )
-    return choose_heads(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads)
+    return HeadSpec.parse(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads, kind=kind,
+                          mixed_init=mixed_init)
 
 
 def _mix_parameter(site: AttentionSite, n_chosen: int, mixed_init: str) -> nn.Parameter:
     """(k, 2) learnable (a, b) initialised as the kind ``mixed_init``, on the attention module."""
     weight = next(site.out_proj.parameters())
-    init = torch.tensor([KIND_COEFFICIENTS[mixed_init]] * n_chosen)  # (k, 2)
+    init = torch.tensor([kind_coefficients(mixed_init)] * n_chosen)  # (k, 2)
     mix = nn.Parameter(init.to(device=weight.device, dtype=weight.dtype))
     site.attention.register_parameter(MIX_NAME, mix)
     return mix
@@ -361,8 +372,8 @@ def laplacianize(
     n_laplacian: int | None = None,
     *,
     heads: Mapping[int, Sequence[int]] | None = None,
-    kind: str = "laplacian",
-    mixed_init: str = "laplacian",
+    kind: str = LAPLACIAN,
+    mixed_init: str = LAPLACIAN,
 ) -> Any:
     """Make chosen heads of a Hugging Face model Laplacian, in place; returns ``model``.
 
@@ -377,14 +388,14 @@ def laplacianize(
     Raises :class:`~tokengeo.errors.ConfigError` on bad input.
     """
     check_choice("kind", kind, KINDS)
-    check_choice("mixed_init", mixed_init, MIXED_INITS)
     sites = attention_sites(model)
-    chosen = resolve_heads(n_laplacian, heads, len(sites), sites[0].n_heads)
+    chosen = resolve_heads(n_laplacian, heads, len(sites), sites[0].n_heads, kind=kind,
+                           mixed_init=mixed_init).choice()
     unlaplacianize(model)
     handles, mixed_modules = [], []
     for layer, indices in chosen.items():
         mix = None
-        if kind == "mixed":
+        if kind == MIXED:
             mix = _mix_parameter(sites[layer], len(indices), mixed_init)
             mixed_modules.append(sites[layer].attention)
         handles += LaplacianSwap(sites[layer], indices, mix).install()
@@ -392,7 +403,7 @@ def laplacianize(
         patch = _Patch(chosen, handles, kind, tuple(mixed_modules))
         setattr(_base_model(model), _PATCH_ATTR, patch)
         setattr(model.config, CONFIG_KEY, {str(layer): idx for layer, idx in chosen.items()})
-        if kind != "laplacian":
+        if kind != LAPLACIAN:
             setattr(model.config, KIND_KEY, kind)
     return model
 
@@ -477,10 +488,10 @@ def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> 
         model_cls = _saved_class(transformers.AutoConfig.from_pretrained(path))
     model = model_cls.from_pretrained(path, **kwargs)
     recorded = recorded_heads(model.config)
-    kind = getattr(model.config, KIND_KEY, "laplacian")
+    kind = getattr(model.config, KIND_KEY, LAPLACIAN)
     if recorded:
         laplacianize(model, heads=recorded, kind=kind)
-        if kind == "mixed":
+        if kind == MIXED:
             _load_mix(model, path)
     return model
 

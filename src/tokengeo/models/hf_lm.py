@@ -31,10 +31,10 @@ from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models import pretrained
 from tokengeo.models.registry import ModelEntry, register_prefix
+from tokengeo.nn.heads import LAPLACIAN, MIXED_INITS, SELECTED_KINDS
 
 PREFIX = "hf:"
 FAMILY = "hf-lm"
-KINDS = ("laplacian", "mixed")
 
 
 @dataclass
@@ -49,17 +49,17 @@ class HFLMConfig:
 
     source: str = ""
     n_laplacian: int = 0
-    head_kind: str = "laplacian"
-    mixed_init: str = "laplacian"
+    head_kind: str = LAPLACIAN
+    mixed_init: str = LAPLACIAN
     vocab_size: int = 0
     block_size: int = 256
     attn_implementation: str = "sdpa"
 
     def validate(self) -> None:
         check_source(self.source)
-        check_choice("head_kind", self.head_kind, KINDS)
-        check_choice("mixed_init", self.mixed_init, ("laplacian", "attention"))
-        check_positive("n_laplacian", self.n_laplacian, allow_zero=True)
+        check_choice("head_kind", self.head_kind, SELECTED_KINDS)
+        check_choice("mixed_init", self.mixed_init, MIXED_INITS)
+        check_positive("n_laplacian", self.n_laplacian, allow_zero=True)  # ≤ H: once loaded
         check_positive("vocab_size", self.vocab_size, allow_zero=True)
         check_positive("block_size", self.block_size)
         saved = _saved_config(self.source)

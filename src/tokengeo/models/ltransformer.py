@@ -34,6 +34,7 @@ from tokengeo.checks import check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.models.config import EncoderConfig
 from tokengeo.models.transformer import TokengeoModel, check_length, mask_with_prefix
+from tokengeo.nn.heads import MIXED
 from tokengeo.nn.lblock import LBlock
 from tokengeo.nn.lposition import SlicePositionalEncoding, check_alpha
 from tokengeo.nn.lproduct import SliceLayerNorm, slices_to_tokens, tokens_to_slices
@@ -105,7 +106,7 @@ def encoder_parameter_count(cfg: LTransformerConfig) -> int:
     per_slice = 4 * d_s**2 + 2 * d_s * h + 2 * d_s
     if cfg.bias:
         per_slice += 5 * d_s + h + 2 * d_s
-    mixed = sum(kinds.count("mixed") for kinds in cfg.head_kinds())
+    mixed = sum(kinds.count(MIXED) for kinds in cfg.head_kinds())
     transform = cfg.p * (cfg.p - 1) // 2 if cfg.transform.startswith("learnable") else 0
     return cfg.p * (cfg.n_layers * per_slice + 2 * mixed) + transform
 

@@ -8,15 +8,16 @@ P replaced by I − P for Laplacian heads; :class:`~tokengeo.nn.heads.HeadKinds`
   the attention graph acting on the values (heat-diffusion smoothing);
 * mixed      learnable (a, b), initialised as attention or Laplacian.
 
-:func:`attend` computes ``P V`` with ``F.scaled_dot_product_attention`` and combines it
-with V: a Laplacian head costs one subtraction and never builds the T×T matrix I − P.
-When the pattern is hooked it materialises P, shows it to the hook and uses what the hook
-returns (TransformerLens semantics: an edited pattern is the one applied to V).
+The maths, read top to bottom, is :mod:`tokengeo.nn.reference`; here
+:meth:`HeadAttention.attend` computes the same with a fused kernel chosen once per input
+signature (:mod:`tokengeo.nn.laplacian_sdpa`): a Laplacian head costs one subtraction and
+never builds the T×T matrix I − P. When the pattern is hooked it materialises P, shows it
+to the hook and uses what the hook returns (TransformerLens semantics: an edited pattern is
+the one applied to V).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -27,9 +28,20 @@ from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
 from tokengeo.nn.config import BlockConfig
 from tokengeo.nn.heads import HeadKinds
-from tokengeo.nn.laplacian_sdpa import laplacian_attention
+from tokengeo.nn.laplacian_sdpa import (
+    KERNELS,
+    KernelPlan,
+    autocast_inputs,
+    plan_kernel,
+    run_plan,
+)
+from tokengeo.nn.reference import attention_pattern, attention_reference
+
+__all__ = ["ATTENTION_HOOKS", "HeadAttention", "MultiHeadAttention", "attention_pattern",
+           "attention_reference", "build_attn_mask"]
 
 ATTENTION_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z")
+MAX_PLANS = 256  # kernel plans a module keeps (one per input signature)
 
 
 def build_attn_mask(
@@ -59,85 +71,81 @@ def build_attn_mask(
     return (tril & keep[:, None, None, :]) | eye, False  # (B, 1, T, T)
 
 
-def attention_pattern(
-    q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None = None,
-    is_causal: bool = False,
-) -> torch.Tensor:
-    """P = softmax(QKᵀ/√Dh) with masked keys at −∞; q, k (N, H, T, Dh) -> (N, H, T, T)."""
-    T, Dh = q.shape[-2], q.shape[-1]
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(Dh)  # (N, H, T, T)
-    if is_causal:
-        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    return scores.softmax(dim=-1)
+def _mask_signature(attn_mask: torch.Tensor | None) -> tuple | None:
+    if attn_mask is None:
+        return None
+    return attn_mask.dtype, attn_mask.requires_grad, attn_mask.device
 
 
-def attention_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    coef_a: torch.Tensor,
-    coef_b: torch.Tensor,
-    attn_mask: torch.Tensor | None = None,
-    is_causal: bool = False,
-    dropout_p: float = 0.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Slow reference: materialise P and return (a V + b P V, P).
+class HeadAttention(HeadKinds):
+    """Head kinds plus the choice of kernel that computes them, made once per module.
 
-    q, k, v: (B, H, T, Dh); coef_a, coef_b: (H,). Dropout (if any) acts on P, as in SDPA;
-    the returned pattern is P before dropout.
+    :meth:`attend` gives the per-head outputs ``z = a V + b P V``. Its kernel
+    (:func:`~tokengeo.nn.laplacian_sdpa.plan_kernel`) is chosen the first time the module
+    sees an input signature (device, dtype, shape, mask kind, causality, dropout, autocast,
+    packed or not) and kept, so a call costs a dictionary lookup, not a planning step.
+    ``kernel`` (``auto``, ``lean``, ``compose``, ``triton``) is the benchmark's handle on it.
     """
-    pattern = attention_pattern(q, k, attn_mask, is_causal)  # (B, H, T, T)
-    p = F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern
-    out = coef_a.view(1, -1, 1, 1) * v + coef_b.view(1, -1, 1, 1) * (p @ v)
-    return out, pattern
+
+    def __init__(self, *args, kernel: str = "auto", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.set_kernel(kernel)
+
+    def set_kernel(self, kernel: str) -> None:
+        """Choose the kernel by name (see :data:`~tokengeo.nn.laplacian_sdpa.KERNELS`)."""
+        if kernel not in KERNELS:
+            raise ConfigError(f"kernel={kernel!r} is not valid; choose one of {list(KERNELS)}")
+        self.kernel = kernel
+        self._plans: dict[tuple, KernelPlan] = {}
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
+        attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
+        edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        qkv: torch.Tensor | None = None, z_watched: bool = False,
+    ) -> torch.Tensor:
+        """Per-head outputs z = a V + b P V; q, k, v and z are (N, T, H, Dh).
+
+        ``edit_pattern``: P (N, H, T, T) is materialised and what ``edit_pattern(P)``
+        returns multiplies V (after attention dropout), so a hook that replaces the pattern
+        changes the output. ``qkv``: the (N, T, 3, H, Dh) tensor q, k, v are ``unbind(2)``
+        of, when nothing watches their gradients (one gradient written for it).
+        ``z_watched``: a hook sees z and may edit it in place, so z is not the buffer the
+        lean kernel saves for its backward.
+        """
+        qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (N, H, T, Dh)
+        if edit_pattern is not None:
+            pattern = edit_pattern(attention_pattern(qh, kh, attn_mask, is_causal))
+            pv = (F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern) @ vh
+            return self.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
+        if not self.uses_values() or (self.mix_coef is not None and self.mix_coef.dim() == 3):
+            pv = F.scaled_dot_product_attention(  # standard heads, or per-slice mixed (a, b)
+                qh, kh, vh, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+            return self.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
+        a, b = self.head_coefficients()  # (H,) each
+        qh, kh, vh, attn_mask = autocast_inputs(qh, kh, vh, attn_mask)
+        packed = qkv is not None and qkv.requires_grad and qkv.dtype == qh.dtype
+        grad = torch.is_grad_enabled()
+        key = (qh.device, qh.dtype, qh.shape, _mask_signature(attn_mask), is_causal,
+               dropout_p > 0, packed, z_watched and grad)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= MAX_PLANS:  # e.g. decoding, one length after another
+                self._plans.clear()
+            kernel = "compose" if z_watched and grad else self.kernel
+            plan = self._plans[key] = plan_kernel(
+                qh, kh, vh, runs=self.head_runs, attn_mask=attn_mask, is_causal=is_causal,
+                dropout_p=dropout_p, kernel=kernel, packed=packed)
+        return run_plan(plan, qh, kh, vh, a, b, attn_mask=attn_mask, is_causal=is_causal,
+                        dropout_p=dropout_p, scale=None, qkv=qkv if plan.packed else None)
 
 
-def attend(
-    heads: HeadKinds,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    attn_mask: torch.Tensor | None,
-    is_causal: bool,
-    dropout_p: float,
-    edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    lean: bool = True,
-    qkv: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Per-head outputs z = a V + b P V of ``heads``; q, k, v and z are (N, T, H, Dh).
-
-    Without ``edit_pattern`` P V comes from the fused kernel. With it, P (N, H, T, T) is
-    materialised, ``edit_pattern(P)`` is what multiplies V (after attention dropout), so a
-    hook that replaces the pattern changes the output.
-
-    Layers with Laplacian or mixed heads, when gradients are recorded and ``lean`` (the
-    caller does not expose z to a hook that might edit it in place), go through
-    :func:`~tokengeo.nn.laplacian_sdpa.laplacian_attention`, which keeps only what standard
-    attention keeps for the backward (same numbers, standard attention's memory).
-    ``qkv``: the (N, T, 3, H, Dh) tensor q, k, v are ``unbind(2)`` of, when nothing
-    watches their gradients; that path then writes one gradient for it (fewer passes).
-    """
-    qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))  # (N, H, T, Dh)
-    if edit_pattern is not None:
-        pattern = edit_pattern(attention_pattern(qh, kh, attn_mask, is_causal))
-        pv = (F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern) @ vh
-        return heads.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
-    if lean and heads.uses_values() and torch.is_grad_enabled():
-        a, b = heads.head_coefficients()
-        if a.dim() == 1:  # per-slice mixed coefficients ((p, H)) take the composition
-            return laplacian_attention(qh, kh, vh, a, b, attn_mask=attn_mask,
-                                       is_causal=is_causal, dropout_p=dropout_p,
-                                       head_kinds=heads.head_kinds, qkv=qkv)
-    pv = F.scaled_dot_product_attention(
-        qh, kh, vh, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
-    )  # (N, H, T, Dh)
-    return heads.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
+def active(point: HookPoint) -> bool:
+    """Whether a hook is attached (``HookPoint.is_active`` without a method call)."""
+    return bool(point._forward_hooks or point._forward_pre_hooks)
 
 
-class MultiHeadAttention(HeadKinds):
+class MultiHeadAttention(HeadAttention):
     """Self-attention with per-head kinds (``attention`` / ``laplacian`` / ``mixed``).
 
     Parameters are laid out as in nanoGPT: ``qkv`` (d → 3d, columns ``[q | k | v]``, each
@@ -151,11 +159,12 @@ class MultiHeadAttention(HeadKinds):
     """
 
     def __init__(
-        self, cfg: BlockConfig, head_kinds: Sequence[str] | None = None, *, causal: bool = False
+        self, cfg: BlockConfig, head_kinds: Sequence[str] | None = None, *,
+        causal: bool = False, kernel: str = "auto",
     ) -> None:
         if cfg.d_model % cfg.n_heads:
             raise ConfigError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
-        super().__init__(cfg.n_heads, head_kinds, cfg.mixed_init)
+        super().__init__(cfg.n_heads, head_kinds, cfg.mixed_init, kernel=kernel)
         self.d_model, self.head_dim = cfg.d_model, cfg.d_model // cfg.n_heads
         self.causal, self.attn_dropout = causal, cfg.attn_dropout
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
@@ -169,15 +178,18 @@ class MultiHeadAttention(HeadKinds):
     ) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
         B, T, D = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
-        q, k, v = qkv.unbind(dim=2)
-        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)  # each (B, T, H, Dh)
-        if self.hook_q.is_active() or self.hook_k.is_active() or self.hook_v.is_active():
+        q, k, v = qkv.unbind(dim=2)  # each (B, T, H, Dh)
+        if active(self.hook_q) or active(self.hook_k) or active(self.hook_v):
+            q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
             qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         dropout_p = self.attn_dropout if self.training else 0.0
-        edit = self.hook_pattern if self.hook_pattern.is_active() else None
-        lean = not self.hook_z.is_active()
-        z = self.hook_z(attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit, lean, qkv))
+        edit = self.hook_pattern if active(self.hook_pattern) else None
+        z_watched = active(self.hook_z)
+        z = self.attend(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p,
+                        edit_pattern=edit, qkv=qkv, z_watched=z_watched)  # (B, T, H, Dh)
+        if z_watched:
+            z = self.hook_z(z)
         return self.proj_drop(self.proj(z.reshape(B, T, D)))
 
     def extra_repr(self) -> str:

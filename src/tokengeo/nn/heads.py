@@ -3,20 +3,28 @@
 Zhang & Papyan, "Laplacian Heads Improve Transformers by Smoothing Token Representations"
 (arXiv 2602.09297): a Laplacian head replaces the attention matrix P by the random-walk
 graph Laplacian I − P, so it outputs V − P·V. The authors make the *last* k of H heads
-Laplacian in every layer; :func:`choose_heads` also accepts explicit ``{layer: [heads]}``.
+Laplacian in every layer.
 
-This module is the one place for head choice (and its validation rules) and for the
-per-head coefficients and ``combine(v, pv)``; tokengeo's attention, the L-Transformer's
-attention and the Hugging Face adapter (:mod:`tokengeo.models.hf`) all use it.
+This module is the one home of the head vocabulary (:data:`ATTENTION`, :data:`LAPLACIAN`,
+:data:`MIXED`), of each kind's coefficients (a, b) in ``z = a·V + b·P V``, of the head
+choice and its rules (:class:`HeadSpec`), and of the per-head module state and its fast
+``combine(v, pv)`` (:class:`HeadKinds`). tokengeo's attention, the L-Transformer's attention,
+the Hugging Face adapter (:mod:`tokengeo.models.hf`) and the kernels
+(:mod:`tokengeo.nn.laplacian_sdpa`) all read them from here. The readable formula
+``z = a·V + b·P V`` is :func:`tokengeo.nn.reference.mix_heads`.
 
-Rules of a head choice: ``n_laplacian`` is an int in [0, H]; ``heads`` is a dict whose keys
-are layer indices (ints, or strings of digits as JSON/TOML write them) in [0, L) and whose
-values are lists of distinct int head indices in [0, H); not both.
+Rules of a head choice (:meth:`HeadSpec.parse`): ``n_laplacian`` is an int in [0, H] (the
+last k heads of every layer); ``heads`` is a dict whose keys are layer indices (ints, or
+strings of digits as JSON/TOML write them) in [0, L) and whose values are lists of distinct
+int head indices in [0, H), or a list of L such lists (one per layer, as nanochat's
+``laplacian_heads``); not both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -25,15 +33,27 @@ from torch import nn
 from tokengeo.checks import check_choice, is_whole
 from tokengeo.errors import ConfigError
 
-HEAD_KINDS = ("attention", "laplacian", "mixed")
-SELECTED_KINDS = ("laplacian", "mixed")  # what chosen heads may become
+ATTENTION, LAPLACIAN, MIXED = "attention", "laplacian", "mixed"
+HEAD_KINDS = (ATTENTION, LAPLACIAN, MIXED)
+SELECTED_KINDS = (LAPLACIAN, MIXED)  # what chosen heads may become
 
 # Output of head h is a_h * V + b_h * (P V); these are the fixed (a, b) of each kind and the
 # two initialisations offered for the learnable "mixed" kind.
-KIND_COEFFICIENTS = {"attention": (0.0, 1.0), "laplacian": (1.0, -1.0)}
-MIXED_INITS = ("attention", "laplacian")
+KIND_COEFFICIENTS = {ATTENTION: (0.0, 1.0), LAPLACIAN: (1.0, -1.0)}
+MIXED_INITS = (ATTENTION, LAPLACIAN)
 
 HeadChoice = dict[int, list[int]]  # layer index -> sorted, distinct head indices
+
+
+def kind_coefficients(kind: str) -> tuple[float, float]:
+    """(a, b) of a fixed kind (``attention`` or ``laplacian``): head output a·V + b·P V."""
+    check_choice("head kind", kind, tuple(KIND_COEFFICIENTS))
+    return KIND_COEFFICIENTS[kind]
+
+
+def kind_of(a: float, b: float) -> str:
+    """The kind whose fixed coefficients are exactly (a, b); ``mixed`` for any other pair."""
+    return next((k for k, ab in KIND_COEFFICIENTS.items() if ab == (a, b)), MIXED)
 
 
 def check_n_laplacian(k: Any, n_heads: int) -> int:
@@ -69,8 +89,12 @@ def _layer_index(key: Any, n_layers: int) -> int:
     return layer
 
 
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
 def _head_list(layer: int, indices: Any, n_heads: int) -> list[int]:
-    if isinstance(indices, str | bytes) or not isinstance(indices, Sequence):
+    if not _is_list(indices):
         raise ConfigError(f"heads[{layer}]={indices!r} must be a list of head indices")
     for head in indices:
         if not is_whole(head):
@@ -88,9 +112,18 @@ def _head_list(layer: int, indices: Any, n_heads: int) -> list[int]:
 
 
 def check_head_lists(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
-    """Validate ``{layer: [head indices]}`` (rules in the module docstring)."""
+    """Validate ``{layer: [head indices]}`` or one list per layer (module docstring rules)."""
+    shape = "a dict {layer: [head indices]} or one list of head indices per layer"
+    if _is_list(heads) and not all(_is_list(indices) for indices in heads):
+        raise ConfigError(f"heads={heads!r} must be {shape}")
+    if _is_list(heads):
+        if len(heads) != n_layers:
+            raise ConfigError(
+                f"heads has {len(heads)} per-layer lists but the model has {n_layers} layers; "
+                "give one list per layer or a dict {layer: [head indices]}")
+        heads = dict(enumerate(heads))
     if not isinstance(heads, Mapping):
-        raise ConfigError(f"heads={heads!r} must be a dict {{layer: [head indices]}}")
+        raise ConfigError(f"heads={heads!r} must be {shape}")
     chosen: HeadChoice = {}
     for key, indices in heads.items():
         layer = _layer_index(key, n_layers)
@@ -100,43 +133,81 @@ def check_head_lists(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
     return chosen
 
 
-def choose_heads(
-    n_layers: int, n_heads: int, *, n_laplacian: int | None = None, heads: Any = None
-) -> HeadChoice:
-    """The chosen heads per layer, ``{layer: [heads]}`` sorted, layers without any left out.
+@dataclass(frozen=True)
+class HeadSpec:
+    """Which heads of an ``n_layers`` × ``n_heads`` model are of which kind, parsed once.
 
-    ``n_laplacian=k``: the last k heads of every layer (Zhang & Papyan); ``heads``: explicit
-    lists. ``n_laplacian`` of None or 0 with ``heads`` is fine; a positive k with it is not.
+    ``chosen[layer]``: the sorted chosen heads of that layer, which are ``kind``
+    (``laplacian``, or ``mixed`` with learnt (a, b) initialised as the kind ``mixed_init``);
+    every other head is ``attention``. Build it with :meth:`parse` (the rules in the module
+    docstring); tokengeo's models, the L-Transformer and :func:`tokengeo.models.hf.laplacianize`
+    all do.
     """
-    if heads is not None and n_laplacian:
-        raise ConfigError(
-            "pass either n_laplacian=k (the last k heads of every layer) or "
-            "heads={layer: [head indices]}, not both"
-        )
-    if heads is None:
-        k = last_k_heads(n_heads, 0 if n_laplacian is None else n_laplacian)
-        chosen = {layer: k for layer in range(n_layers)}
-    else:
-        chosen = check_head_lists(heads, n_layers, n_heads)
-    return {layer: idx for layer, idx in sorted(chosen.items()) if idx}
+
+    n_layers: int
+    n_heads: int
+    chosen: tuple[tuple[int, ...], ...]  # (L,) tuples of head indices
+    kind: str = LAPLACIAN
+    mixed_init: str = LAPLACIAN
+
+    @classmethod
+    def parse(
+        cls, n_layers: int, n_heads: int, *, n_laplacian: Any = None, heads: Any = None,
+        kind: str = LAPLACIAN, mixed_init: str = LAPLACIAN,
+    ) -> HeadSpec:
+        """The spec of ``n_laplacian`` (last k per layer) or ``heads`` (explicit lists).
+
+        ``n_laplacian`` of None or 0 with ``heads`` is fine; a positive k with it is not.
+        Raises :class:`~tokengeo.errors.ConfigError` naming the bad entry and the fix.
+        """
+        check_choice("head_kind", kind, SELECTED_KINDS)
+        check_choice("mixed_init", mixed_init, MIXED_INITS)
+        if heads is not None and n_laplacian is not None and n_laplacian != 0:
+            raise ConfigError(
+                "pass either n_laplacian=k (the last k heads of every layer) or "
+                "heads={layer: [head indices]}, not both"
+            )
+        if heads is None:
+            k = last_k_heads(n_heads, 0 if n_laplacian is None else n_laplacian)
+            by_layer = dict.fromkeys(range(n_layers), k)
+        else:
+            by_layer = check_head_lists(heads, n_layers, n_heads)
+        chosen = tuple(tuple(by_layer.get(layer, ())) for layer in range(n_layers))
+        return cls(n_layers, n_heads, chosen, kind, mixed_init)
+
+    def layer_kinds(self, layer: int) -> tuple[str, ...]:
+        """The (H,) kinds of one layer's heads."""
+        chosen = self.chosen[layer]
+        return tuple(self.kind if h in chosen else ATTENTION for h in range(self.n_heads))
+
+    def kinds(self) -> list[tuple[str, ...]]:
+        """Per-layer tuples of head kinds."""
+        return [self.layer_kinds(layer) for layer in range(self.n_layers)]
+
+    def choice(self) -> HeadChoice:
+        """``{layer: [heads]}`` of the layers with chosen heads (sorted; others left out)."""
+        return {layer: list(idx) for layer, idx in enumerate(self.chosen) if idx}
+
+    @property
+    def n_chosen(self) -> int:
+        return sum(len(idx) for idx in self.chosen)
+
+
+def choose_heads(
+    n_layers: int, n_heads: int, *, n_laplacian: Any = None, heads: Any = None
+) -> HeadChoice:
+    """The chosen heads per layer, ``{layer: [heads]}`` sorted, layers without any left out
+    (:meth:`HeadSpec.parse`'s rules)."""
+    return HeadSpec.parse(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads).choice()
 
 
 def resolve_head_kinds(
-    n_layers: int,
-    n_heads: int,
-    *,
-    n_laplacian: int | None = 0,
-    heads: Any = None,
-    kind: str = "laplacian",
+    n_layers: int, n_heads: int, *, n_laplacian: Any = 0, heads: Any = None,
+    kind: str = LAPLACIAN,
 ) -> list[tuple[str, ...]]:
-    """Per-layer tuples of head kinds: the chosen heads (:func:`choose_heads`) become
-    ``kind`` (``"laplacian"`` or ``"mixed"``), the others stay ``"attention"``."""
-    check_choice("kind", kind, SELECTED_KINDS)
-    chosen = choose_heads(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads)
-    return [
-        tuple(kind if h in chosen.get(layer, ()) else "attention" for h in range(n_heads))
-        for layer in range(n_layers)
-    ]
+    """Per-layer tuples of head kinds (:meth:`HeadSpec.parse`, then :meth:`HeadSpec.kinds`)."""
+    return HeadSpec.parse(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads,
+                          kind=kind).kinds()
 
 
 def check_head_kinds(kinds: Sequence[str], n_heads: int) -> tuple[str, ...]:
@@ -147,6 +218,65 @@ def check_head_kinds(kinds: Sequence[str], n_heads: int) -> tuple[str, ...]:
         if k not in HEAD_KINDS:
             raise ConfigError(f"head kind {k!r} is not valid; choose one of {list(HEAD_KINDS)}")
     return kinds
+
+
+@dataclass(frozen=True)
+class HeadRuns:
+    """Maximal runs of consecutive heads of one kind: ``((start, stop, kind), ...)``; the
+    kernels work run by run (one op per run, not per head)."""
+
+    runs: tuple[tuple[int, int, str], ...]
+
+    @classmethod
+    def of(cls, head_kinds: Sequence[str]) -> HeadRuns:
+        runs: list[tuple[int, int, str]] = []
+        for h, kind in enumerate(head_kinds):
+            if runs and runs[-1][2] == kind:
+                runs[-1] = (runs[-1][0], h + 1, kind)
+            else:
+                runs.append((h, h + 1, kind))
+        return cls(tuple(runs))
+
+    @property
+    def n_heads(self) -> int:
+        return self.runs[-1][1] if self.runs else 0
+
+    @cached_property
+    def mixed(self) -> tuple[tuple[int, int], ...]:
+        return tuple((h0, h1) for h0, h1, kind in self.runs if kind == MIXED)
+
+    def mixed_position(self, h: int) -> int:
+        """Index of mixed head ``h`` among the mixed heads."""
+        return sum(min(h1, h) - h0 for h0, h1 in self.mixed if h0 < h)
+
+    @cached_property
+    def all_attention(self) -> bool:
+        return all(kind == ATTENTION for *_, kind in self.runs)
+
+    @property
+    def uses_values(self) -> bool:
+        """Whether some head's output involves V itself (a Laplacian or mixed head)."""
+        return not self.all_attention
+
+
+def head_runs(
+    coef_a: torch.Tensor, coef_b: torch.Tensor, head_kinds: Sequence[str] | None = None
+) -> HeadRuns:
+    """Group heads into runs of one kind, from ``head_kinds`` or else from the values.
+
+    With ``head_kinds`` the caller promises that ``attention`` / ``laplacian`` heads have
+    the fixed (a, b) of their kind (no host read); without it the (H,) coefficients are
+    read (one small device-to-host copy) and a head is attention / Laplacian when its
+    values are exactly (0, 1) / (1, −1), mixed otherwise (:func:`kind_of`).
+    """
+    if head_kinds is None:
+        pairs = zip(coef_a.tolist(), coef_b.tolist(), strict=True)
+        head_kinds = [kind_of(a, b) for a, b in pairs]
+    elif len(head_kinds) != coef_a.shape[0] or set(head_kinds) - set(HEAD_KINDS):
+        raise ConfigError(
+            f"head_kinds={tuple(head_kinds)!r} must give one of {list(HEAD_KINDS)} for each "
+            f"of the {coef_a.shape[0]} heads")
+    return HeadRuns.of(head_kinds)
 
 
 class HeadKinds(nn.Module):
@@ -167,19 +297,23 @@ class HeadKinds(nn.Module):
         self,
         n_heads: int,
         kinds: Sequence[str] | None = None,
-        mixed_init: str = "laplacian",
+        mixed_init: str = LAPLACIAN,
         *,
         slices: int | None = None,
     ) -> None:
         super().__init__()
         self.n_heads = n_heads
-        self.head_kinds = check_head_kinds(kinds or ("attention",) * n_heads, n_heads)
+        self.head_kinds = check_head_kinds(kinds or (ATTENTION,) * n_heads, n_heads)
         fixed = [KIND_COEFFICIENTS.get(k, (0.0, 0.0)) for k in self.head_kinds]
         self.register_buffer("coef_fixed", torch.tensor(fixed), persistent=False)  # (H, 2)
-        lap = torch.tensor([k == "laplacian" for k in self.head_kinds])
+        # the same split per coefficient: what the kernels read at every call
+        self.register_buffer("fixed_a", self.coef_fixed[:, 0].clone(), persistent=False)  # (H,)
+        self.register_buffer("fixed_b", self.coef_fixed[:, 1].clone(), persistent=False)  # (H,)
+        self.head_runs = HeadRuns.of(self.head_kinds)
+        lap = torch.tensor([k == LAPLACIAN for k in self.head_kinds])
         self.register_buffer("laplacian_mask", lap, persistent=False)  # (H,)
-        self.n_laplacian = self.head_kinds.count("laplacian")
-        mixed = [h for h, k in enumerate(self.head_kinds) if k == "mixed"]
+        self.n_laplacian = self.head_kinds.count(LAPLACIAN)
+        mixed = [h for h, k in enumerate(self.head_kinds) if k == MIXED]
         self.register_buffer("mixed_index", torch.tensor(mixed, dtype=torch.long),
                              persistent=False)
         self.mix_coef = None
@@ -191,10 +325,10 @@ class HeadKinds(nn.Module):
     def head_coefficients(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(a, b): head h (of slice k) outputs a_h V + b_h P V; each (H,), or (p, H) for
         per-slice mixed heads."""
-        coef = self.coef_fixed  # (H, 2)
-        if self.mix_coef is not None:
-            coef = coef.expand(*self.mix_coef.shape[:-2], -1, -1).clone()  # ([p,] H, 2)
-            coef[..., self.mixed_index, :] = self.mix_coef.to(coef.dtype)
+        if self.mix_coef is None:
+            return self.fixed_a, self.fixed_b
+        coef = self.coef_fixed.expand(*self.mix_coef.shape[:-2], -1, -1).clone()  # ([p,] H, 2)
+        coef[..., self.mixed_index, :] = self.mix_coef.to(coef.dtype)
         return coef[..., 0], coef[..., 1]
 
     def uses_values(self) -> bool:
@@ -203,7 +337,9 @@ class HeadKinds(nn.Module):
 
     def combine(self, v: torch.Tensor, pv: torch.Tensor) -> torch.Tensor:
         """``a_h V + b_h P V`` from V and P V, both (N, T, H, Dh) (with p slices: N = p·B,
-        slice-major). A Laplacian head costs one subtraction; I − P is never built."""
+        slice-major). A Laplacian head costs one subtraction; I − P is never built.
+
+        A fast path of :func:`tokengeo.nn.reference.mix_heads` (tested against it)."""
         if self.mix_coef is not None:
             a, b = self.head_coefficients()  # (H,) or (p, H)
             if a.dim() == 1:

@@ -9,7 +9,8 @@ ordinary multi-head attention with its own weights of width d_s,
 The p slices × H heads are p·H independent heads, so one ``scaled_dot_product_attention``
 call with batch p·B computes all of them, and the projections are :class:`SliceLinear`
 batched matmuls. Head kinds (Zhang & Papyan, arXiv 2602.09297) apply within each slice:
-the same per-head kinds in every slice, through :class:`~tokengeo.nn.heads.HeadKinds`; a
+the same per-head kinds (:mod:`tokengeo.nn.heads`) in every slice, through
+:class:`~tokengeo.nn.attention.HeadAttention`; a
 ``mixed`` head has its own learnt (a, b) in every slice.
 
 Hook points (head index ``k·H + h``, slice-major; all in the transform domain), each
@@ -28,9 +29,8 @@ from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
-from tokengeo.nn.attention import ATTENTION_HOOKS, attend, build_attn_mask
+from tokengeo.nn.attention import ATTENTION_HOOKS, HeadAttention, active, build_attn_mask
 from tokengeo.nn.config import SliceBlockConfig
-from tokengeo.nn.heads import HeadKinds
 from tokengeo.nn.lproduct import Affine, SliceLinear
 
 
@@ -58,7 +58,7 @@ def tokens_to_pattern(pattern: torch.Tensor, p: int) -> torch.Tensor:
     return pattern.view(B, p, PH // p, T, S).transpose(0, 1).reshape(p * B, PH // p, T, S)
 
 
-class LMultiHeadAttention(HeadKinds):
+class LMultiHeadAttention(HeadAttention):
     """Self-attention of p slices × H heads of width D_h = d_s / H, with per-head kinds.
 
     Parameters: ``qkv`` (p, d_s, 3·d_s), columns ``[q | k | v]`` each head-major (H, D_h)
@@ -68,12 +68,12 @@ class LMultiHeadAttention(HeadKinds):
 
     def __init__(
         self, cfg: SliceBlockConfig, head_kinds: Sequence[str] | None = None, *,
-        causal: bool = False,
+        causal: bool = False, kernel: str = "auto",
     ) -> None:
         p, d_slice = cfg.p, cfg.d_model // cfg.p
         if d_slice % cfg.n_heads:
             raise ConfigError(f"d_slice={d_slice} is not divisible by n_heads={cfg.n_heads}")
-        super().__init__(cfg.n_heads, head_kinds, cfg.mixed_init, slices=p)
+        super().__init__(cfg.n_heads, head_kinds, cfg.mixed_init, slices=p, kernel=kernel)
         self.p, self.d_slice, self.head_dim = p, d_slice, d_slice // cfg.n_heads
         self.causal, self.attn_dropout = causal, cfg.attn_dropout
         self.qkv = SliceLinear(p, d_slice, 3 * d_slice, bias=cfg.bias)
@@ -92,21 +92,26 @@ class LMultiHeadAttention(HeadKinds):
         """
         P, B, T, _ = x.shape
         qkv = self.qkv(x, in_affine).view(P * B, T, 3, self.n_heads, self.head_dim)
-        q, k, v = (self._hook(hp, t) for hp, t in
-                   zip((self.hook_q, self.hook_k, self.hook_v), qkv.unbind(dim=2), strict=True))
+        q, k, v = qkv.unbind(dim=2)  # each (P·B, T, H, Dh)
+        if active(self.hook_q) or active(self.hook_k) or active(self.hook_v):
+            q, k, v = (self._hook(hp, t) for hp, t in
+                       zip((self.hook_q, self.hook_k, self.hook_v), (q, k, v), strict=True))
+            qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         if attn_mask is not None:
             attn_mask = attn_mask.repeat(P, 1, 1, 1)  # (P·B, 1, 1 or T, T), slice-major
         dropout_p = self.attn_dropout if self.training else 0.0
-        edit = self._edit_pattern if self.hook_pattern.is_active() else None
-        lean = not self.hook_z.is_active()
-        z = attend(self, q, k, v, attn_mask, is_causal, dropout_p, edit, lean)  # (P·B, T, H, Dh)
-        z = self._hook(self.hook_z, z)
+        edit = self._edit_pattern if active(self.hook_pattern) else None
+        z_watched = active(self.hook_z)
+        z = self.attend(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p,
+                        edit_pattern=edit, qkv=qkv, z_watched=z_watched)  # (P·B, T, H, Dh)
+        if z_watched:
+            z = self._hook(self.hook_z, z)
         return self.proj_drop(self.proj(z.reshape(P, B, T, self.d_slice)))
 
     def _hook(self, point: HookPoint, t: torch.Tensor) -> torch.Tensor:
         """Show ``t`` (p·B, T, H, Dh) to ``point`` as (B, T, p·H, Dh); a no-op when unhooked."""
-        if not point.is_active():
+        if not active(point):
             return t
         return tokens_to_heads(point(heads_to_tokens(t, self.p)), self.p)
 

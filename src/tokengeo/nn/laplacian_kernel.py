@@ -1,0 +1,239 @@
+"""The memory-lean Laplacian attention kernel: an autograd Function around fused SDPA.
+
+Head ``h`` outputs ``z_h = a_h V_h + b_h P_h V_h`` (Zhang & Papyan, arXiv 2602.09297, Eq. 2
+with P replaced by I − P for Laplacian heads; the reference is
+:func:`tokengeo.nn.reference.mix_heads`). The plain composition ``pv = SDPA(q, k, v)`` then
+``z = a V + b pv`` keeps two full tensors alive for the backward (SDPA's output ``pv`` and
+``z``). :class:`LaplacianSDPA` writes ``z`` in place into the SDPA output buffer and saves
+only q, k, v, z (the input of the output projection, kept anyway), the softmax log-sum-exp
+and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA kernel's
+``out``), head-wise
+
+    P V = z            for attention heads,
+    P V = V − z        for Laplacian heads,
+    P V = saved copy   for mixed heads.
+
+Where P V goes in the backward:
+
+* packed (B, T, 3, H, Dh) ``qkv`` given (tokengeo's attention), CPU: into the v slot of
+  qkv's gradient, which the kernel reads before dv is written over it; no buffer beyond
+  the gradient itself. CUDA: into a buffer of its own, freed before qkv's gradient is
+  allocated (the CUDA kernels need ``out`` in their own layout). torch's kernels take no
+  ``out=`` and return dq, dk, dv as three new tensors, as in standard attention's
+  backward, whose ``unbind`` then stacks them into qkv's gradient: the same peak.
+* otherwise, CPU: into z's own buffer, restored exactly after (:mod:`tokengeo.nn.pv_roundtrip`);
+* otherwise, CUDA: into one new buffer, one pass, no host sync.
+
+The kernel is linear in its ``grad_out`` and independent per head: it is called with
+``dz`` itself and its results are scaled by ``b_h`` afterwards (calling it with ``b ∘ dz``
+would need a full copy of ``dz``); then ``dV += a ∘ dz``, ``da_h = Σ dz_h·V_h``,
+``db_h = Σ dz_h·(P V)_h``. With the packed ``qkv`` that scaling is written straight into
+qkv's gradient (the copy ``unbind``'s backward would make anyway).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tokengeo.nn.heads import ATTENTION, LAPLACIAN, MIXED, HeadRuns
+from tokengeo.nn.pv_roundtrip import with_pv_in_z
+from tokengeo.nn.sdpa_ops import sdpa_backward, sdpa_forward
+
+
+def compose(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, coef_a: torch.Tensor,
+    coef_b: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+    dropout_p: float = 0.0, scale: float | None = None, runs: HeadRuns | None = None,
+) -> torch.Tensor:
+    """The plain composition in autograd: ``a V + b SDPA(q, k, v)`` as (B, T, H, Dh).
+
+    q, k, v: (B, H, T, Dh). With ``runs`` (the heads' kinds), fixed kinds cost what
+    ``V − SDPA`` costs: attention heads are SDPA's output, Laplacian heads one subtraction
+    (no ``a·V`` and ``b·P V`` temporaries); only mixed heads multiply. Without ``runs``
+    every head takes the general formula; so do all heads when the coefficients require
+    grad (a fixed-kind head's (a, b) then still gets its gradient).
+    """
+    pv = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+    ).transpose(1, 2)  # (B, T, H, Dh)
+    vt = v.transpose(1, 2)  # (B, T, H, Dh)
+    if runs is None or coef_a.requires_grad or coef_b.requires_grad:
+        runs = HeadRuns(((0, q.shape[1], MIXED),))
+    pieces = []
+    for h0, h1, kind in runs.runs:
+        if kind == ATTENTION:
+            pieces.append(pv[:, :, h0:h1])
+        elif kind == LAPLACIAN:
+            pieces.append(vt[:, :, h0:h1] - pv[:, :, h0:h1])
+        else:
+            a, b = coef_a[h0:h1].view(1, 1, -1, 1), coef_b[h0:h1].view(1, 1, -1, 1)
+            pieces.append(torch.addcmul(a * vt[:, :, h0:h1], b, pv[:, :, h0:h1]))
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)
+
+
+def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
+    """Heads h0:h1 of ``t`` along ``dim``: ``t`` itself when that is all of them (one
+    slicing op less per tensor per call, which small models notice)."""
+    if h0 == 0 and h1 == t.shape[dim]:
+        return t
+    return t.narrow(dim, h0, h1 - h0)
+
+
+def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
+    """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
+    for h0, h1, kind in runs.runs:
+        zr, vr = _heads(z, h0, h1), _heads(v, h0, h1)  # (B, T, h, Dh)
+        if kind == LAPLACIAN:
+            torch.sub(vr, zr, out=zr)
+        elif kind == MIXED:
+            zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
+
+
+def _pv_into(dst, z, v, pv_mixed, runs: HeadRuns) -> None:
+    """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh)."""
+    for h0, h1, kind in runs.runs:
+        out = _heads(dst, h0, h1)
+        if kind == ATTENTION:
+            out.copy_(_heads(z, h0, h1))
+        elif kind == LAPLACIAN:
+            torch.sub(_heads(v, h0, h1), _heads(z, h0, h1), out=out)
+        else:
+            m0 = runs.mixed_position(h0)
+            out.copy_(pv_mixed[:, :, m0:m0 + h1 - h0])
+
+
+def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
+    """da_h = Σ g_h·V_h, db_h = Σ g_h·P V_h over batch, tokens, dims; all (B, H, T, Dh)."""
+    da = torch.stack([(g[i] * v[i]).sum((1, 2)) for i in range(g.shape[0])]).sum(0)
+    db = torch.stack([(g[i] * pv[i]).sum((1, 2)) for i in range(g.shape[0])]).sum(0)
+    return da, db
+
+
+def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
+    """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), into ``outs``.
+
+    The SDPA backward is linear in grad_out and independent per head, so this turns its
+    results ``grads`` = (dq, dk, dv) for grad_out = g into those for grad_out = b g, plus
+    the identity part a g. ``outs`` (default: ``grads``, in place) may be views of another
+    buffer (the packed qkv gradient): then attention heads are copied, and every element
+    is read and written once either way.
+    """
+    outs = grads if outs is None else outs
+    for h0, h1, kind in runs.runs:
+        sq, sk, sv = (_heads(t, h0, h1, 1) for t in grads)  # (B, h, T, Dh)
+        oq, ok, ov = (_heads(t, h0, h1, 1) for t in outs)
+        if kind == ATTENTION:
+            if outs is not grads:
+                for o, t in ((oq, sq), (ok, sk), (ov, sv)):
+                    o.copy_(t)
+        elif kind == LAPLACIAN:
+            torch.neg(sq, out=oq)
+            torch.neg(sk, out=ok)
+            torch.sub(_heads(g, h0, h1, 1), sv, out=ov)
+        else:
+            bh, ah = b[h0:h1].view(1, -1, 1, 1), a[h0:h1].view(1, -1, 1, 1)
+            torch.mul(sq, bh, out=oq)
+            torch.mul(sk, bh, out=ok)
+            torch.mul(sv, bh, out=ov).addcmul_(ah, _heads(g, h0, h1, 1))
+
+
+def heads_of(qkv: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """q, k, v (B, H, T, Dh) views of a packed (B, T, 3, H, Dh) tensor."""
+    return tuple(x.transpose(1, 2) for x in qkv.unbind(2))
+
+
+class LaplacianSDPA(torch.autograd.Function):
+    """z = a V + b SDPA(q, k, v), saving q, k, v, z, the log-sum-exp and mixed heads' P V."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, a, b, attn_mask, is_causal, scale, runs, backend, qkv):
+        # qkv (B, T, 3, H, Dh) or None: when given, q, k, v are its (detached) views and
+        # the gradient goes to it.
+        out, saved, extra = sdpa_forward(backend, q, k, v, attn_mask, is_causal, scale)
+        z = out.transpose(1, 2)  # (B, T, H, Dh): contiguous for the CPU kernel
+        if not z.is_contiguous():
+            z = z.contiguous()
+        vt = v.transpose(1, 2)  # (B, T, H, Dh)
+        pv_mixed = None
+        if runs.mixed:  # (B, T, n_mixed, Dh): P V of the mixed heads, before combining
+            pv_mixed = torch.cat([z[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
+        _combine_in_place(z, vt, a, b, runs)
+        ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *saved)
+        ctx.is_causal, ctx.scale, ctx.runs, ctx.backend = is_causal, scale, runs, backend
+        ctx.extra = extra  # the kernel's ints (max_q, max_k) and undefined tensors
+        return z
+
+    @staticmethod
+    def backward(ctx, dz):
+        q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *saved = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv)
+        if z.is_cuda and not dz.is_contiguous():
+            dz = dz.contiguous()  # the CUDA kernels want grad_out laid out as their output
+        g = dz.transpose(1, 2)  # (B, H, T, Dh)
+        coefs = ctx.needs_input_grad[3] or ctx.needs_input_grad[4]
+
+        def use(pv):  # P V (B, H, T, Dh) -> da, db and SDPA's (dq, dk, dv) for grad_out g
+            da, db = _coef_grads(g, v, pv) if coefs else (None, None)
+            return da, db, sdpa_backward(ctx.backend, g, q, k, v, pv, saved, ctx.extra,
+                                         attn_mask, ctx.is_causal, ctx.scale)
+
+        if qkv is not None and _pv_apart(z):
+            return _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use)
+        if qkv is not None:  # P V goes into the v slot of qkv's gradient, then dv over it
+            dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
+            outs = heads_of(dqkv)  # (B, H, T, Dh) views
+            _pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs)
+            da, db, grads = use(outs[2])
+            _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
+            return None, None, None, da, db, None, None, None, None, None, dqkv
+        if not _pv_apart(z):
+            da, db, grads = with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
+        else:  # one pass into a new buffer: no host read per block on a GPU
+            pv = torch.empty_like(z)  # (B, T, H, Dh)
+            _pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
+            da, db, grads = use(pv.transpose(1, 2))
+            del pv
+        _scale_grads(grads, g, a, b, ctx.runs)
+        return *grads, da, db, None, None, None, None, None, None
+
+
+def _pv_apart(z: torch.Tensor) -> bool:
+    """Whether the backward writes P V into a buffer of its own (CUDA: no host reads, the
+    kernels' own layout) rather than into z or qkv's gradient (CPU)."""
+    return z.is_cuda
+
+
+def _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):
+    """The packed backward on CUDA: P V in a buffer of its own, freed before qkv's gradient
+    is allocated, so the peak is standard attention's (dq, dk, dv plus qkv's gradient).
+
+    The CUDA kernels need ``out`` laid out as their forward wrote it: the memory-efficient
+    and cuDNN backwards return NaN in bf16 for a strided view into qkv's gradient, and
+    flash copies it (measured on an H200, torch 2.11).
+    """
+    pv = torch.empty_like(z)  # (B, T, H, Dh), the forward output's layout
+    _pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
+    da, db, grads = use(pv.transpose(1, 2))
+    del pv
+    dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
+    _scale_grads(grads, g, a, b, ctx.runs, outs=heads_of(dqkv))
+    return None, None, None, da, db, None, None, None, None, None, dqkv
+
+
+def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv):
+    """Backward for ``create_graph=True``: differentiate the recomputed composition."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    inputs = [q, k, v, a, b, None, None, None, None, None, qkv]
+    wanted = [i for i, need in enumerate(ctx.needs_input_grad) if need]
+    with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
+        if qkv is not None:
+            q, k, v = heads_of(qkv)
+        z = compose(q, k, v, a, b, attn_mask, ctx.is_causal, 0.0, ctx.scale, ctx.runs)
+        grads = torch.autograd.grad(z, [inputs[i] for i in wanted], dz, create_graph=True)
+    out = [None] * 11
+    for i, g in zip(wanted, grads, strict=True):
+        out[i] = g
+    return tuple(out)
