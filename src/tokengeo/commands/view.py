@@ -123,11 +123,20 @@ def _heads(args: argparse.Namespace):
     from tokengeo.view.payloads import heads_payload
 
     text, source, max_tokens = _read_text(args)  # a bad text is refused before the model loads
+    if not text.strip():
+        raise ConfigError(f"the text ({source}) is empty; give --text 'some words' or --file "
+                          "notes.txt")
     if args.n_laplacian is not None and args.heads is not None:
         raise ConfigError("give --n-laplacian or --heads, not both")
+    heads = parse_heads(args.heads) if args.heads is not None else None
+    _quiet_transformers()  # bad input must stay one line: no load progress bars or warnings
+    from tokengeo.probes.similarity.run import check_model_name
+
+    if not _is_run_folder(args.model):
+        check_model_name(args.model.removeprefix("hf:"))  # before the (slow) load
     vm = load_for_view(args.model)
     if args.n_laplacian is not None or args.heads is not None:
-        _laplacianize(vm, args)
+        _laplacianize(vm, args.n_laplacian, heads, args.heads)
     ids, tokens = encode_text(vm, text, max_tokens)
     maps = extract_heads(vm.model, ids, tokens, model_name=vm.name)
     print(f"{len(tokens)} tokens, {maps.shape[0]} layers x {maps.shape[1]} heads",
@@ -136,7 +145,20 @@ def _heads(args: argparse.Namespace):
     return payload, chunks, f"tokengeo view: {vm.name}"
 
 
-def _laplacianize(vm, args: argparse.Namespace) -> None:
+def _is_run_folder(name: str) -> bool:
+    return not name.startswith("hf:") and (Path(name).expanduser() / "checkpoints").is_dir()
+
+
+def _quiet_transformers() -> None:
+    try:
+        import transformers
+    except ImportError:  # the missing package is named when a model loads
+        return
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _laplacianize(vm, n_laplacian: int | None, heads: dict | None, text: str | None) -> None:
     from tokengeo.probes.capture import is_hf_model
 
     if not is_hf_model(vm.model) or hasattr(vm.model, "blocks"):
@@ -144,15 +166,13 @@ def _laplacianize(vm, args: argparse.Namespace) -> None:
                           "already has its Laplacian heads (set when it was trained)")
     from tokengeo.models.hf import laplacianize
 
-    heads = parse_heads(args.heads) if args.heads is not None else None
-    laplacianize(vm.model, args.n_laplacian, heads=heads)
-    vm.name += f" (laplacianized: {args.heads or f'last {args.n_laplacian} heads per layer'})"
+    laplacianize(vm.model, n_laplacian, heads=heads)
+    vm.name += f" (laplacianized: {text or f'last {n_laplacian} heads per layer'})"
 
 
 def _flow(path: str) -> dict:
     from tokengeo.view.flow import flow_payload, read_flow_json, resimulate
 
     data = read_flow_json(path)
-    print("re-simulating the main run for its token positions ...", file=sys.stderr)
     preset, n_heads, result = resimulate(data)
     return flow_payload(data, preset, n_heads, result)

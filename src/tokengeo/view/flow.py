@@ -82,7 +82,7 @@ def check_same_series(result, recorded: dict) -> None:
                 len(recorded["t"]) != len(got):
             raise ConfigError(f"flow.json's {name} series has another length than its preset "
                               "gives; the file was edited or written by another version")
-        for a, b in zip(want, got):
+        for a, b in zip(want, got, strict=True):
             if a is None and math.isnan(b):
                 continue
             if a is None or not math.isclose(a, b, rel_tol=MATCH_RTOL, abs_tol=1e-12):

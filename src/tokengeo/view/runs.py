@@ -42,7 +42,8 @@ def read_run(folder: str | Path) -> dict:
             current["lines"].append(line)
     sections.append(current)
     out = [{"title": s["title"], "html": f"<h2>{html.escape(s['title'])}</h2>"
-            + markdown_html(s["lines"], root)} for s in sections if any(x.strip() for x in s["lines"])]
+            + markdown_html(s["lines"], root)}
+           for s in sections if any(x.strip() for x in s["lines"])]
     return {"kind": "run", "title": title, "source": str(root), "sections": out,
             "report": "report.html" if (root / "report.html").is_file() else ""}
 

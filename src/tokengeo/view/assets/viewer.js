@@ -557,9 +557,10 @@
       const line = series.mean.map((m, r) => `${r ? "L" : "M"}${tx(r).toFixed(1)},${ty(m).toFixed(1)}`).join("");
       const up = series.mean.map((m, r) => `${r ? "L" : "M"}${tx(r).toFixed(1)},${ty(m + series.std[r]).toFixed(1)}`).join("");
       const down = series.mean.map((m, r) => `L${tx(R - 1 - r).toFixed(1)},${ty(series.mean[R - 1 - r] - series.std[R - 1 - r]).toFixed(1)}`).join("");
-      const tick = (v) => (logY ? "1e" + v.toFixed(1) : fmt(v));
+      const tick = (v) => fmt(logY ? Math.pow(10, v) : v);
       const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">` +
-        `<rect width="${W}" height="${H}" fill="#fff"/><path d="${up}${down}Z" fill="#2a788e" opacity="0.2"/>` +
+        `<rect width="${W}" height="${H}" fill="#fff"/><clipPath id="clip-${key}"><rect x="${L}" y="10" width="${W - L - 10}" height="${H - B - 10}"/></clipPath>` +
+        `<path d="${up}${down}Z" fill="#2a788e" opacity="0.2" clip-path="url(#clip-${key})"/>` +
         `<path d="${line}" fill="none" stroke="#2a788e" stroke-width="1.6"/>` +
         `<line x1="${L}" y1="${H - B}" x2="${W - 10}" y2="${H - B}" stroke="#444"/><line x1="${L}" y1="10" x2="${L}" y2="${H - B}" stroke="#444"/>` +
         `<text x="${L - 4}" y="14" text-anchor="end">${tick(hi)}</text><text x="${L - 4}" y="${H - B}" text-anchor="end">${tick(lo)}</text>` +
