@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tokengeo-installed
 
-.PHONY: run bench test test-slow system lint clean
+.PHONY: run bench test test-slow system lint docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: $(STAMP) system
 
 test-slow: $(STAMP) system
 	$(PY) -m pytest -q -m slow
+
+# the documentation site from docs/ into site/ (offline, strict: a broken link fails it)
+docs: $(STAMP)
+	$(PY) -c 'import mkdocs, material, mkdocstrings_handlers.python' 2>/dev/null || $(PIP) install --quiet -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

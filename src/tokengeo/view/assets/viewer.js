@@ -206,7 +206,6 @@
     const strip = el("div", { id: "tokens" });
     const main = el("div", { id: "main" }, title, el("div", { class: "controls" }, scaleBtn), panelsEl, info, strip);
     app.replaceChildren(hdr, el("div", { id: "layout" }, side, main));
-    st.size = panelSize();
 
     // thumbnails: L rows x H columns, P of each head scaled to its own maximum (max-pooled)
     const grid = el("div", { class: "grid", style: `grid-template-columns: 22px repeat(${D.H}, 40px)` });
@@ -232,6 +231,7 @@
       markSelected();
     });
     side.append(el("div", { class: "muted", style: "margin-bottom:4px", text: "P per head (own max)" }), grid);
+    st.size = panelSize(); // now that the thumbnail column has its width
 
     // token strip: hover a token to highlight its row and column
     TG.tokenSpans = tokens.map((t, i) => {
