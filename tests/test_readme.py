@@ -1,7 +1,8 @@
 """Every ```python block of README.md and of the documentation pages (docs/, the manual the
 README links to) runs as written: each in a fresh subprocess, in a temporary folder, with a
 timeout. A block whose optional data set, model or package is not installed is skipped, with
-the install message as the written reason. The README stays a front page."""
+the install message as the written reason. Cluster recipes are fenced ```py: shown, not run
+(they submit jobs). The README stays a front page."""
 
 from __future__ import annotations
 
