@@ -153,3 +153,20 @@ def test_edited_flow_json_is_refused(tmp_path, capsys):
     assert main(["view", "--flow", str(flow), "--out", str(tmp_path / "f.html")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not give its recorded E(t)" in err[0], err
+
+
+@pytest.mark.slow  # minutes on a loaded machine (loads Shakespeare, trains 3 steps), then a page
+def test_view_a_tokengeo_run_folder(tmp_path, capsys):
+    """A trained text run: its own tokenizer, its Laplacian head (the last of 4) marked."""
+    run = tmp_path / "run"
+    assert main(["train", "--model", "gpt-tiny", "--data", "shakespeare-char", "--n-laplacian",
+                 "1", "--steps", "3", "--batch-size", "4", "--eval-every", "0", "--no-progress",
+                 "--out", str(run)]) == 0
+    out = tmp_path / "run.html"
+    assert main(["view", "--model", str(run), "--text", "To be, or not", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    data = json.loads(text[text.index('type="application/json">') + 24 : text.index("</script>",
+                      text.index('type="application/json">'))])
+    assert data["T"] == len("To be, or not") and "".join(data["tokens"]) == "To be, or not"
+    kinds = [[h["kind"] for h in data["heads"] if h["l"] == l] for l in range(data["L"])]
+    assert kinds == [["attention"] * 3 + ["laplacian"]] * data["L"]
