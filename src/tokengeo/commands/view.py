@@ -119,7 +119,7 @@ def _read_text(args: argparse.Namespace) -> tuple[str, str, int | None]:
 
 def _heads(args: argparse.Namespace):
     from tokengeo.view.heads import extract_heads
-    from tokengeo.view.loading import encode_text, load_for_view
+    from tokengeo.view.loading import check_model, encode_text, load_for_view
     from tokengeo.view.payloads import heads_payload
 
     text, source, max_tokens = _read_text(args)  # a bad text is refused before the model loads
@@ -130,10 +130,7 @@ def _heads(args: argparse.Namespace):
         raise ConfigError("give --n-laplacian or --heads, not both")
     heads = parse_heads(args.heads) if args.heads is not None else None
     _quiet_transformers()  # bad input must stay one line: no load progress bars or warnings
-    from tokengeo.probes.similarity.run import check_model_name
-
-    if not _is_run_folder(args.model):
-        check_model_name(args.model.removeprefix("hf:"))  # before the (slow) load
+    check_model(args.model)  # before the (slow) load
     vm = load_for_view(args.model)
     if args.n_laplacian is not None or args.heads is not None:
         _laplacianize(vm, args.n_laplacian, heads, args.heads)
@@ -143,10 +140,6 @@ def _heads(args: argparse.Namespace):
           file=sys.stderr)
     payload, chunks = heads_payload(maps, text_source=source)
     return payload, chunks, f"tokengeo view: {vm.name}"
-
-
-def _is_run_folder(name: str) -> bool:
-    return not name.startswith("hf:") and (Path(name).expanduser() / "checkpoints").is_dir()
 
 
 def _quiet_transformers() -> None:

@@ -6,7 +6,8 @@ or a plain folder with a Hugging Face ``config.json``), and a ``tokengeo train``
 (``config.json`` and ``checkpoints/``). Everything else goes through
 :func:`tokengeo.probes.similarity.run.load_hf_encoder` and
 :func:`tokengeo.train.loading.load_run`: a shared resolver of model names can replace the
-body of :func:`load_for_view` without touching the rest of the explorer.
+bodies of :func:`check_model` and :func:`load_for_view` without touching the rest of the
+explorer.
 """
 
 from __future__ import annotations
@@ -32,13 +33,26 @@ class ViewModel:
     name: str
 
 
-def load_for_view(name: str) -> ViewModel:
-    """The model named ``name`` (see the module docstring), ready for :func:`extract_heads`."""
+def _is_run_folder(name: str) -> bool:
+    return not name.startswith("hf:") and (Path(name).expanduser() / "checkpoints").is_dir()
+
+
+def check_model(name: str) -> None:
+    """Refuse a ``--model`` that names nothing :func:`load_for_view` can load; loads nothing."""
     if not isinstance(name, str) or not name.strip():
         raise ConfigError("--model is empty; give 'minilm', 'smollm2-135m', hf:FOLDER or a "
                           "tokengeo run folder")
+    if not _is_run_folder(name):
+        from tokengeo.probes.similarity.run import check_model_name
+
+        check_model_name(name.removeprefix("hf:"))
+
+
+def load_for_view(name: str) -> ViewModel:
+    """The model named ``name`` (see the module docstring), ready for :func:`extract_heads`."""
+    check_model(name)
     path = Path(name.removeprefix("hf:")).expanduser()
-    if not name.startswith("hf:") and (path / "checkpoints").is_dir():
+    if _is_run_folder(name):
         return _tokengeo_run(path)
     from tokengeo.probes.similarity.run import load_hf_encoder
 
