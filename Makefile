@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tokengeo-installed
 
-.PHONY: run bench test test-slow system lint clean gpu-check
+.PHONY: run bench test test-slow system lint docs clean gpu-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ test-slow: $(STAMP) system
 # every CUDA test and GPU benchmark in one run, one JSON (scripts/gpu_check.py, <= 8 min).
 gpu-check:
 	PYTHONPATH=src $(PYTHON) scripts/gpu_check.py
+
+# the documentation site from docs/ into site/ (offline, strict: a broken link fails it)
+docs: $(STAMP)
+	$(PY) -c 'import mkdocs, material, mkdocstrings_handlers.python' 2>/dev/null || $(PIP) install --quiet -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("tokengeo.commands.probe", "token-geometry metrics of a trained run"),
     "flow": ("tokengeo.commands.flow", "simulate tokens on the sphere under multi-head attention"),
     "similarity": ("tokengeo.commands.similarity", "head-output similarity analysis of an encoder"),
+    "view": ("tokengeo.commands.view", "an offline interactive HTML explorer of heads and runs"),
 }
 
 

@@ -1,0 +1,171 @@
+"""``tokengeo view``: write an offline, interactive HTML explorer.
+
+Three sources, one of them per call:
+
+* ``--model M`` with ``--text``, ``--file`` or ``--corpus``: attention ``P``, ``I - P`` of
+  Laplacian heads and head-output similarity ``S`` of every layer and head on that text
+  (``--n-laplacian`` / ``--heads`` first make a Hugging Face model's heads Laplacian);
+* ``--flow flow.json``: a flow run's tokens on the sphere over time, with E(t) and G^2(t);
+* ``--run FOLDER``: a reproduce run's suites, tables and figures.
+
+The page (``--out``) holds its scripts and data; with a large model and text, the per-head
+data goes to one folder beside it (``<page>_files/``). No network is used at view time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tokengeo.errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_argument_group("what to view (one of --model, --flow, --run)")
+    src.add_argument("--model", help="'minilm', 'smollm2-135m', hf:FOLDER (a Hugging Face "
+                     "model folder) or a `tokengeo train` run folder")
+    src.add_argument("--flow", help="flow.json of a `tokengeo flow` run (or its folder)")
+    src.add_argument("--run", help="the --out folder of a `tokengeo reproduce` run")
+    text = parser.add_argument_group("the text a --model reads (one of them)")
+    text.add_argument("--text", help="the text itself")
+    text.add_argument("--file", help="a UTF-8 text file")
+    text.add_argument("--corpus", help="a corpus window: shakespeare, python-docs, or a text "
+                      "file or folder (with --offset)")
+    text.add_argument("--offset", type=int, default=0, help="character offset of the corpus "
+                      "window (default 0)")
+    text.add_argument("--max-tokens", type=int, default=None,
+                      help="keep the first N tokens (default: all; --corpus: 256)")
+    lap = parser.add_argument_group("view a Hugging Face model as laplacianized")
+    lap.add_argument("--n-laplacian", type=int, default=None,
+                     help="make the last k heads of every layer Laplacian")
+    lap.add_argument("--heads", default=None,
+                     help="Laplacian heads per layer, e.g. '0:1,2;3:0' (layer:heads;...)")
+    parser.add_argument("--out", required=True, help="the page to write, e.g. view.html")
+    parser.add_argument("--inline-limit", type=float, default=48.0,
+                        help="MB of per-head data kept inside the page; above it the data "
+                        "goes to a folder beside the page (default 48)")
+
+
+def parse_heads(text: str) -> dict[int, list[int]]:
+    """``'0:1,2;3:0'`` -> ``{0: [1, 2], 3: [0]}``."""
+    out: dict[int, list[int]] = {}
+    try:
+        for part in filter(None, (p.strip() for p in text.split(";"))):
+            layer, heads = part.split(":")
+            out[int(layer)] = [int(h) for h in heads.split(",") if h.strip()]
+    except ValueError:
+        raise ConfigError(f"--heads {text!r} must look like '0:1,2;3:0' (layer:head,head;...)"
+                          ) from None
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    sources = [n for n in ("model", "flow", "run") if getattr(args, n)]
+    if len(sources) != 1:
+        raise ConfigError("give exactly one of --model (with --text, --file or --corpus), "
+                          f"--flow or --run; got {', '.join('--' + s for s in sources) or 'none'}")
+    if args.inline_limit <= 0:
+        raise ConfigError(f"--inline-limit {args.inline_limit} must be > 0 (MB)")
+    from tokengeo.view.page import write_page
+
+    out = _check_out(args.out)
+    start = time.perf_counter()
+    if args.model:
+        payload, chunks, title = _heads(args)
+    elif args.flow:
+        payload, chunks, title = _flow(args.flow), {}, "tokengeo view: flow"
+    else:
+        from tokengeo.view.runs import read_run
+
+        payload, chunks, title = read_run(args.run), {}, "tokengeo view: reproduce run"
+    page = write_page(out, payload, chunks, title=title,
+                      inline_limit=int(args.inline_limit * 2**20))
+    size = page.stat().st_size
+    print(f"wrote {page} ({size / 2**20:.1f} MB) in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _check_out(text: str) -> Path:
+    out = Path(text).expanduser()
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"--out {text!r} must name an .html file, e.g. --out view.html")
+    if not out.parent.exists():
+        raise ConfigError(f"the folder of --out {text!r} does not exist; create it first")
+    return out
+
+
+def _read_text(args: argparse.Namespace) -> tuple[str, str, int | None]:
+    given = [n for n in ("text", "file", "corpus") if getattr(args, n) is not None]
+    if len(given) != 1:
+        raise ConfigError("--model needs exactly one of --text, --file or --corpus")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise ConfigError(f"--max-tokens {args.max_tokens} must be >= 1")
+    if args.text is not None:
+        return args.text, "text given on the command line", args.max_tokens
+    if args.file is not None:
+        path = Path(args.file).expanduser()
+        try:
+            return path.read_text(encoding="utf-8"), f"file {path.name}", args.max_tokens
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--file {args.file!r} is not a readable UTF-8 text file ({exc})"
+                              ) from None
+    from tokengeo.view.loading import corpus_window
+
+    return (corpus_window(args.corpus, args.offset), f"{args.corpus} from character "
+            f"{args.offset}", args.max_tokens or 256)
+
+
+def _heads(args: argparse.Namespace):
+    from tokengeo.view.heads import extract_heads
+    from tokengeo.view.loading import check_model, encode_text, load_for_view
+    from tokengeo.view.payloads import heads_payload
+
+    text, source, max_tokens = _read_text(args)  # a bad text is refused before the model loads
+    if not text.strip():
+        raise ConfigError(f"the text ({source}) is empty; give --text 'some words' or --file "
+                          "notes.txt")
+    if args.n_laplacian is not None and args.heads is not None:
+        raise ConfigError("give --n-laplacian or --heads, not both")
+    heads = parse_heads(args.heads) if args.heads is not None else None
+    _quiet_transformers()  # bad input must stay one line: no load progress bars or warnings
+    check_model(args.model)  # before the (slow) load
+    vm = load_for_view(args.model)
+    if args.n_laplacian is not None or args.heads is not None:
+        _laplacianize(vm, args.n_laplacian, heads, args.heads)
+    ids, tokens = encode_text(vm, text, max_tokens)
+    maps = extract_heads(vm.model, ids, tokens, model_name=vm.name)
+    print(f"{len(tokens)} tokens, {maps.shape[0]} layers x {maps.shape[1]} heads",
+          file=sys.stderr)
+    payload, chunks = heads_payload(maps, text_source=source)
+    return payload, chunks, f"tokengeo view: {vm.name}"
+
+
+def _quiet_transformers() -> None:
+    try:
+        import transformers
+    except ImportError:  # the missing package is named when a model loads
+        return
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _laplacianize(vm, n_laplacian: int | None, heads: dict | None, text: str | None) -> None:
+    from tokengeo.probes.capture import is_hf_model
+
+    if not is_hf_model(vm.model) or hasattr(vm.model, "blocks"):
+        raise ConfigError("--n-laplacian / --heads apply to Hugging Face models; a tokengeo run "
+                          "already has its Laplacian heads (set when it was trained)")
+    from tokengeo.models.hf import laplacianize
+
+    laplacianize(vm.model, n_laplacian, heads=heads)
+    vm.name += f" (laplacianized: {text or f'last {n_laplacian} heads per layer'})"
+
+
+def _flow(path: str) -> dict:
+    from tokengeo.view.flow import flow_payload, read_flow_json, resimulate
+
+    data = read_flow_json(path)
+    preset, n_heads, result = resimulate(data)
+    return flow_payload(data, preset, n_heads, result)

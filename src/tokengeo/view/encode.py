@@ -1,0 +1,86 @@
+"""Compact storage of matrices for the HTML explorer.
+
+A ``T x T`` matrix is quantised to one byte per cell, compressed with zlib and base64
+encoded; the page inflates it with the browser's own ``DecompressionStream("deflate")``.
+
+* non-negative matrices (attention ``P``): ``q = round(255 * x / max(x))``, stored with
+  ``max(x)``; the error of a cell is at most ``max(x) / 510``;
+* signed matrices (similarity ``S``): ``q = round(127 * x / max|x|) + 128``, stored with
+  ``max|x|``; the error is at most ``max|x| / 254``.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from dataclasses import dataclass
+
+import torch
+
+from tokengeo.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One quantised matrix: base64 of zlib(uint8 cells), its scale and its kind."""
+
+    data: str
+    scale: float  # max(x) (unsigned) or max|x| (signed)
+    signed: bool
+    shape: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        return {"data": self.data, "scale": self.scale, "signed": self.signed,
+                "shape": list(self.shape)}
+
+
+def quantise(x: torch.Tensor, *, signed: bool, dims: int = 0) -> tuple[torch.Tensor, object]:
+    """(uint8 codes, scale) of ``x`` as described in the module docstring.
+
+    ``dims=2`` quantises each trailing ``(T, T)`` matrix with its own scale (a tensor of the
+    leading shape); ``dims=0`` uses one scale for all of ``x`` (a float)."""
+    x = x.detach().float()
+    if not bool(torch.isfinite(x).all()):
+        raise ConfigError("the matrix to view holds NaN or infinite values; the model's "
+                          "activations overflowed (try float32 weights or a shorter text)")
+    if not signed and x.numel() and float(x.min()) < 0:
+        raise ConfigError("an unsigned matrix holds negative values; store it signed")
+    reduce = tuple(range(x.ndim - dims, x.ndim)) if dims else tuple(range(x.ndim))
+    mag = x.abs() if signed else x
+    scale = mag.amax(dim=reduce, keepdim=True) if x.numel() else torch.zeros(())
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    codes = torch.round(x / safe * 127) + 128 if signed else torch.round(x / safe * 255)
+    scale = scale.squeeze(reduce) if dims else float(scale.squeeze())
+    return codes.to(torch.uint8), scale
+
+
+def dequantise(codes: torch.Tensor, scale: float, *, signed: bool) -> torch.Tensor:
+    """The inverse of :func:`quantise` (what the page computes)."""
+    c = codes.to(torch.float64)
+    scale = torch.as_tensor(scale, dtype=torch.float64)
+    scale = scale.reshape(scale.shape + (1,) * (c.ndim - scale.ndim)) if scale.ndim else scale
+    return (c - 128) / 127 * scale if signed else c / 255 * scale
+
+
+def pack(x: torch.Tensor, *, signed: bool) -> Packed:
+    codes, scale = quantise(x, signed=signed)
+    raw = codes.contiguous().numpy().tobytes()
+    data = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+    return Packed(data, scale, signed, tuple(x.shape))
+
+
+def unpack(p: Packed) -> torch.Tensor:
+    raw = zlib.decompress(base64.b64decode(p.data))
+    codes = torch.frombuffer(bytearray(raw), dtype=torch.uint8).reshape(p.shape)
+    return dequantise(codes, p.scale, signed=p.signed)
+
+
+def thumbnail(x: torch.Tensor, size: int) -> torch.Tensor:
+    """``(..., T, T)`` -> ``(..., s, s)`` with ``s = min(T, size)``: the max over each block
+    (a thin diagonal stays visible when 1,024 tokens shrink to a few dozen pixels)."""
+    T = x.shape[-1]
+    if T <= size:
+        return x
+    flat = x.reshape(-1, 1, T, T)
+    out = torch.nn.functional.adaptive_max_pool2d(flat, size)
+    return out.reshape(*x.shape[:-2], size, size)

@@ -1,0 +1,99 @@
+"""Per layer x head matrices of one text, as the explorer shows them.
+
+For layer ``l`` and head ``h`` of a model on one input of ``T`` tokens:
+
+* ``P[l, h]``: the softmax attention matrix (``blocks.{l}.attn.hook_pattern``), row ``i``
+  the weights token ``i`` gives every token ``j`` (rows sum to 1);
+* ``I - P[l, h]`` for a Laplacian head, whose output is ``(I - P) V`` (Zhang & Papyan,
+  arXiv 2602.09297, Eq. 2): the page computes it from ``P`` (it is not stored twice);
+* ``S[l, h]``: the head-output (context) similarity ``S_ij = <z_i, z_j>``, ``S_ii = 0``,
+  where ``z`` is the head's output before the output projection (``hook_z``), exactly as the
+  similarity analysis defines it (Halevi et al., arXiv 2512.21956, Sec. 2):
+  :func:`tokengeo.probes.similarity.pairs.context_similarity`. For a Laplacian head ``z`` is
+  ``(I - P) V``.
+
+Both come from one forward pass with :func:`tokengeo.probes.capture.capture`, on tokengeo
+models and on Hugging Face models (:mod:`tokengeo.probes.hf_sites`; those must be loaded with
+``attn_implementation="eager"`` to expose ``P``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from tokengeo.errors import ConfigError
+from tokengeo.probes.capture import capture, is_hf_model
+from tokengeo.probes.similarity.pairs import (
+    Z_PATTERN,
+    check_token_ids,
+    context_similarity,
+    forward_tokens,
+    layer_index,
+)
+
+P_PATTERN = "blocks.*.attn.hook_pattern"
+
+
+@dataclass
+class HeadMaps:
+    """The matrices of every head on one input; ``kinds[l][h]`` is ``"attention"``,
+    ``"laplacian"`` or ``"mixed"``."""
+
+    tokens: list[str]
+    P: torch.Tensor  # (L, H, T, T) softmax attention
+    S: torch.Tensor  # (L, H, T, T) head-output similarity, zero diagonal
+    kinds: list[list[str]]
+    model: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        L, H, T, _ = self.P.shape
+        return L, H, T
+
+
+def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]:
+    """The kind of every head: tokengeo models from their attention modules' ``head_kinds``,
+    Hugging Face models from the heads :func:`tokengeo.models.hf.laplacianize` chose."""
+    if is_hf_model(model) and not hasattr(model, "blocks"):
+        from tokengeo.models.hf import laplacian_heads
+
+        chosen = laplacian_heads(model)
+        kind = getattr(model.config, "tokengeo_head_kind", "laplacian")
+        return [[kind if h in chosen.get(l, ()) else "attention" for h in range(n_heads)]
+                for l in range(n_layers)]
+    from tokengeo.nn.heads import HeadKinds
+
+    per_layer = [list(m.head_kinds) for m in model.modules() if isinstance(m, HeadKinds)]
+    if len(per_layer) != n_layers or any(len(k) != n_heads for k in per_layer):
+        raise ConfigError(f"{type(model).__name__} has {len(per_layer)} attention modules with "
+                          f"head kinds, but its hooks show {n_layers} layers x {n_heads} heads; "
+                          "the explorer cannot tell which heads are Laplacian")
+    return per_layer
+
+
+@torch.no_grad()
+def extract_heads(model: nn.Module, input_ids: torch.Tensor, tokens: list[str], *,
+                  model_name: str = "") -> HeadMaps:
+    """``P`` and ``S`` of every layer and head of ``model`` on ``input_ids`` ``(1, T)``."""
+    check_token_ids(model, input_ids)
+    if input_ids.shape[0] != 1:
+        raise ConfigError(f"view one text at a time; input_ids is shaped {tuple(input_ids.shape)}")
+    if len(tokens) != input_ids.shape[1]:
+        raise ConfigError(f"{len(tokens)} token strings for {input_ids.shape[1]} token ids")
+    with capture(model, [P_PATTERN, Z_PATTERN], device="cpu") as cache:
+        forward_tokens(model, input_ids)
+        p_names = sorted((n for n in cache if n.endswith("hook_pattern")), key=layer_index)
+        z_names = sorted((n for n in cache if n.endswith("hook_z")), key=layer_index)
+        P = torch.stack([cache[n][0] for n in p_names]).float()  # (L, H, T, T)
+        z = torch.stack([cache[n] for n in z_names]).float()  # (L, 1, T, H, Dh)
+    S = context_similarity(z)[:, :, 0]  # (L, H, T, T)
+    L, H = P.shape[:2]
+    if S.shape[:2] != (L, H):
+        raise ConfigError(f"attention has {L} x {H} heads but the head outputs {S.shape[0]} x "
+                          f"{S.shape[1]}; this model's hooks disagree")
+    return HeadMaps(tokens=list(tokens), P=P, S=S, kinds=head_kinds(model, L, H),
+                    model=model_name)
