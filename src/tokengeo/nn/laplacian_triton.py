@@ -31,7 +31,7 @@ is computed from P recomputed in float32. The rest is FlashAttention-2's backwar
 GQA: k and v may have Hkv heads with H % Hkv == 0 (query head h reads key/value head
 ``h // (H / Hkv)``; one backward program sums the group's contributions, no atomics).
 Inputs in float32, bfloat16 or float16 (products accumulate in float32; float32 products
-use TF32 when ``torch.backends.cuda.matmul.allow_tf32`` allows it, as torch's matmul does),
+use TF32 when ``torch.backends.cuda.matmul.allow_tf32`` allows it, else 3×TF32),
 head size 16, 32, 64 or 128, any T (tiles are masked at the end).
 
 Triton is optional: the kernels are plain functions here, turned into Triton kernels on
@@ -388,15 +388,19 @@ def tile_config(dtype: torch.dtype, head_dim: int) -> TileConfig:
         return INTERPRETER_TILES
     wide = head_dim == 128
     if dtype == torch.float32:
+        if wide:
+            return TileConfig(64, 32, 8, 64, 32, 8, 32, 32, 8, 2)
         return TileConfig(64, 32, 4, 64, 32, 4, 32, 64, 4, 2)
     warps = 8 if wide else 4
     return TileConfig(128, 64, warps, 128, 32, warps, 32, 128, warps, 3 if wide else 4)
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
-    """TF32 for float32 products when torch's matmul may use it, IEEE float32 otherwise."""
+    """How float32 products run: TF32 when torch's matmul may use it, else three TF32
+    products per product ("tf32x3", float32-accurate on the tensor cores, as torch's
+    memory-efficient SDPA kernel computes float32)."""
     if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
-        return "ieee"
+        return "tf32x3"
     return "tf32"  # ignored for bfloat16 / float16 operands
 
 

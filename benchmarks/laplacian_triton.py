@@ -1,0 +1,142 @@
+"""The fused Triton kernel vs torch's standard SDPA: forward + backward time and peak memory.
+
+Claim (Zhang & Papyan, arXiv 2602.09297): a Laplacian head costs what an attention head
+costs. For each dtype and T (B = 8, H = 12, Dh = 64, causal), the medians of CUDA-event
+timings of forward + backward and the peak of ``torch.cuda.max_memory_allocated`` above the
+inputs, for: ``standard`` (``F.scaled_dot_product_attention`` on heads-first views, output
+back to (B, T, H·Dh), as a model's attention does), and the kernel with all heads
+attention, all Laplacian, half Laplacian, and mixed (learnable a, b); ratios kernel /
+standard. Prints one JSON object; CUDA only. Usage::
+
+    python benchmarks/laplacian_triton.py [--sizes 1024 4096 8192] [--dtypes bfloat16 float32]
+
+or ``from benchmarks.laplacian_triton import run; run(sizes=(1024,), dtypes=("bfloat16",))``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+SIZES = (1024, 4096, 8192)
+DTYPES = ("bfloat16", "float32")
+B, H, DH = 8, 12, 64
+
+
+def _standard(q, k, v):
+    """(B, T, H, Dh) inputs -> (B, T, H·Dh): SDPA on heads-first views, as models call it."""
+    Bq, T = q.shape[:2]
+    pv = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)
+    return pv.transpose(1, 2).reshape(Bq, T, -1)
+
+
+def _kernel_op(coef_a, coef_b):
+    from tokengeo.nn.laplacian_triton import laplacian_attention_triton
+
+    def op(q, k, v):
+        Bq, T = q.shape[:2]
+        z = laplacian_attention_triton(*(t.transpose(1, 2) for t in (q, k, v)), coef_a, coef_b,
+                                       is_causal=True)  # (B, T, H, Dh)
+        return z.reshape(Bq, T, -1)
+
+    return op
+
+
+def _ops(device) -> dict:
+    ones, zeros = torch.ones(H, device=device), torch.zeros(H, device=device)
+    half = torch.arange(H, device=device) >= H // 2  # the last H/2 heads Laplacian
+    mixed_a = torch.rand(H, device=device, generator=torch.Generator(device).manual_seed(1))
+    return {
+        "standard": _standard,
+        "attention": _kernel_op(zeros, ones),
+        "laplacian": _kernel_op(ones, -ones),
+        "half_laplacian": _kernel_op(half.float(), 1 - 2 * half.float()),
+        "mixed": _kernel_op(mixed_a.requires_grad_(), (1 - mixed_a).detach().requires_grad_()),
+    }
+
+
+def _measure(op, q, k, v, grad, repeats: int, warmup: int) -> tuple[float, int]:
+    """(median fwd+bwd milliseconds, peak bytes above what was allocated before)."""
+
+    def step():
+        out = op(q, k, v)
+        out.backward(grad)
+        q.grad = k.grad = v.grad = None
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return statistics.median(times), torch.cuda.max_memory_allocated() - base
+
+
+def run(sizes=SIZES, dtypes=DTYPES, repeats: int = 20, warmup: int = 3) -> dict:
+    """The benchmark as a dict (see the module docstring); needs a CUDA device."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("benchmarks/laplacian_triton.py needs a CUDA device; none is present")
+    device = torch.device("cuda")
+    gen = torch.Generator(device).manual_seed(0)
+    cases = []
+    for dtype_name in dtypes:
+        dtype = getattr(torch, dtype_name)
+        for T in sizes:
+            q, k, v = (torch.randn(B, T, H, DH, device=device, dtype=dtype, generator=gen)
+                       .requires_grad_() for _ in range(3))
+            grad = torch.randn(B, T, H * DH, device=device, dtype=dtype, generator=gen)
+            case = {"dtype": dtype_name, "T": T, "ms": {}, "peak_bytes": {}}
+            for name, op in _ops(device).items():
+                ms, peak = _measure(op, q, k, v, grad, repeats, warmup)
+                case["ms"][name], case["peak_bytes"][name] = ms, peak
+            std_ms, std_peak = case["ms"]["standard"], case["peak_bytes"]["standard"]
+            case["time_ratio"] = {n: t / std_ms for n, t in case["ms"].items() if n != "standard"}
+            case["memory_ratio"] = {n: m / std_peak for n, m in case["peak_bytes"].items()
+                                    if n != "standard"}
+            cases.append(case)
+            del q, k, v, grad
+            torch.cuda.empty_cache()
+    return {
+        "benchmark": "laplacian_triton",
+        "config": {"B": B, "H": H, "Dh": DH, "causal": True, "repeats": repeats,
+                   "warmup": warmup, "timing": "median of CUDA-event fwd+bwd",
+                   "memory": "max_memory_allocated above the inputs, one fwd+bwd"},
+        "device": torch.cuda.get_device_name(device),
+        "torch": torch.__version__,
+        "triton": __import__("triton").__version__,
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "cases": cases,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES),
+                        choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks/laplacian_triton.py needs a CUDA device; none is present",
+              file=sys.stderr)
+        return 2
+    print(json.dumps(run(args.sizes, args.dtypes, args.repeats), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
