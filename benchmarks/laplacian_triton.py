@@ -9,6 +9,7 @@ attention, all Laplacian, half Laplacian, and mixed (learnable a, b); ratios ker
 standard. Prints one JSON object; CUDA only. Usage::
 
     python benchmarks/laplacian_triton.py [--sizes 1024 4096 8192] [--dtypes bfloat16 float32]
+    python benchmarks/laplacian_triton.py --sweep     # a few tilings, bf16, T = 4096
 
 or ``from benchmarks.laplacian_triton import run; run(sizes=(1024,), dtypes=("bfloat16",))``.
 """
@@ -123,18 +124,61 @@ def run(sizes=SIZES, dtypes=DTYPES, repeats: int = 20, warmup: int = 3) -> dict:
     }
 
 
+# Tilings tried by --sweep (bfloat16, Dh = 64): the default, then one change at a time.
+SWEEP = {
+    "default": None,
+    "fwd 128x128 w8": dict(fwd_n=128, fwd_warps=8),
+    "fwd 64x64": dict(fwd_m=64),
+    "bwd 64x64": dict(dq_m=64, dq_n=64, dkdv_m=64, dkdv_n=64),
+    "dkdv 64x128 w8": dict(dkdv_m=64, dkdv_warps=8),
+    "stages 3": dict(stages=3),
+    "stages 2": dict(stages=2),
+}
+
+
+def sweep(T: int = 4096, dtype: str = "bfloat16", repeats: int = 20) -> dict:
+    """Median fwd+bwd ms of the all-Laplacian op under each tiling of SWEEP (and standard)."""
+    from dataclasses import replace
+
+    from tokengeo.nn import laplacian_triton as lt
+
+    device = torch.device("cuda")
+    q, k, v = (torch.randn(B, T, H, DH, device=device, dtype=getattr(torch, dtype))
+               .requires_grad_() for _ in range(3))
+    grad = torch.randn(B, T, H * DH, device=device, dtype=q.dtype)
+    ops = _ops(device)
+    out = {"T": T, "dtype": dtype, "standard_ms": _measure(ops["standard"], q, k, v, grad,
+                                                           repeats, 3)[0], "laplacian_ms": {}}
+    default = lt.tile_config(q.dtype, DH)
+    try:
+        for name, change in SWEEP.items():
+            lt.TILE_OVERRIDE = replace(default, **(change or {}))
+            try:
+                ms = _measure(ops["laplacian"], q, k, v, grad, repeats, 3)[0]
+            except Exception as exc:  # noqa: BLE001 - a tiling the GPU cannot run is a result
+                ms = f"failed: {exc!r:.200}"
+            out["laplacian_ms"][name] = ms
+    finally:
+        lt.TILE_OVERRIDE = None
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES),
                         choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--sweep", action="store_true",
+                        help="instead: time the Laplacian op under a few tilings (T = 4096)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks/laplacian_triton.py needs a CUDA device; none is present",
               file=sys.stderr)
         return 2
-    print(json.dumps(run(args.sizes, args.dtypes, args.repeats), indent=2))
+    result = sweep(repeats=args.repeats) if args.sweep else run(args.sizes, args.dtypes,
+                                                                 args.repeats)
+    print(json.dumps(result, indent=2))
     return 0
 
 

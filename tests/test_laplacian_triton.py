@@ -234,6 +234,26 @@ def test_missing_triton_names_the_install_command(monkeypatch):
         lt.laplacian_attention_triton(*_ok_inputs())
 
 
+def test_tilings_are_validated():
+    with pytest.raises(ConfigError, match="not a valid tiling"):
+        lt.TileConfig(64, 128, 4, 128, 32, 4, 32, 128, 4, 3)  # key tile > query tile
+    with pytest.raises(ConfigError, match="powers of two"):
+        lt.TileConfig(128, 48, 4, 128, 32, 4, 32, 128, 4, 3)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
+def test_benchmark_without_cuda_says_so_in_one_line(capsys):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "laplacian_triton.py"
+    spec = importlib.util.spec_from_file_location("bench_laplacian_triton", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a CUDA device" in err
+
+
 # ------------------------------------------------------------------ CUDA (compiled)
 
 CUDA_TOL = {torch.float32: 5e-3, torch.float16: 1e-2, torch.bfloat16: 3e-2}

@@ -75,6 +75,15 @@ def _interpreting() -> bool:
 tl = None
 
 
+def _tile_start(CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr):
+    """First query of this program's tile; causal grids run the last (longest) tiles first,
+    so that the short ones fill the machine at the end (FlashAttention-2, Section 3.2)."""
+    pid = tl.program_id(0)
+    if CAUSAL:
+        pid = tl.num_programs(0) - 1 - pid
+    return pid * BLOCK_M
+
+
 def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kt, stride_vt, offs_m, offs_d,
                lo, hi, T, qk_scale, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
                CAUSAL: tl.constexpr, PREC: tl.constexpr):
@@ -113,7 +122,7 @@ def _fwd_kernel(Q, K, V, A, B, Z, LSE,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr):
     """z = a·V + b·softmax(s q kᵀ) V for one query tile of one (batch, head); stores L."""
-    start_m = tl.program_id(0) * BLOCK_M
+    start_m = _tile_start(CAUSAL, BLOCK_M)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
     h = bh % H
@@ -182,7 +191,7 @@ def _bwd_dq_kernel(Q, K, V, A, B, Z, DZ, LSE, DELTA, DQ,
                    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                    BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr):
     """δ = Σ_d dz (z − a V) (stored for the dK/dV kernel) and dQ, for one query tile."""
-    start_m = tl.program_id(0) * BLOCK_M
+    start_m = _tile_start(CAUSAL, BLOCK_M)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
     h = bh % H
@@ -304,7 +313,8 @@ def _bwd_dkdv_kernel(Q, K, V, A, B, DZ, LSE, DELTA, DK, DV, DA_PART, DB_PART,
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=col_ok[:, None])
 
 
-_HELPERS = {"_fwd_tiles": _fwd_tiles, "_dq_tiles": _dq_tiles, "_dkdv_tiles": _dkdv_tiles}
+_HELPERS = {"_tile_start": _tile_start, "_fwd_tiles": _fwd_tiles, "_dq_tiles": _dq_tiles,
+            "_dkdv_tiles": _dkdv_tiles}
 _KERNELS = {"fwd": _fwd_kernel, "dq": _bwd_dq_kernel, "dkdv": _bwd_dkdv_kernel}
 _built: dict = {}
 
@@ -370,10 +380,22 @@ class TileConfig:
     dkdv_warps: int
     stages: int
 
+    def __post_init__(self) -> None:
+        sizes = (self.fwd_m, self.fwd_n, self.dq_m, self.dq_n, self.dkdv_m, self.dkdv_n)
+        if any(t < 16 or t & (t - 1) for t in sizes) or self.fwd_m % self.fwd_n or (
+                self.dq_m % self.dq_n) or self.dkdv_n % self.dkdv_m:
+            raise ConfigError(
+                f"{self} is not a valid tiling: tiles must be powers of two >= 16, with the "
+                f"query tile a multiple of the key tile in the forward and dq kernels and "
+                f"the key tile a multiple of the query tile in the dk/dv kernel")
+
 
 # The interpreter runs each program in numpy: small tiles keep the tests fast and make short
 # sequences span several tiles (the masking paths).
 INTERPRETER_TILES = TileConfig(32, 16, 1, 32, 16, 1, 16, 32, 1, 1)
+# Set to a TileConfig to force it for every call (a tuning hook for benchmarks; tile sizes
+# must be powers of two >= 16 with fwd_m % fwd_n == dq_m % dq_n == dkdv_n % dkdv_m == 0).
+TILE_OVERRIDE: TileConfig | None = None
 
 
 def tile_config(dtype: torch.dtype, head_dim: int) -> TileConfig:
@@ -384,6 +406,8 @@ def tile_config(dtype: torch.dtype, head_dim: int) -> TileConfig:
     float32 tiles are halved (twice the bytes per element). Wide heads (Dh = 128) take
     8 warps so that the float32 accumulators fit in registers.
     """
+    if TILE_OVERRIDE is not None:
+        return TILE_OVERRIDE
     if _interpreting():
         return INTERPRETER_TILES
     wide = head_dim == 128
