@@ -20,9 +20,12 @@ itself is never saved, for any head kind, because the backward needs it only thr
     δ_i  = Σ_d dO_id O_id with dO = b·dz   =  Σ_d dz_id (z_id − a V_id)      (no division by b)
     db_h = Σ_ij P_ij (dz_i · V_j)          =  Σ_j V_j · (Pᵀ dz)_j           (from the recomputed P)
 
-so a mixed head with small |b| loses nothing to a division: δ carries the absolute rounding
-of the stored z (≈ ε·(|a|·|V| + |b|·|P V|)), as it does for a plain attention head, and db
-is computed from P recomputed in float32. The rest is FlashAttention-2's backward with
+with no division by b, and db from P recomputed in float32. For attention and Laplacian
+heads (|a| ≤ |b|) the rounding of the stored z costs δ what rounding O costs in
+FlashAttention. When |b_h| < |a_h| (a mixed head leaning to V), z − a V cancels and would
+bring ε·|a V| into δ, so the dQ kernel recomputes δ_i = b Σ_j P_ij (dz_i · V_j) exactly in
+one more pass over the keys, for those heads only (decided per head on the device: no host
+read of the coefficients, no saved P V). The rest is FlashAttention-2's backward with
 ``dO = b·dz``, tile by tile (P recomputed from L)::
 
     dS_ij = P_ij (b·(dz_i · V_j) − δ_i),   dQ = s·dS K,   dK = s·dSᵀ Q,
@@ -185,6 +188,31 @@ def _dq_tiles(dq, q, dz, lse, delta, coef_b, k_base, v_base, stride_kt, stride_v
     return dq
 
 
+def _rowdot_tiles(rowdot, q, dz, lse, k_base, v_base, stride_kt, stride_vt, offs_m, offs_d,
+                  lo, hi, T, qk_scale, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+                  CAUSAL: tl.constexpr, PREC: tl.constexpr):
+    """rowdot_i += Σ_j P_ij (dz_i · V_j) over key tiles [lo, hi): Σ_d dz_id (P V)_id."""
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        if MASKED:
+            kT = tl.load(k_base + offs_n[None, :] * stride_kt + offs_d[:, None],
+                         mask=offs_n[None, :] < T, other=0.0)  # (Dh, BLOCK_N)
+            vT = tl.load(v_base + offs_n[None, :] * stride_vt + offs_d[:, None],
+                         mask=offs_n[None, :] < T, other=0.0)
+        else:
+            kT = tl.load(k_base + offs_n[None, :] * stride_kt + offs_d[:, None])
+            vT = tl.load(v_base + offs_n[None, :] * stride_vt + offs_d[:, None])
+        p = tl.math.exp2(tl.dot(q, kT, input_precision=PREC) * qk_scale - lse[:, None])
+        if MASKED:
+            keep = offs_n[None, :] < T
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            p = tl.where(keep, p, 0.0)
+        rowdot += tl.sum(p * tl.dot(dz, vT, input_precision=PREC), 1)
+    return rowdot
+
+
 def _bwd_dq_kernel(Q, K, V, A, B, Z, DZ, LSE, DELTA, DQ,
                    sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, sdb, sdt, sdh,
                    T, H, qk_scale, scale,
@@ -211,18 +239,27 @@ def _bwd_dq_kernel(Q, K, V, A, B, Z, DZ, LSE, DELTA, DQ,
                      other=0.0)
     coef_a = tl.load(A + h).to(tl.float32)
     coef_b = tl.load(B + h).to(tl.float32)
-    # δ_i = Σ_d dO_id O_id with dO = b dz and O = P V, i.e. Σ_d dz (z − a V): no 1/b.
-    delta = tl.sum(dz.to(tl.float32) * (z.to(tl.float32) - coef_a * v_rows.to(tl.float32)), 1)
     row = bh.to(tl.int64) * T + offs_m
-    tl.store(DELTA + row, delta, mask=row_ok)
     lse = tl.load(LSE + row, mask=row_ok, other=0.0)
-    dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     if CAUSAL:
         n_full = start_m
         n_end = tl.minimum(start_m + BLOCK_M, T)
     else:
         n_full = (T // BLOCK_N) * BLOCK_N
         n_end = T
+    # δ_i = Σ_d dO_id O_id with dO = b dz and O = P V, i.e. Σ_d dz (z − a V): no 1/b.
+    delta = tl.sum(dz.to(tl.float32) * (z.to(tl.float32) - coef_a * v_rows.to(tl.float32)), 1)
+    if tl.abs(coef_b) < tl.abs(coef_a):
+        # z − a V cancels: its rounding (ε·|a V|) would swamp b P V. Recompute δ exactly as
+        # b Σ_j P_ij (dz_i · V_j) in one more pass over the keys (mixed heads only).
+        rowdot = tl.zeros((BLOCK_M,), tl.float32)
+        rowdot = _rowdot_tiles(rowdot, q, dz, lse, k_base, v_base, skt, svt, offs_m, offs_d,
+                               0, n_full, T, qk_scale, BLOCK_N, False, CAUSAL, PREC)
+        rowdot = _rowdot_tiles(rowdot, q, dz, lse, k_base, v_base, skt, svt, offs_m, offs_d,
+                               n_full, n_end, T, qk_scale, BLOCK_N, True, CAUSAL, PREC)
+        delta = coef_b * rowdot
+    tl.store(DELTA + row, delta, mask=row_ok)
+    dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     dq = _dq_tiles(dq, q, dz, lse, delta, coef_b, k_base, v_base, skt, svt, offs_m, offs_d,
                    0, n_full, T, qk_scale, BLOCK_N, False, CAUSAL, PREC)
     dq = _dq_tiles(dq, q, dz, lse, delta, coef_b, k_base, v_base, skt, svt, offs_m, offs_d,
@@ -314,7 +351,7 @@ def _bwd_dkdv_kernel(Q, K, V, A, B, DZ, LSE, DELTA, DK, DV, DA_PART, DB_PART,
 
 
 _HELPERS = {"_tile_start": _tile_start, "_fwd_tiles": _fwd_tiles, "_dq_tiles": _dq_tiles,
-            "_dkdv_tiles": _dkdv_tiles}
+            "_rowdot_tiles": _rowdot_tiles, "_dkdv_tiles": _dkdv_tiles}
 _KERNELS = {"fwd": _fwd_kernel, "dq": _bwd_dq_kernel, "dkdv": _bwd_dkdv_kernel}
 _built: dict = {}
 
