@@ -436,24 +436,26 @@ TILE_OVERRIDE: TileConfig | None = None
 
 
 def tile_config(dtype: torch.dtype, head_dim: int) -> TileConfig:
-    """Tiles for a GPU (Hopper-sized: 228 KiB shared memory per SM, 64 K registers).
+    """Tiles for a Hopper GPU (sm_90: 228 KiB shared memory per SM, 64 K registers).
 
-    Half precision: FlashAttention-2's shapes (128 × 64 forward; the backward iterates over
-    narrow tiles of the other axis, 128 × 32, as Triton's fused-attention tutorial does).
-    float32 tiles are halved (twice the bytes per element). Wide heads (Dh = 128) take
-    8 warps so that the float32 accumulators fit in registers.
+    Shapes after FlashAttention-2 (large query tiles in the forward and dQ kernels, narrow
+    query tiles against large key tiles in the dK/dV kernel), chosen among a few candidates
+    as the largest that ptxas compiles for sm_90a without spilling registers (Triton 3.9,
+    compiled on a CPU; not yet timed on a GPU). float32 products run as 3×TF32 (twice the
+    operand registers), so float32 takes smaller tiles; at Dh = 128 every float32 tiling
+    spills in the backward, and the least-spilling ones are used.
     """
     if TILE_OVERRIDE is not None:
         return TILE_OVERRIDE
     if _interpreting():
         return INTERPRETER_TILES
-    wide = head_dim == 128
     if dtype == torch.float32:
-        if wide:
-            return TileConfig(64, 32, 8, 64, 32, 8, 32, 32, 8, 2)
-        return TileConfig(64, 32, 4, 64, 32, 4, 32, 64, 4, 2)
-    warps = 8 if wide else 4
-    return TileConfig(128, 64, warps, 128, 32, warps, 32, 128, warps, 3 if wide else 4)
+        if head_dim == 128:
+            return TileConfig(32, 32, 4, 32, 32, 4, 32, 32, 4, 2)
+        return TileConfig(64, 32, 4, 64, 32, 4, 32, 128, 8, 2)
+    if head_dim == 128:
+        return TileConfig(128, 64, 8, 128, 32, 8, 32, 64, 8, 3)
+    return TileConfig(128, 64, 8, 128, 64, 8, 32, 128, 8, 4)
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
