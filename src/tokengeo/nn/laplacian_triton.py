@@ -334,9 +334,12 @@ def _bwd_dkdv_kernel(Q, K, V, A, B, DZ, LSE, DELTA, DK, DV, DA_PART, DB_PART,
             dk, dv_h = _dkdv_tiles(dk, dv_h, k, v, coef_b, q_base, dz_base, LSE + row_base,
                                    DELTA + row_base, sqt, sdt, offs_n, offs_d,
                                    start_n + BLOCK_N, T, T, qk_scale, BLOCK_M, False, PREC)
-        else:
+        else:  # two loops, not one: as one, ptxas (CUDA 13, sm_90a) serialised its wgmma
             dk, dv_h = _dkdv_tiles(dk, dv_h, k, v, coef_b, q_base, dz_base, LSE + row_base,
-                                   DELTA + row_base, sqt, sdt, offs_n, offs_d, 0, T, T,
+                                   DELTA + row_base, sqt, sdt, offs_n, offs_d, 0, start_n, T,
+                                   qk_scale, BLOCK_M, False, PREC)
+            dk, dv_h = _dkdv_tiles(dk, dv_h, k, v, coef_b, q_base, dz_base, LSE + row_base,
+                                   DELTA + row_base, sqt, sdt, offs_n, offs_d, start_n, T, T,
                                    qk_scale, BLOCK_M, False, PREC)
         dz_rows = tl.load(dz_base + offs_n[:, None] * sdt + offs_d[None, :],
                           mask=col_ok[:, None], other=0.0).to(tl.float32)  # (BLOCK_N, Dh)
