@@ -334,7 +334,7 @@ def _bwd_dkdv_kernel(Q, K, V, A, B, DZ, LSE, DELTA, DK, DV, DA_PART, DB_PART,
             dk, dv_h = _dkdv_tiles(dk, dv_h, k, v, coef_b, q_base, dz_base, LSE + row_base,
                                    DELTA + row_base, sqt, sdt, offs_n, offs_d,
                                    start_n + BLOCK_N, T, T, qk_scale, BLOCK_M, False, PREC)
-        else:  # two loops, not one: as one, ptxas (CUDA 13, sm_90a) serialised its wgmma
+        else:  # two loops, not one: as one, Triton 3.6's ptxas serialised its wgmma (C7515)
             dk, dv_h = _dkdv_tiles(dk, dv_h, k, v, coef_b, q_base, dz_base, LSE + row_base,
                                    DELTA + row_base, sqt, sdt, offs_n, offs_d, 0, start_n, T,
                                    qk_scale, BLOCK_M, False, PREC)
