@@ -443,10 +443,11 @@ def tile_config(dtype: torch.dtype, head_dim: int) -> TileConfig:
 
     Shapes after FlashAttention-2 (large query tiles in the forward and dQ kernels, narrow
     query tiles against large key tiles in the dK/dV kernel), chosen among a few candidates
-    as the largest that ptxas compiles for sm_90a without spilling registers (Triton 3.9,
-    compiled on a CPU; not yet timed on a GPU). float32 products run as 3×TF32 (twice the
-    operand registers), so float32 takes smaller tiles; at Dh = 128 every float32 tiling
-    spills in the backward, and the least-spilling ones are used.
+    as the largest that ptxas compiles for sm_90a without spilling registers (Triton 3.6 and
+    3.9, compiled on a CPU; not yet timed on a GPU). float32 products run as 3×TF32 (twice
+    the operand registers), so float32 takes smaller tiles; its dK/dV kernel still spills
+    ~100 bytes at Dh = 64, and at Dh = 128 every float32 tiling tried spills in the
+    backward (~1.4 KB), so the least-spilling ones are used.
     """
     if TILE_OVERRIDE is not None:
         return TILE_OVERRIDE
