@@ -258,6 +258,18 @@ def test_missing_triton_names_the_install_command(monkeypatch):
         lt.laplacian_attention_triton(*_ok_inputs())
 
 
+def test_interpreter_mode_changed_after_import_is_a_clear_error(monkeypatch):
+    """TRITON_INTERPRET flipped after this process imported triton: one ConfigError saying
+    to set it before the first import (not Triton's own error from inside a kernel)."""
+    pytest.importorskip("triton", reason="Triton is not installed: pip install triton")
+    import triton.language as tl
+
+    imported_interpreting = type(tl.zeros).__name__ == "InterpretedFunction"
+    monkeypatch.setenv("TRITON_INTERPRET", "0" if imported_interpreting else "1")
+    with pytest.raises(ConfigError, match="before the first `import triton`"):
+        lt._kernels()
+
+
 def test_tilings_are_validated():
     with pytest.raises(ConfigError, match="not a valid tiling"):
         lt.TileConfig(64, 128, 4, 128, 32, 4, 32, 128, 4, 3)  # key tile > query tile
