@@ -41,6 +41,9 @@ MAX_BATCH = 2**24  # examples (or windows) in one global batch
 MAX_LR = 10.0  # AdamW diverges at once far below this; 1e39 overflows float32
 # Bytes per parameter while training: fp32 weights, gradients and AdamW's two moments.
 TRAIN_BYTES_PER_PARAM = 16
+# Top-level fields that set the model config field of the same name (the CLI has flags for
+# them); ``model_overrides`` may repeat them only with the same value.
+MODEL_FIELDS = ("n_laplacian", "head_kind")
 
 
 @dataclass
@@ -108,6 +111,7 @@ class TrainConfig:
         if not self.out:
             raise ConfigError("out must name a run directory, e.g. --out runs/vit-l3")
         self._check_data_options()
+        self._check_overrides_agree()
         self._check_model_size()  # unknown model, bad override, n_laplacian > n_heads
         return self
 
@@ -117,6 +121,17 @@ class TrainConfig:
 
         if self.data in list_datasets():
             check_options(dataset_info(self.data), self.data_options)
+
+    def _check_overrides_agree(self) -> None:
+        """``model_overrides`` cannot contradict a top-level field that sets the same model
+        field: which one wins would be a guess, so neither does."""
+        for name in MODEL_FIELDS:
+            if name in self.model_overrides and self.model_overrides[name] != getattr(self, name):
+                value = self.model_overrides[name]
+                raise ConfigError(
+                    f"model_overrides.{name}={value!r} contradicts {name}="
+                    f"{getattr(self, name)!r}; set {name} alone (--set {name}={value!r}) and "
+                    f"drop model_overrides.{name}")
 
     def _check_model_size(self) -> None:
         """The model config (sized from the data later) and its training memory."""
