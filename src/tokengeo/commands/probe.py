@@ -20,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tokengeo.errors import ConfigError
+    from tokengeo.models.names import resolve_model
     from tokengeo.probes.run_geometry import GEOMETRY
     from tokengeo.train.loading import load_run
 
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     if args.examples > MAX_EXAMPLES:
         raise ConfigError(f"--examples {args.examples} exceeds {MAX_EXAMPLES}: the metrics "
                           "hold every example's features in memory; probe fewer")
+    resolve_model(args.run_dir, accept=("run",))  # a run folder, not a model name
     loaded = load_run(args.run_dir)
     if loaded.task.name == "dino":
         return _probe_dino(loaded, args)

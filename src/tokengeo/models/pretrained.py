@@ -17,6 +17,7 @@ safetensors (no pickle) and take seconds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -185,12 +186,15 @@ def _drop_stale(parent: Path, keep: str) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
-def load_folder(folder: Path, **kwargs: Any) -> Loaded:
-    """(model, tokenizer) saved by :func:`cached_load`, from safetensors (never unpickled)."""
+def load_folder(folder: Path, *, causal_lm: bool = True, **kwargs: Any) -> Loaded:
+    """(model, tokenizer) of a Hugging Face folder (e.g. saved by :func:`cached_load`),
+    offline, eval mode: ``AutoModelForCausalLM`` from safetensors (never unpickled), or
+    ``AutoModel`` when not ``causal_lm`` (an encoder such as MiniLM)."""
     transformers = require("transformers")
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, local_files_only=True, use_safetensors=True, **kwargs
-    )
+    if causal_lm:
+        kwargs.setdefault("use_safetensors", True)
+    cls = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
+    model = cls.from_pretrained(folder, local_files_only=True, **kwargs)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer
 
@@ -224,6 +228,36 @@ def cached_folder(name: str) -> Path:
     spec = get_spec(name)
     path = gguf_path(spec)
     return ensure_cached(models_cache_dir(name), source_record(path), lambda: from_gguf(path))
+
+
+# GGUF header keys (``<arch>.<key>``) of the Hugging Face config keys read before loading
+GGUF_SIZES = {"num_hidden_layers": "block_count", "num_attention_heads": "attention.head_count",
+              "max_position_embeddings": "context_length", "vocab_size": "vocab_size"}
+
+
+def hf_config(name: str) -> dict[str, Any] | None:
+    """The Hugging Face config of ``name`` without loading its weights: the cached
+    ``config.json`` once dequantised, else the sizes in the GGUF header (None when ``gguf``
+    is missing: the load then names the install command)."""
+    spec = get_spec(name)
+    path = gguf_path(spec)
+    cached = models_cache_dir(name) / source_key(source_record(path))
+    if (cached / SOURCE_FILE).is_file():
+        return json.loads((cached / "config.json").read_text(encoding="utf-8"))
+    return _gguf_sizes(path, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _gguf_sizes(path: Path, mtime_ns: int) -> dict[str, Any] | None:
+    """The GGUF header's sizes under Hugging Face names (the tensors are not read)."""
+    try:
+        import gguf
+    except ImportError:
+        return None
+    fields = gguf.GGUFReader(path).fields
+    arch = fields["general.architecture"].contents()
+    return {hf: fields[f"{arch}.{key}"].contents() for hf, key in GGUF_SIZES.items()
+            if f"{arch}.{key}" in fields}
 
 
 def load(name: str, **kwargs: Any) -> Loaded:

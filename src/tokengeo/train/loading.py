@@ -15,6 +15,7 @@ from pathlib import Path
 from torch import nn
 
 from tokengeo.errors import CheckpointError, ConfigError
+from tokengeo.models.names import register_run_loader
 from tokengeo.models.registry import model_from_config
 from tokengeo.train import checkpoint as ckpt
 from tokengeo.train.config import TrainConfig, config_from_dict, read_config_json
@@ -85,3 +86,6 @@ def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
                           "when it was trained (e.g. another vocabulary); restore that data "
                           "or use tokengeo.load_model(run_dir)")
     return LoadedRun(cfg, model, task, checkpoint.step)
+
+
+register_run_loader(load_model)  # tokengeo.models.names resolves run folders to this
