@@ -22,7 +22,6 @@ their own packages, which this module never imports (they import it).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 from abc import ABC, abstractmethod
@@ -35,7 +34,7 @@ import torch.nn.functional as F
 from tokengeo.data.samplers import EpochBatchSampler, RandomWindowSampler
 from tokengeo.data.splits import evenly_spaced
 from tokengeo.errors import ConfigError
-from tokengeo.models.registry import get_entry, list_models, model_from_config
+from tokengeo.models.registry import get_entry, list_models
 
 
 @dataclass
@@ -351,17 +350,10 @@ def data_options(cfg: Any) -> dict[str, Any]:
 
 
 def build_task(cfg: Any, data: Any) -> Task:
-    """The task of a :class:`~tokengeo.train.config.TrainConfig` on ``data``; its
-    ``model_config`` is the resolved model config, sized from the data."""
+    """The task of a validated :class:`~tokengeo.train.config.TrainConfig` on ``data``; its
+    ``model_config`` is the model config, built here (the one build of a run) and sized
+    from the data."""
     cls = task_class(cfg.task, data.kind)
     cls.check_family(cfg.model, get_entry(cfg.model).family)
     model_cfg = cfg.model_config(**cls.model_sizes(data))
     return cls(data, model_cfg, cfg.task_options)
-
-
-def build_task_and_model(cfg: Any, data: Any, device: Any = "cpu") -> tuple[Task, Any]:
-    """The task of ``cfg`` on ``data`` and its freshly initialised model, sized from the
-    data and wrapped by the task (DINO: student + teacher)."""
-    task = build_task(cfg, data)
-    model = model_from_config(cfg.model, dataclasses.asdict(task.model_config), device=device)
-    return task, task.wrap_model(model, cfg.steps)
