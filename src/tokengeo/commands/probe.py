@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    import tokengeo.dino  # noqa: F401 (registers --task dino)
     from tokengeo.errors import ConfigError
     from tokengeo.models.names import resolve_model
     from tokengeo.probes.run_geometry import GEOMETRY

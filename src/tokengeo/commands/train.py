@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import tokengeo.dino  # noqa: F401 (registers --task dino)
     from tokengeo.errors import ConfigError
     from tokengeo.runlock import lock_run_folder
     from tokengeo.train.config import build_config, check_out_folder

@@ -17,12 +17,12 @@ dino                   images            k-NN accuracy, embedding spread (tokeng
 =====================  ================  =============================================
 
 Tasks live in a registry (:func:`register_task`); the self-supervised ones register from
-their own packages, which this module never imports (they import it).
+their own packages when those are imported (``import tokengeo.dino`` registers ``dino``;
+the CLI and the suites import it), and this module never imports them (they import it).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -161,10 +161,6 @@ class Task(ABC):
 # ---- the task registry -----------------------------------------------------------------
 
 _REGISTRY: dict[str, type[Task]] = {}
-# Packages above ``train`` whose tasks are built in; imported by name on the first lookup
-# (as ``models.registry`` imports its zoo), so ``train`` never imports them itself.
-BUILTIN_TASK_MODULES = ("tokengeo.dino.task",)
-_builtin_loaded = False
 
 
 def register_task(cls: type[Task]) -> type[Task]:
@@ -290,29 +286,21 @@ class LanguageModeling(Task):
         }
 
 
-def _ensure_builtin() -> None:
-    global _builtin_loaded
-    if not _builtin_loaded:
-        for module in BUILTIN_TASK_MODULES:
-            importlib.import_module(module)  # registers its tasks
-        _builtin_loaded = True
-
-
 def list_tasks() -> list[str]:
     """Names of the registered tasks (what ``--task`` accepts besides ``auto``)."""
-    _ensure_builtin()
     return list(_REGISTRY)
 
 
 def task_class(name: str, data_kind: str | None = None) -> type[Task]:
     """The task ``name`` (``auto``: the supervised task of the data kind)."""
-    _ensure_builtin()
     if name == "auto":
         if data_kind is None:
             raise ConfigError("task='auto' needs the data kind")
         name = data_kind
     if name not in _REGISTRY:
-        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *_REGISTRY]}")
+        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *_REGISTRY]} (a "
+                          "package's tasks register when it is imported: `import "
+                          "tokengeo.dino` for 'dino')")
     cls = _REGISTRY[name]
     if data_kind is not None and cls.kind != data_kind:
         raise ConfigError(f"task {name!r} needs {cls.kind} data, not {data_kind} "
