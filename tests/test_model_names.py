@@ -94,6 +94,9 @@ def test_a_folder_with_a_broken_config_is_named(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match="config.json is not a readable JSON file"):
         resolve_model(str(tmp_path))
+    (tmp_path / "config.json").write_text(" " * (names.MAX_CONFIG_BYTES + 1))  # read bounded
+    with pytest.raises(ConfigError, match="config.json is over 4 MiB: not a model config"):
+        resolve_model(str(tmp_path))
 
 
 @pytest.fixture

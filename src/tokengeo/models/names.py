@@ -40,6 +40,7 @@ SIZE_KEYS = {"n_layers": ("num_hidden_layers", "n_layer"),
              "max_positions": ("max_position_embeddings", "n_positions"),
              "vocab_size": ("vocab_size",)}
 CAUSAL_ARCHITECTURES = ("ForCausalLM", "LMHeadModel")  # how transformers names causal LMs
+MAX_CONFIG_BYTES = 1 << 22  # config.json files hold kilobytes; a bigger one is not a config
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,8 @@ def _kind_of(bare: str, *, prefixed: bool) -> str | None:
 def _is_run(folder: Path) -> bool:
     """A run's config.json holds a train config (model, data, steps), not a model's."""
     try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        cfg = json.loads(_read_config_text(folder / "config.json"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ConfigError):
         return False
     return isinstance(cfg, dict) and "model_type" not in cfg and {"model", "data",
                                                                    "steps"} <= cfg.keys()
@@ -170,12 +171,20 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
     """``folder/config.json`` as a dict, or a ConfigError naming the file."""
     path = folder / "config.json"
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = json.loads(_read_config_text(path))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         raise ConfigError(f"{path} is not a readable JSON file") from None
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path} does not hold a JSON object")
     return cfg
+
+
+def _read_config_text(path: Path) -> str:
+    with open(path, "rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is over {MAX_CONFIG_BYTES >> 20} MiB: not a model config")
+    return data.decode("utf-8")
 
 
 def sizes_of(cfg: dict[str, Any] | None) -> dict[str, int | None]:
