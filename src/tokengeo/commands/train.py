@@ -14,7 +14,8 @@ import argparse
 
 # flag -> TrainConfig field (None = not given, keep the file's / default value)
 _FLAGS = {
-    "--model": ("model", str, "registered model variant (tokengeo list-models)"),
+    "--model": ("model", str, "registered model variant (tokengeo list-models) or "
+                "hf:<named causal LM or folder> (tokengeo list-models --named)"),
     "--data": ("data", str, "dataset name or path to your own data"),
     "--task": ("task", str, "auto (from the data), image-classification, "
                "text-classification, language-modeling or dino (self-supervised ViT)"),
