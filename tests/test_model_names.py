@@ -153,6 +153,23 @@ def test_similarity_checks_a_folder_before_loading(tmp_path):
         check_arguments(_similarity_config(str(folder)))
 
 
+@needs_smollm2
+def test_train_checks_smollm2_head_count_before_loading(tmp_path, monkeypatch):
+    """The named model's sizes come from its GGUF header: a dequantised load never starts."""
+    from tokengeo.models import pretrained
+    from tokengeo.train.config import TrainConfig
+
+    monkeypatch.setattr(pretrained, "load", lambda *a, **k: pytest.fail("weights loaded"))
+    monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))  # no dequantised copy to read
+    cfg = TrainConfig(model="hf:smollm2-135m", data="shakespeare", n_laplacian=10,
+                      out=str(tmp_path / "r"))
+    with pytest.raises(ConfigError, match="n_laplacian=10 but smollm2-135m has 9 heads"):
+        cfg.validate()
+    with pytest.raises(ConfigError, match="block_size=9000 exceeds the 8192 positions"):
+        TrainConfig(model="hf:smollm2-135m", data="shakespeare", out=str(tmp_path / "r"),
+                    model_overrides={"block_size": 9000}).validate()
+
+
 def test_hf_lm_refuses_an_encoder_before_loading():
     from tokengeo.models.registry import create_model
 
