@@ -17,7 +17,6 @@ safetensors (no pickle) and take seconds.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import json
@@ -32,6 +31,7 @@ from typing import Any
 from tokengeo._deps import require
 from tokengeo.data.cache import cache_dir
 from tokengeo.errors import ConfigError, MissingDependencyError
+from tokengeo.models.gguf_header import gguf_sizes
 
 SOURCE_FILE = "tokengeo-source.json"  # written last into a cache folder: what it came from
 Loaded = tuple[Any, Any]  # (model, tokenizer)
@@ -230,15 +230,10 @@ def cached_folder(name: str) -> Path:
     return ensure_cached(models_cache_dir(name), source_record(path), lambda: from_gguf(path))
 
 
-# GGUF header keys (``<arch>.<key>``) of the Hugging Face config keys read before loading
-GGUF_SIZES = {"num_hidden_layers": "block_count", "num_attention_heads": "attention.head_count",
-              "max_position_embeddings": "context_length", "vocab_size": "vocab_size"}
-
-
 def hf_config(name: str) -> dict[str, Any] | None:
     """The Hugging Face config of ``name`` without loading its weights: the cached
-    ``config.json`` once dequantised, else the sizes in the GGUF header (None when ``gguf``
-    or the weights' package is missing: the load then names the install command)."""
+    ``config.json`` once dequantised, else the sizes in the GGUF header (None when the
+    weights' package is missing: the load then names the install command)."""
     try:
         path = gguf_path(get_spec(name))
     except MissingDependencyError:
@@ -246,20 +241,7 @@ def hf_config(name: str) -> dict[str, Any] | None:
     cached = models_cache_dir(name) / source_key(source_record(path))
     if (cached / SOURCE_FILE).is_file():
         return json.loads((cached / "config.json").read_text(encoding="utf-8"))
-    return _gguf_sizes(path, path.stat().st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=8)
-def _gguf_sizes(path: Path, mtime_ns: int) -> dict[str, Any] | None:
-    """The GGUF header's sizes under Hugging Face names (the tensors are not read)."""
-    try:
-        import gguf
-    except ImportError:
-        return None
-    fields = gguf.GGUFReader(path).fields
-    arch = fields["general.architecture"].contents()
-    return {hf: fields[f"{arch}.{key}"].contents() for hf, key in GGUF_SIZES.items()
-            if f"{arch}.{key}" in fields}
+    return gguf_sizes(path, path.stat().st_mtime_ns)
 
 
 def load(name: str, **kwargs: Any) -> Loaded:
