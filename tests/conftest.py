@@ -32,3 +32,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def require_source():
+    """``require_source(source)`` skips the test, naming the install command, when the data
+    source (:mod:`tokengeo.data.sources`) is not installed here."""
+    def require(source) -> None:
+        if not source.available():
+            pytest.skip(f"{source.name} is not installed here; install it with: "
+                        f"{source.install}")
+
+    return require
+
+
+@pytest.fixture(scope="module")
+def private_cache(tmp_path_factory):
+    """Token, tokenizer and encoding caches go to a temporary folder (one per test module),
+    not the user's cache. Modules opt in with
+    ``pytestmark = pytest.mark.usefixtures("private_cache")``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield

@@ -12,23 +12,12 @@ from tokengeo.data import (
 from tokengeo.data.shakespeare import SEPARATOR, VAL_WORKS, load_shakespeare, read_works
 from tokengeo.errors import ConfigError, DataNotFoundError
 
-
-def _require(source):
-    if not source.available():
-        pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache(tmp_path_factory):
-    """Token and tokenizer caches go to a temporary folder, not the user's cache."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("private_cache")  # caches in a temporary folder
 
 
 @pytest.fixture(scope="module")
-def works():
-    _require(sources.SHAKESPEARE)
+def works(require_source):
+    require_source(sources.SHAKESPEARE)
     return read_works()
 
 
@@ -38,8 +27,8 @@ def char_lm(works):
 
 
 @pytest.fixture(scope="module")
-def gpt2():
-    _require(sources.GPT2_BPE)
+def gpt2(require_source):
+    require_source(sources.GPT2_BPE)
     return gpt2_tokenizer()
 
 

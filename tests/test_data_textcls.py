@@ -23,29 +23,19 @@ FORTUNE_COUNTS = {
 }  # fmt: skip
 
 
-def _require(source):
-    if not source.available():
-        pytest.skip(f"{source.name} is not installed here; install it with: {source.install}")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache(tmp_path_factory):
-    """Tokenizer and encoding caches go to a temporary folder, not the user's cache."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
-        yield
+pytestmark = pytest.mark.usefixtures("private_cache")  # caches in a temporary folder
 
 
 @pytest.fixture(scope="module")
-def tweets_raw():
-    _require(sources.TWEETS)
+def tweets_raw(require_source):
+    require_source(sources.TWEETS)
     return read_tweets()
 
 
 @pytest.fixture(scope="module")
-def fortunes():
-    _require(sources.FORTUNES)
-    _require(sources.GPT2_BPE)
+def fortunes(require_source):
+    require_source(sources.FORTUNES)
+    require_source(sources.GPT2_BPE)
     return load_dataset("fortunes-topics")
 
 
@@ -72,8 +62,8 @@ def test_tweet_splits_are_stratified_deterministic_and_leak_free(tweets_raw):
     assert not torch.equal(split_texts(texts, y, (0.1, 0.1), seed=1)[2], test)
 
 
-def test_tweets_bundle_gpt2_padded_with_masks(tmp_path):
-    _require(sources.TWEETS)
+def test_tweets_bundle_gpt2_padded_with_masks(tmp_path, require_source):
+    require_source(sources.TWEETS)
     data = load_tweets(num_classes=2, max_len=48)
     assert data.kind == "text-classification" and data.name == "tweets-binary"
     assert data.class_names == ["negative", "positive"] and data.vocab_size == 50257
@@ -105,8 +95,8 @@ def test_pad_batch_matches_a_loop(seqs, max_len):
         assert mask[row].tolist() == [1] * len(kept) + [0] * (max_len - len(kept))
 
 
-def test_encoded_texts_are_cached_and_identical(tmp_path, monkeypatch):
-    _require(sources.GPT2_BPE)
+def test_encoded_texts_are_cached_and_identical(tmp_path, monkeypatch, require_source):
+    require_source(sources.GPT2_BPE)
     monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))
     tok = gpt2_tokenizer()
     texts = ["Hello world", "", "O brave new world, that has such people in't!"]
@@ -131,8 +121,8 @@ def test_fortunes_topics_counts_and_encoding(fortunes):
     assert any(long_ones)  # truncation happens and is covered above
 
 
-def test_fortunes_local_bpe_cached(tmp_path, monkeypatch):
-    _require(sources.FORTUNES)
+def test_fortunes_local_bpe_cached(tmp_path, monkeypatch, require_source):
+    require_source(sources.FORTUNES)
     monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))
     data = load_fortunes(tokenizer="bpe", bpe_vocab_size=800, categories=("food", "law"))
     assert data.vocab_size == 800 and data.pad_id == data.tokenizer.backend.token_to_id("<pad>")
@@ -145,8 +135,8 @@ def test_parse_fortunes_separators_and_overstrike():
     assert parse_fortunes(raw) == ["first\nline", "second bold", "third"]
 
 
-def test_bad_fortune_category_lists_valid_ones():
-    _require(sources.FORTUNES)
+def test_bad_fortune_category_lists_valid_ones(require_source):
+    require_source(sources.FORTUNES)
     with pytest.raises(ConfigError, match="computers"):
         read_fortunes(categories=("nosuchtopic",))
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tokengeo.errors import ConfigError, MissingDependencyError
+from tokengeo.models.gguf_header import gguf_sizes, read_gguf_metadata
 
 transformers = pytest.importorskip("transformers", reason="needs the 'hf' extra")
 tokenizers = pytest.importorskip("tokenizers", reason="needs the 'data' extra")
@@ -227,3 +228,48 @@ def test_smollm2_cached_equals_gguf_and_completes_paris(tmp_path, monkeypatch):
         assert torch.equal(cached(**ids).logits, gguf(**ids).logits)
         out = cached.generate(**ids, max_new_tokens=3, do_sample=False)
     assert tok.decode(out[0, ids.input_ids.shape[1]:]).startswith(" Paris.")
+
+
+# --- the GGUF header, read without loading -----------------------------------------------
+
+
+def _write_gguf(path, tokens: int = 3000):
+    gguf = pytest.importorskip("gguf")
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_array("tokenizer.ggml.tokens", [f"tok{i}" for i in range(tokens)])  # skipped
+    writer.add_array("tokenizer.ggml.scores", [0.5] * tokens)
+    writer.add_block_count(3)
+    writer.add_context_length(64)
+    writer.add_head_count(2)
+    writer.add_vocab_size(tokens)
+    writer.add_float32("llama.rope.freq_base", 10000.0)
+    writer.add_string("general.name", "tiny")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    return path
+
+
+def test_gguf_metadata_matches_the_gguf_packages_reader(tmp_path):
+    import gguf
+
+    path = _write_gguf(tmp_path / "tiny.gguf")
+    mine = read_gguf_metadata(path)
+    fields = gguf.GGUFReader(path).fields
+    for key, value in mine.items():
+        want = fields[key].contents()
+        assert value == (None if isinstance(want, list) else pytest.approx(want)), key
+    assert set(mine) == {k for k in fields if not k.startswith("GGUF.")}
+    assert gguf_sizes(path, 0) == {
+        "num_hidden_layers": 3, "num_attention_heads": 2, "max_position_embeddings": 64,
+        "vocab_size": 3000}
+
+
+def test_a_file_that_is_not_gguf_or_is_cut_is_named(tmp_path):
+    (tmp_path / "x.gguf").write_bytes(b"PK\x03\x04 not a gguf")
+    with pytest.raises(ConfigError, match="x.gguf is not a GGUF v2/v3 file"):
+        read_gguf_metadata(tmp_path / "x.gguf")
+    whole = _write_gguf(tmp_path / "tiny.gguf").read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ConfigError, match="cut.gguf ends inside its GGUF header"):
+        read_gguf_metadata(tmp_path / "cut.gguf")

@@ -118,6 +118,27 @@ def test_config_errors_name_the_field(override, message):
         build_config(None, {}, [], base=override)
 
 
+@pytest.mark.parametrize("values, both", [
+    ({"model_overrides": {"n_laplacian": 2}}, ("model_overrides.n_laplacian=2", "n_laplacian=0")),
+    ({"n_laplacian": 1, "model_overrides": {"n_laplacian": 2}},
+     ("model_overrides.n_laplacian=2", "n_laplacian=1")),
+    ({"model_overrides": {"head_kind": "mixed"}},
+     ("model_overrides.head_kind='mixed'", "head_kind='laplacian'")),
+])
+def test_model_overrides_cannot_contradict_top_level_fields(values, both):
+    """Before, the top-level field silently won: n_laplacian=2 trained 0 Laplacian heads."""
+    with pytest.raises(ConfigError) as err:
+        build_config(None, {}, [], base=values)
+    assert all(key in str(err.value) for key in both), str(err.value)
+
+
+def test_model_overrides_may_repeat_a_top_level_field():
+    cfg = build_config(None, {}, [], base={"n_laplacian": 2, "head_kind": "mixed",
+                                           "model_overrides": {"n_laplacian": 2}})
+    model_cfg = cfg.model_config()
+    assert (model_cfg.n_laplacian, model_cfg.head_kind) == (2, "mixed")
+
+
 def test_data_sizes_clash_with_overrides():
     with pytest.raises(ConfigError, match="num_classes=5 but the data needs 10"):
         TrainConfig(model_overrides={"num_classes": 5}).model_config(num_classes=10)

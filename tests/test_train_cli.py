@@ -45,6 +45,8 @@ def one_error_line(capsys) -> str:
     (["--precision", "fp16", "--device", "cpu"], "precision='fp16' needs a CUDA device"),
     (["--model", "gpt-tiny"], "model 'gpt-tiny' (family gpt) cannot do image-classification"),
     (["--data", "no/such/file.txt"], "no such file or folder"),
+    (["--set", "model_overrides.n_laplacian=2"],
+     "model_overrides.n_laplacian=2 contradicts n_laplacian=0"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
     code = main(["train", *TINY, "--steps", "2", "--out", str(tmp_path / "run"), *args])

@@ -40,6 +40,7 @@ def _worker(rank: int, world: int, port: int, cfg: dict, weights_dir: str) -> No
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
+    import tokengeo.dino  # noqa: F401 (registers --task dino in the spawned process)
     from tokengeo.train.distributed import init_distributed, shutdown
 
     env = init_distributed("cpu")

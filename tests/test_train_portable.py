@@ -47,8 +47,19 @@ def test_train_never_imports_dino_and_dino_helpers_not_train():
 
 
 def test_dino_registers_into_the_task_registry():
-    assert list_tasks()[:3] == ["image-classification", "text-classification",
-                                "language-modeling"]
+    """Explicitly, when tokengeo.dino is imported (the CLI and the dino suite import it);
+    train loads no module by name."""
+    script = ("from tokengeo.train.tasks import list_tasks\n"
+              "before = list_tasks()\n"
+              "import tokengeo.dino\n"
+              "print(before, list_tasks())")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    supervised = ["image-classification", "text-classification", "language-modeling"]
+    assert out.strip() == f"{supervised} {[*supervised, 'dino']}"
+    import tokengeo.dino  # noqa: F401 (registers dino in this process)
+
     assert "dino" in list_tasks()
 
     class Other(ImageClassification):

@@ -4,6 +4,7 @@ Top-level API (imported lazily so ``import tokengeo`` stays light)::
 
     tokengeo.create_model("vit-tiny", n_laplacian=2)   # a registered model variant
     tokengeo.list_models()                              # their names
+    tokengeo.resolve_model("smollm2-135m")              # a named model, folder or run: sizes, load
     tokengeo.laplacianize(hf_model, n_laplacian=3)      # Laplacian heads in a HF model
     tokengeo.run_with_cache(model, x, names=[...])      # named activations
     tokengeo.load_model("runs/vit-l3")                  # a trained run's model (no data needed)
@@ -19,6 +20,7 @@ _LAZY = {
     "create_model": "tokengeo.models.registry",
     "list_models": "tokengeo.models.registry",
     "register_model": "tokengeo.models.registry",
+    "resolve_model": "tokengeo.models.names",
     "laplacianize": "tokengeo.models.hf",
     "capture": "tokengeo.probes.capture",
     "run_with_cache": "tokengeo.probes.capture",

@@ -19,7 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    import tokengeo.dino  # noqa: F401 (registers --task dino)
     from tokengeo.errors import ConfigError
+    from tokengeo.models.names import resolve_model
     from tokengeo.probes.run_geometry import GEOMETRY
     from tokengeo.train.loading import load_run
 
@@ -28,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     if args.examples > MAX_EXAMPLES:
         raise ConfigError(f"--examples {args.examples} exceeds {MAX_EXAMPLES}: the metrics "
                           "hold every example's features in memory; probe fewer")
+    resolve_model(args.run_dir, accept=("run",))  # a run folder, not a model name
     loaded = load_run(args.run_dir)
     if loaded.task.name == "dino":
         return _probe_dino(loaded, args)

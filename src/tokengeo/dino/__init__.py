@@ -8,8 +8,9 @@ from tokengeo.dino.augment import CropConfig, multi_crop
 from tokengeo.dino.evaluate import BackboneEval, evaluate_backbone, knn_accuracy, linear_probe
 from tokengeo.dino.head import DINOHead
 from tokengeo.dino.model import DINO, DINOConfig, dino_loss
+from tokengeo.dino.task import DINOTask  # registers --task dino
 
 __all__ = [
-    "DINO", "BackboneEval", "CropConfig", "DINOConfig", "DINOHead", "dino_loss",
+    "DINO", "BackboneEval", "CropConfig", "DINOConfig", "DINOHead", "DINOTask", "dino_loss",
     "evaluate_backbone", "knn_accuracy", "linear_probe", "multi_crop",
 ]  # fmt: skip

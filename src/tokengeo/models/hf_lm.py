@@ -62,9 +62,7 @@ class HFLMConfig:
         check_positive("n_laplacian", self.n_laplacian, allow_zero=True)  # ≤ H: once loaded
         check_positive("vocab_size", self.vocab_size, allow_zero=True)
         check_positive("block_size", self.block_size)
-        saved = _saved_config(self.source)
-        if saved is not None:
-            _check_sizes(self, saved)
+        _check_sizes(self, _saved_config(self.source))
 
 
 def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
@@ -83,26 +81,31 @@ def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
                           f"{cfg.source}; use --set model_overrides.block_size={positions}")
 
 
-def check_source(source: str) -> None:
-    """A known pretrained name or a folder with a config.json, else a ConfigError."""
-    if pretrained.is_pretrained(source) or (Path(source).expanduser() / "config.json").is_file():
-        return
-    raise ConfigError(f"unknown Hugging Face model {source!r}: use hf:<name> with a name of "
-                      f"{pretrained.names()} or hf:<folder saved by save_pretrained>")
+HF_LM_SOURCES = ("named", "folder")  # what hf:<source> takes (tokengeo.models.names)
 
 
-def _saved_config(source: str) -> dict[str, Any] | None:
-    """config.json of a folder source (None for a named model not dequantised yet)."""
-    if pretrained.is_pretrained(source):
-        return None
-    return json.loads((Path(source).expanduser() / "config.json").read_text())
+def check_source(source: str):
+    """The resolved ``source`` (:func:`tokengeo.models.names.resolve_model`), else a
+    ConfigError naming the forms ``hf:<source>`` takes."""
+    from tokengeo.models.names import resolve_model
+
+    found = resolve_model(source, accept=HF_LM_SOURCES, what="Hugging Face model")
+    if found.causal_lm is False:
+        raise ConfigError(f"{source!r} is not a causal language model; hf:<source> takes "
+                          "causal LMs only (tokengeo list-models --named)")
+    return found
+
+
+def _saved_config(source: str) -> dict[str, Any]:
+    """The sizes of ``source`` under Hugging Face names, read before any weights load."""
+    found = check_source(source)
+    return {"num_attention_heads": found.n_heads, "vocab_size": found.vocab_size,
+            "max_position_embeddings": found.max_positions}
 
 
 def source_folder(source: str) -> Path:
     """The folder holding the model and tokenizer (a named model: its cache folder)."""
-    if pretrained.is_pretrained(source):
-        return pretrained.cached_folder(source)
-    return Path(source).expanduser()
+    return check_source(source).folder()
 
 
 # ---- the tokenizer ----------------------------------------------------------------------
@@ -194,11 +197,8 @@ class HFCausalLM(nn.Module):
 
 def _load_model(config: HFLMConfig) -> Any:
     """The float32 causal LM of ``config.source``, its sizes checked against ``config``."""
-    kwargs = {"attn_implementation": config.attn_implementation}
-    if pretrained.is_pretrained(config.source):
-        model, _ = pretrained.load(config.source, **kwargs)
-    else:
-        model, _ = pretrained.load_folder(Path(config.source).expanduser(), **kwargs)
+    source = check_source(config.source)
+    model, _ = source.load(causal_lm=True, attn_implementation=config.attn_implementation)
     _check_sizes(config, model.config.to_dict())
     return model.float()
 

@@ -31,6 +31,7 @@ from typing import Any
 from tokengeo._deps import require
 from tokengeo.data.cache import cache_dir
 from tokengeo.errors import ConfigError, MissingDependencyError
+from tokengeo.models.gguf_header import gguf_sizes
 
 SOURCE_FILE = "tokengeo-source.json"  # written last into a cache folder: what it came from
 Loaded = tuple[Any, Any]  # (model, tokenizer)
@@ -185,12 +186,15 @@ def _drop_stale(parent: Path, keep: str) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
-def load_folder(folder: Path, **kwargs: Any) -> Loaded:
-    """(model, tokenizer) saved by :func:`cached_load`, from safetensors (never unpickled)."""
+def load_folder(folder: Path, *, causal_lm: bool = True, **kwargs: Any) -> Loaded:
+    """(model, tokenizer) of a Hugging Face folder (e.g. saved by :func:`cached_load`),
+    offline, eval mode: ``AutoModelForCausalLM`` from safetensors (never unpickled), or
+    ``AutoModel`` when not ``causal_lm`` (an encoder such as MiniLM)."""
     transformers = require("transformers")
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, local_files_only=True, use_safetensors=True, **kwargs
-    )
+    if causal_lm:
+        kwargs.setdefault("use_safetensors", True)
+    cls = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
+    model = cls.from_pretrained(folder, local_files_only=True, **kwargs)
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer
 
@@ -224,6 +228,20 @@ def cached_folder(name: str) -> Path:
     spec = get_spec(name)
     path = gguf_path(spec)
     return ensure_cached(models_cache_dir(name), source_record(path), lambda: from_gguf(path))
+
+
+def hf_config(name: str) -> dict[str, Any] | None:
+    """The Hugging Face config of ``name`` without loading its weights: the cached
+    ``config.json`` once dequantised, else the sizes in the GGUF header (None when the
+    weights' package is missing: the load then names the install command)."""
+    try:
+        path = gguf_path(get_spec(name))
+    except MissingDependencyError:
+        return None
+    cached = models_cache_dir(name) / source_key(source_record(path))
+    if (cached / SOURCE_FILE).is_file():
+        return json.loads((cached / "config.json").read_text(encoding="utf-8"))
+    return gguf_sizes(path, path.stat().st_mtime_ns)
 
 
 def load(name: str, **kwargs: Any) -> Loaded:

@@ -35,17 +35,24 @@ class ModelEntry:
     tokenizer: Callable[[], Any] | None = None
 
     def config(self, **overrides: Any):
-        removed = getattr(self.config_cls, "REMOVED_FIELDS", {})
+        """The validated config: the variant's defaults < ``overrides``. Built here once and
+        then passed on (:func:`build_model`), never rebuilt."""
+        removed = getattr(self.config_cls, "REMOVED_FIELDS", {})  # e.g. the L-Transformer's
         stale = sorted(overrides.keys() & removed.keys())
         if stale:
             raise ConfigError(f"{self.name} option {stale[0]!r} was removed: {removed[stale[0]]}")
         cfg = replace_checked(self.config_cls(**self.defaults), overrides, what=f"{self.name}")
         cfg.validate()
-        if hasattr(cfg, "parameter_estimate"):  # refuse sizes that cannot be allocated
-            n = cfg.parameter_estimate()
-            check_memory(f"{self.name} with {cfg.size_summary()} (~{n:.3g} parameters; its "
-                         "fp32 weights)", 4 * n, "choose smaller sizes")
         return cfg
+
+
+def check_model_memory(name: str, cfg: Any, bytes_per_parameter: int, what: str) -> None:
+    """Refuse a model whose ``bytes_per_parameter`` x parameters cannot be allocated (one
+    check per model: its fp32 weights for :func:`create_model`, more to train it)."""
+    if hasattr(cfg, "parameter_estimate"):  # a pretrained model's size is what it is
+        n = cfg.parameter_estimate()
+        check_memory(f"{what} {name} with {cfg.size_summary()} (~{n:.3g} parameters)",
+                     bytes_per_parameter * n, "choose smaller sizes")
 
 
 _REGISTRY: dict[str, ModelEntry] = {}
@@ -97,8 +104,19 @@ def create_model(
 
     >>> model = create_model("vit-tiny", n_laplacian=2, num_classes=10)
     """
+    cfg = get_entry(name).config(**overrides)
+    check_model_memory(name, cfg, 4, "the fp32 weights of")
+    return build_model(name, cfg, device=device, dtype=dtype)
+
+
+def build_model(name: str, cfg: Any, *, device: torch.device | str | None = None,
+                dtype: torch.dtype | None = None) -> nn.Module:
+    """The model of variant ``name`` from its validated config ``cfg`` (from
+    :meth:`ModelEntry.config`), which is used as it is: not copied, checked or rebuilt."""
     entry = get_entry(name)
-    cfg = entry.config(**overrides)
+    if not isinstance(cfg, entry.config_cls):
+        raise ConfigError(f"{name} is built from a {entry.config_cls.__name__}, not a "
+                          f"{type(cfg).__name__}; make it with get_entry({name!r}).config()")
     device, dtype = _check_device(device), _check_dtype(dtype)
     with torch.device(device or "cpu"):
         model = entry.builder(cfg)
@@ -126,8 +144,8 @@ def model_from_config(name: str, config: dict[str, Any], **kw: Any) -> nn.Module
     """Rebuild a model from a saved (resolved) config dict, e.g. a checkpoint sidecar.
 
     Keys that are not fields of the family's config are dropped, so configs saved by older
-    versions load: e.g. the L-Transformer's removed ``slice_mode`` (``"batched"`` and
-    ``"sequential"`` computed the same function; both now load as the batched model).
+    versions load (e.g. the L-Transformer's ``slice_mode``, whose two values computed the
+    same function).
     """
     entry = get_entry(name)
     fields = {f.name for f in dataclasses.fields(entry.config_cls)}

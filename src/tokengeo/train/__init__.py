@@ -8,6 +8,7 @@
 from tokengeo.train.checkpoint import Checkpoint, latest_checkpoint, load_checkpoint
 from tokengeo.train.config import TrainConfig, build_config, parse_set
 from tokengeo.train.distributed import DistEnv, init_distributed
+from tokengeo.train.loading import load_model, load_run  # also: run folders resolve by name
 from tokengeo.train.schedule import WarmupCosine
 from tokengeo.train.tasks import (
     Batch,
@@ -25,5 +26,6 @@ __all__ = [
     "Batch", "Checkpoint", "DistEnv", "ImageClassification", "LanguageModeling",
     "NonFiniteLossError", "Task", "TextClassification", "TrainConfig", "Trainer",
     "WarmupCosine", "build_config", "init_distributed", "latest_checkpoint", "list_tasks",
-    "load_checkpoint", "parse_set", "register_task", "task_class", "train",
+    "load_checkpoint", "load_model", "load_run", "parse_set", "register_task", "task_class",
+    "train",
 ]  # fmt: skip

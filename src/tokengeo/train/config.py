@@ -41,6 +41,9 @@ MAX_BATCH = 2**24  # examples (or windows) in one global batch
 MAX_LR = 10.0  # AdamW diverges at once far below this; 1e39 overflows float32
 # Bytes per parameter while training: fp32 weights, gradients and AdamW's two moments.
 TRAIN_BYTES_PER_PARAM = 16
+# Top-level fields that set the model config field of the same name (the CLI has flags for
+# them); ``model_overrides`` may repeat them only with the same value.
+MODEL_FIELDS = ("n_laplacian", "head_kind")
 
 
 @dataclass
@@ -108,7 +111,17 @@ class TrainConfig:
         if not self.out:
             raise ConfigError("out must name a run directory, e.g. --out runs/vit-l3")
         self._check_data_options()
-        self._check_model_size()  # unknown model, bad override, n_laplacian > n_heads
+        self._check_overrides_agree()
+        # unknown model, bad override, n_laplacian > n_heads: refused before the data loads
+        # (the sizes the data sets come later; the config that is used is built then)
+        self.model_config(**self._pre_data_sizes())
+        self._validated_as = self.to_dict()
+        return self
+
+    def validated(self) -> TrainConfig:
+        """``self``, validated: :meth:`validate` runs only if it has not run on these values."""
+        if getattr(self, "_validated_as", None) != self.to_dict():
+            self.validate()
         return self
 
     def _check_data_options(self) -> None:
@@ -118,17 +131,16 @@ class TrainConfig:
         if self.data in list_datasets():
             check_options(dataset_info(self.data), self.data_options)
 
-    def _check_model_size(self) -> None:
-        """The model config (sized from the data later) and its training memory."""
-        from tokengeo.checks import check_memory
-
-        cfg = self.model_config(**self._pre_data_sizes())
-        if not hasattr(cfg, "parameter_estimate"):
-            return
-        n = cfg.parameter_estimate()
-        check_memory(f"training {self.model} with {cfg.size_summary()} (~{n:.3g} parameters; "
-                     "weights, gradients and AdamW moments)", n * TRAIN_BYTES_PER_PARAM,
-                     "choose smaller sizes")
+    def _check_overrides_agree(self) -> None:
+        """``model_overrides`` cannot contradict a top-level field that sets the same model
+        field: which one wins would be a guess, so neither does."""
+        for name in MODEL_FIELDS:
+            if name in self.model_overrides and self.model_overrides[name] != getattr(self, name):
+                value = self.model_overrides[name]
+                raise ConfigError(
+                    f"model_overrides.{name}={value!r} contradicts {name}="
+                    f"{getattr(self, name)!r}; set {name} alone (--set {name}={value!r}) and "
+                    f"drop model_overrides.{name}")
 
     def _pre_data_sizes(self) -> dict[str, Any]:
         """Sizes the data sets later, chosen here so that they cannot clash before it is
@@ -145,7 +157,10 @@ class TrainConfig:
         return {"image_size": patch} if ok else {}
 
     def model_config(self, **from_data: Any):
-        """The resolved model config: registry defaults < data-derived sizes < overrides."""
+        """The model config, built and validated: registry defaults < data-derived sizes <
+        overrides (which may not contradict the data). Called once for the check before the
+        data loads and once by :func:`tokengeo.train.tasks.build_task`; the task, the
+        registry and the trainer use the config that call returns."""
         from tokengeo.models.registry import get_entry
 
         overrides = {**self.model_overrides, "n_laplacian": self.n_laplacian,
@@ -245,6 +260,15 @@ def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
         if name in values and not isinstance(values[name], Mapping):
             raise ConfigError(f"{name}={values[name]!r} must be a table of key = value")
     return replace_checked(TrainConfig(), values, what="train config").validate()
+
+
+def check_training_memory(cfg: TrainConfig, model_config: Any) -> None:
+    """The one memory check of a training run: weights, gradients and AdamW's moments of
+    the model ``model_config`` (sized from the data) fit in this machine's memory."""
+    from tokengeo.models.registry import check_model_memory
+
+    check_model_memory(cfg.model, model_config, TRAIN_BYTES_PER_PARAM,
+                       "training (weights, gradients and AdamW moments)")
 
 
 def build_config(

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
 from tokengeo.errors import CheckpointError, ConfigError
-from tokengeo.models.registry import model_from_config
+from tokengeo.models.names import register_run_loader
+from tokengeo.models.registry import build_model, model_from_config
 from tokengeo.train import checkpoint as ckpt
 from tokengeo.train.config import TrainConfig, config_from_dict, read_config_json
 from tokengeo.train.tasks import Task, build_task, task_class
@@ -44,14 +46,24 @@ def _latest(root: Path) -> ckpt.Checkpoint:
     return ckpt.load_checkpoint(latest)
 
 
-def _model_from_checkpoint(cfg: TrainConfig, checkpoint: ckpt.Checkpoint,
-                           device: str) -> nn.Module:
-    """The bare model from the sidecar's resolved config, wrapped as it was trained."""
+def _saved_model(checkpoint: ckpt.Checkpoint) -> dict:
     saved = checkpoint.state.get("model")
     if not isinstance(saved, dict) or "config" not in saved:
         raise CheckpointError(f"checkpoint {checkpoint.path} records no model config; it is "
                               "not a training checkpoint of this version")
-    model = model_from_config(saved.get("name", cfg.model), saved["config"], device=device)
+    return saved
+
+
+def _model_from_checkpoint(cfg: TrainConfig, checkpoint: ckpt.Checkpoint, device: str,
+                           model_config: Any = None) -> nn.Module:
+    """The model of the sidecar's resolved config (or of ``model_config``, already built
+    and equal to it), wrapped as it was trained, with the checkpoint's weights."""
+    saved = _saved_model(checkpoint)
+    name = saved.get("name", cfg.model)
+    if model_config is None:
+        model = model_from_config(name, saved["config"], device=device)
+    else:
+        model = build_model(name, model_config, device=device)
     if cfg.task != "auto":  # the supervised tasks ("auto") train the bare model
         model = task_class(cfg.task).wrap(model, cfg.task_options, cfg.steps)
     ckpt.restore_model(model, checkpoint)
@@ -77,11 +89,14 @@ def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
     root = Path(run_dir).expanduser()
     cfg = _run_config(root)
     checkpoint = _latest(root)
-    model = _model_from_checkpoint(cfg, checkpoint, device)
-    task = build_task(cfg, load_data(cfg))
+    task = build_task(cfg, load_data(cfg))  # builds the model config from the run's data
     resolved = json.loads(json.dumps(asdict(task.model_config)))
-    if resolved != checkpoint.state["model"]["config"]:
+    if resolved != _saved_model(checkpoint)["config"]:
         raise ConfigError(f"the data of run {str(root)!r} now sizes the model differently than "
                           "when it was trained (e.g. another vocabulary); restore that data "
                           "or use tokengeo.load_model(run_dir)")
+    model = _model_from_checkpoint(cfg, checkpoint, device, task.model_config)
     return LoadedRun(cfg, model, task, checkpoint.step)
+
+
+register_run_loader(load_model)  # tokengeo.models.names resolves run folders to this

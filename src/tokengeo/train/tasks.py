@@ -17,13 +17,12 @@ dino                   images            k-NN accuracy, embedding spread (tokeng
 =====================  ================  =============================================
 
 Tasks live in a registry (:func:`register_task`); the self-supervised ones register from
-their own packages, which this module never imports (they import it).
+their own packages when those are imported (``import tokengeo.dino`` registers ``dino``;
+the CLI and the suites import it), and this module never imports them (they import it).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ import torch.nn.functional as F
 from tokengeo.data.samplers import EpochBatchSampler, RandomWindowSampler
 from tokengeo.data.splits import evenly_spaced
 from tokengeo.errors import ConfigError
-from tokengeo.models.registry import get_entry, list_models, model_from_config
+from tokengeo.models.registry import get_entry, list_models
 
 
 @dataclass
@@ -162,10 +161,6 @@ class Task(ABC):
 # ---- the task registry -----------------------------------------------------------------
 
 _REGISTRY: dict[str, type[Task]] = {}
-# Packages above ``train`` whose tasks are built in; imported by name on the first lookup
-# (as ``models.registry`` imports its zoo), so ``train`` never imports them itself.
-BUILTIN_TASK_MODULES = ("tokengeo.dino.task",)
-_builtin_loaded = False
 
 
 def register_task(cls: type[Task]) -> type[Task]:
@@ -291,29 +286,21 @@ class LanguageModeling(Task):
         }
 
 
-def _ensure_builtin() -> None:
-    global _builtin_loaded
-    if not _builtin_loaded:
-        for module in BUILTIN_TASK_MODULES:
-            importlib.import_module(module)  # registers its tasks
-        _builtin_loaded = True
-
-
 def list_tasks() -> list[str]:
     """Names of the registered tasks (what ``--task`` accepts besides ``auto``)."""
-    _ensure_builtin()
     return list(_REGISTRY)
 
 
 def task_class(name: str, data_kind: str | None = None) -> type[Task]:
     """The task ``name`` (``auto``: the supervised task of the data kind)."""
-    _ensure_builtin()
     if name == "auto":
         if data_kind is None:
             raise ConfigError("task='auto' needs the data kind")
         name = data_kind
     if name not in _REGISTRY:
-        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *_REGISTRY]}")
+        raise ConfigError(f"unknown task {name!r}; choose one of {['auto', *_REGISTRY]} (a "
+                          "package's tasks register when it is imported: `import "
+                          "tokengeo.dino` for 'dino')")
     cls = _REGISTRY[name]
     if data_kind is not None and cls.kind != data_kind:
         raise ConfigError(f"task {name!r} needs {cls.kind} data, not {data_kind} "
@@ -351,17 +338,10 @@ def data_options(cfg: Any) -> dict[str, Any]:
 
 
 def build_task(cfg: Any, data: Any) -> Task:
-    """The task of a :class:`~tokengeo.train.config.TrainConfig` on ``data``; its
-    ``model_config`` is the resolved model config, sized from the data."""
+    """The task of a validated :class:`~tokengeo.train.config.TrainConfig` on ``data``; its
+    ``model_config`` is the model config, built here (the one build of a run) and sized
+    from the data."""
     cls = task_class(cfg.task, data.kind)
     cls.check_family(cfg.model, get_entry(cfg.model).family)
     model_cfg = cfg.model_config(**cls.model_sizes(data))
     return cls(data, model_cfg, cfg.task_options)
-
-
-def build_task_and_model(cfg: Any, data: Any, device: Any = "cpu") -> tuple[Task, Any]:
-    """The task of ``cfg`` on ``data`` and its freshly initialised model, sized from the
-    data and wrapped by the task (DINO: student + teacher)."""
-    task = build_task(cfg, data)
-    model = model_from_config(cfg.model, dataclasses.asdict(task.model_config), device=device)
-    return task, task.wrap_model(model, cfg.steps)

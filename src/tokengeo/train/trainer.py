@@ -25,9 +25,10 @@ from torch import nn
 
 from tokengeo.errors import CheckpointError, ConfigError, TokengeoError
 from tokengeo.io import write_json
+from tokengeo.models.registry import build_model
 from tokengeo.train import checkpoint as ckpt
 from tokengeo.train import sidecar as sc
-from tokengeo.train.config import TrainConfig
+from tokengeo.train.config import TrainConfig, check_training_memory
 from tokengeo.train.curves import plot_curves
 from tokengeo.train.distributed import (
     DistEnv,
@@ -42,7 +43,7 @@ from tokengeo.train.progress import Progress
 from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
 from tokengeo.train.rundir import RunDir, config_changes
 from tokengeo.train.schedule import WarmupCosine
-from tokengeo.train.tasks import Batch, Task, build_task_and_model, data_options
+from tokengeo.train.tasks import Batch, Task, build_task, data_options
 
 # The trainer's sidecar fields and their types (besides checkpoint.FIELDS); values are
 # further compared with this run's (config, model, schedule, world size, sampler position).
@@ -110,7 +111,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, resume: bool = False, data: Any = None,
                  env: DistEnv | None = None, progress: bool | None = None,
                  resume_from: int | None = None) -> None:
-        self.cfg = cfg.validate()
+        self.cfg = cfg.validated()  # not again when the caller validated it
         self.resume_from = resume_from
         resume = resume or resume_from is not None
         self.env = env or init_distributed(cfg.device)
@@ -158,7 +159,12 @@ class Trainer:
         return cfg.steps
 
     def _build_task_and_model(self) -> tuple[Task, nn.Module]:
-        return build_task_and_model(self.cfg, self.data, self.env.device)
+        """The task on the data, and its model built from the task's model config as it is
+        (the one build of the run), wrapped by the task (DINO: student + teacher)."""
+        task = build_task(self.cfg, self.data)
+        check_training_memory(self.cfg, task.model_config)
+        model = build_model(self.cfg.model, task.model_config, device=self.env.device)
+        return task, task.wrap_model(model, self.cfg.steps)
 
     def _start_run_dir(self, saved_config: dict[str, Any] | None) -> None:
         """Fresh run: create the directory. Resume: restore the latest checkpoint."""

