@@ -25,7 +25,7 @@ LAYERS = [
     {"nn", "data"},
     {"models"},
     {"train", "probes", "flows"},
-    {"dino", "bench"},
+    {"dino", "bench", "view"},
     {"experiments"},
     {"commands"},
     {"cli", "__main__", "<root>"},
