@@ -7,6 +7,8 @@
 ``result``      :class:`HeadSimilarityResult` (means and shares from the sums), JSON, table
 ``run``         the pipeline: load an encoder, stream windows, accumulate (``run_similarity``)
 ``plots``       PNG figures of a result (matplotlib)
+``ranks``       rank statistics over masked rows: AUC, Spearman, stratified AUC, bootstrap
+``vs_attention`` output similarity vs attention maps: ρ, AUC per token relation, verdict
 ==============  ==========================================================================
 
 The names below are also importable from this package (loaded on first use).
@@ -29,6 +31,9 @@ _LAZY = {
     "make_windows": "corpus",
     "read_corpus": "corpus",
     "Windows": "corpus",
+    "AttentionComparison": "vs_attention",
+    "AttentionComparisonAccumulator": "vs_attention",
+    "compare_windows": "vs_attention",
 }
 
 __all__ = list(_LAZY)

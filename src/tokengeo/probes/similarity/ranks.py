@@ -42,7 +42,12 @@ def average_ranks(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 def auc(scores: torch.Tensor, positive: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Per row, the AUC with which ``scores`` rank ``positive`` valid entries above the
     negative ones (Mann–Whitney, ties ½); NaN where a row lacks positives or negatives."""
-    ranks = average_ranks(scores, valid)
+    return auc_from_ranks(average_ranks(scores, valid), positive, valid)
+
+
+def auc_from_ranks(ranks: torch.Tensor, positive: torch.Tensor,
+                   valid: torch.Tensor) -> torch.Tensor:
+    """:func:`auc` from the scores' :func:`average_ranks` (to share them across labels)."""
     pos = positive & valid
     n_pos = pos.sum(-1).to(F64)
     n_neg = valid.sum(-1).to(F64) - n_pos
@@ -73,31 +78,50 @@ def conditional_auc(scores: torch.Tensor, covariate: torch.Tensor, positive: tor
     (e.g. scores = f(covariate) + noise): what the scores know beyond the covariate.
     NaN where no bin holds both classes.
     """
-    R, M = scores.shape
-    n = valid.sum(-1, keepdim=True).to(F64).clamp(min=1)
-    cov_rank = average_ranks(covariate, valid)  # 1..n
-    bins = ((cov_rank - 1) * n_bins / n).floor().clamp(0, n_bins - 1).long()  # (R, M)
-    # rank the scores within each bin: sort by (bin, score) via a bin offset larger than
-    # any score rank, then subtract the entries of the lower bins
-    score_rank = average_ranks(scores, valid)
-    keyed = bins.to(F64) * (M + 1) + score_rank
-    within = average_ranks(keyed, valid)  # (R, M)
-    offset = torch.arange(R, device=scores.device)[:, None] * n_bins
-    flat = (bins + offset).flatten()
+    strata = Strata.of(average_ranks(scores, valid), average_ranks(covariate, valid), valid,
+                       n_bins)
+    return strata.auc(positive)
 
-    def per_bin(values: torch.Tensor) -> torch.Tensor:  # (R, M) -> (R, n_bins)
-        out = torch.zeros(R * n_bins, dtype=F64, device=scores.device)
-        return out.index_add_(0, flat, values.flatten().to(F64)).view(R, n_bins)
 
-    size = per_bin(valid)
-    below = size.cumsum(-1) - size  # entries in lower bins
-    pos = positive & valid
-    n_pos = per_bin(pos)
-    rank_sum = per_bin(torch.where(pos, within, 0.0)) - n_pos * below
-    u = rank_sum - n_pos * (n_pos + 1) / 2
-    pairs = n_pos * (size - n_pos)
-    total = pairs.sum(-1)
-    return torch.where(total > 0, u.sum(-1) / total.clamp(min=1), torch.nan)
+@dataclass(frozen=True)
+class Strata:
+    """Rows cut into covariate bins, with each entry's score rank within its bin; built
+    once per (scores, covariate) and reused for every label."""
+
+    within: torch.Tensor  # (R, M) rank of the score inside its bin (0 where invalid)
+    flat_bins: torch.Tensor  # (R*M,) row-offset bin index
+    below: torch.Tensor  # (R, n_bins) entries in the lower bins of the row
+    size: torch.Tensor  # (R, n_bins) entries per bin
+    valid: torch.Tensor  # (R, M)
+
+    @staticmethod
+    def of(score_ranks: torch.Tensor, covariate_ranks: torch.Tensor, valid: torch.Tensor,
+           n_bins: int) -> Strata:
+        R, M = score_ranks.shape
+        n = valid.sum(-1, keepdim=True).to(F64).clamp(min=1)
+        bins = ((covariate_ranks - 1) * n_bins / n).floor().clamp(0, n_bins - 1).long()
+        # sort by (bin, score): a bin offset larger than any score rank, then subtract the
+        # entries of the lower bins
+        within = average_ranks(bins.to(F64) * (M + 1) + score_ranks, valid)
+        flat = (bins + torch.arange(R, device=bins.device)[:, None] * n_bins).flatten()
+        size = _per_bin(valid, flat, R, n_bins)
+        return Strata(within, flat, size.cumsum(-1) - size, size, valid)
+
+    def auc(self, positive: torch.Tensor) -> torch.Tensor:
+        """Σ_b U_b / Σ_b n₊_b n₋_b per row (NaN where no bin holds both classes)."""
+        R, n_bins = self.size.shape
+        pos = positive & self.valid
+        n_pos = _per_bin(pos, self.flat_bins, R, n_bins)
+        rank_sum = _per_bin(torch.where(pos, self.within, 0.0), self.flat_bins, R, n_bins)
+        u = rank_sum - n_pos * self.below - n_pos * (n_pos + 1) / 2
+        total = (n_pos * (self.size - n_pos)).sum(-1)
+        return torch.where(total > 0, u.sum(-1) / total.clamp(min=1), torch.nan)
+
+
+def _per_bin(values: torch.Tensor, flat: torch.Tensor, R: int, n_bins: int) -> torch.Tensor:
+    """Sums of ``values`` (R, M) per row and bin: (R, n_bins)."""
+    out = torch.zeros(R * n_bins, dtype=F64, device=values.device)
+    return out.index_add_(0, flat, values.flatten().to(F64)).view(R, n_bins)
 
 
 @dataclass(frozen=True)
