@@ -58,7 +58,11 @@ def auc_from_ranks(ranks: torch.Tensor, positive: torch.Tensor,
 def spearman(x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Per row, Spearman's rank correlation of ``x`` and ``y`` over the valid entries
     (Pearson's r of the average ranks); NaN where either is constant or n < 2."""
-    rx, ry = average_ranks(x, valid), average_ranks(y, valid)
+    return spearman_from_ranks(average_ranks(x, valid), average_ranks(y, valid), valid)
+
+
+def spearman_from_ranks(rx: torch.Tensor, ry: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """:func:`spearman` from the :func:`average_ranks` of x and y."""
     n = valid.sum(-1, keepdim=True).to(F64).clamp(min=1)
     cx = torch.where(valid, rx - rx.sum(-1, keepdim=True) / n, 0.0)
     cy = torch.where(valid, ry - ry.sum(-1, keepdim=True) / n, 0.0)

@@ -35,7 +35,7 @@ from tokengeo.probes.similarity.ranks import (
     auc_from_ranks,
     average_ranks,
     bootstrap_mean,
-    spearman,
+    spearman_from_ranks,
 )
 
 RELATIONS = ("same_sentence", "same_word", "repetition")
@@ -101,7 +101,7 @@ def layer_stats(z: torch.Tensor, pattern: torch.Tensor, valid: torch.Tensor,
     keep = valid.expand(H, -1, -1).reshape(rows)
     rank_s, rank_a = average_ranks(s, keep), average_ranks(a, keep)
     strata = Strata.of(rank_s, rank_a, keep, n_bins)
-    out = LayerInputStats(spearman(s, a, keep).view(H, B), {}, {}, {})
+    out = LayerInputStats(spearman_from_ranks(rank_s, rank_a, keep).view(H, B), {}, {}, {})
     for name, related in relations.items():
         pos = related.expand(H, -1, -1).reshape(rows)
         out.auc_similarity[name] = auc_from_ranks(rank_s, pos, keep).view(H, B)
