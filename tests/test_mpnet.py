@@ -165,6 +165,49 @@ def test_laplacianize_mpnet_matches_hand_written(grad):
                                atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["laplacian", "mixed"])
+def test_laplacianized_mpnet_round_trips_through_save_pretrained(tmp_path, kind):
+    from tokengeo.models.hf import from_pretrained, laplacianize
+
+    model = tiny_mpnet()
+    ids, mask = _ids_and_mask()
+    laplacianize(model, heads={1: [0, 2]}, kind=kind)
+    if kind == "mixed":
+        with torch.no_grad():  # move (a, b) off its initial value so the load is visible
+            model.encoder.layer[1].attention.attn.tokengeo_mix_coef.add_(0.25)
+    with torch.no_grad():
+        want = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    model.save_pretrained(tmp_path)
+    loaded = from_pretrained(str(tmp_path), attn_implementation="eager").eval()
+    assert type(loaded).__name__ == "MPNetModel"
+    with torch.no_grad():
+        got = loaded(input_ids=ids, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_real_mpnet_similarity_vs_attention_runs():
+    from tokengeo.models import mpnet
+    from tokengeo.probes.similarity.corpus import Windows, make_windows
+    from tokengeo.probes.similarity.vs_attention import compare_windows, wordpiece_word_ids
+
+    try:
+        model, tokenizer = mpnet.load_mpnet(attn_implementation="eager")
+    except DataNotFoundError as exc:
+        pytest.skip(f"all-mpnet-base-v2 not installed: {exc}")
+    text = ("The cat sat on the mat. It was not amused. The dog barked at the cat again. "
+            "Nobody slept that night, and the cat sat on the mat until morning. ") * 6
+    w = make_windows([text], tokenizer, 64)
+    windows = Windows(w.input_ids[:2], w.sentence_ids[:2], w.special_ids)
+    words = wordpiece_word_ids(windows.input_ids, tokenizer.convert_ids_to_tokens,
+                               windows.sentence_ids)
+    result = compare_windows(model, windows, batch_size=2, word_ids=words)
+    assert result.rho.shape == (12, 12, 2)
+    verdict = result.verdict("repetition", n_boot=100)
+    assert 0 <= verdict["share_heads_delta_above_0"] <= 1
+    assert -1 <= verdict["delta_auc"]["mean"] <= 1
+
+
 # --- the offline install ----------------------------------------------------------------
 
 
