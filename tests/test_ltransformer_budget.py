@@ -124,3 +124,18 @@ def test_efficiency_rows_are_consistent():
                - 1) <= 0.02
     assert rows["ltransformer"].total_params_bert_vocab < rows["fair_baseline"] \
         .total_params_bert_vocab
+
+
+def test_baselines_build_through_the_registry():
+    """What a suite does: the registered encoder with the baseline's fields as overrides."""
+    from dataclasses import asdict
+
+    from tokengeo.models.registry import create_model
+
+    cfg = lt_config()
+    for make in (fair_baseline, param_matched_baseline):
+        base = make(cfg)
+        model = create_model("encoder-tiny", **asdict(base))
+        assert model.config == base
+        assert model.num_parameters(only_blocks=True) == standard_block_parameters(
+            base.d_model, base)
