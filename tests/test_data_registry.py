@@ -16,7 +16,7 @@ from tokengeo.errors import ConfigError, DataNotFoundError
 EXPECTED = {
     "fashion-mnist", "digits", "animal-mnist", "shakespeare", "shakespeare-char",
     "shakespeare-gpt2", "shakespeare-bpe", "tweets", "tweets-binary", "fortunes-topics",
-    "python-docs",
+    "python-docs", "rotten-tomatoes", "spam-assassin",
 }  # fmt: skip
 
 # dataset -> the environment variable locating its source (digits ships inside scikit-learn)
@@ -26,6 +26,7 @@ SOURCE_ENV = {
     "shakespeare-gpt2": sources.SHAKESPEARE, "shakespeare-bpe": sources.SHAKESPEARE,
     "tweets": sources.TWEETS, "tweets-binary": sources.TWEETS,
     "fortunes-topics": sources.FORTUNES, "python-docs": sources.PYTHON_DOCS,
+    "rotten-tomatoes": sources.ROTTEN_TOMATOES, "spam-assassin": sources.SPAM_ASSASSIN,
 }  # fmt: skip
 
 

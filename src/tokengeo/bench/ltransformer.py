@@ -233,3 +233,84 @@ def run(cfg: LTransformerBenchConfig) -> dict:
         "widths": rows,
         "targets": targets,
     }
+
+
+# --- efficiency accounting (arXiv 2603.05727: encoder ~1/p, projections/FFN ~1/p, -41 % size)
+
+LINEAR_SUFFIXES = (".attn.qkv", ".attn.proj", ".mlp.fc1", ".mlp.fc2")
+
+
+def counted_flops(model: nn.Module, ids: torch.Tensor,
+                  mask: torch.Tensor | None = None) -> dict[str, int]:
+    """Forward FLOPs counted by ``torch.utils.flop_counter.FlopCounterMode``: the blocks'
+    projections and FFN (modules ``*.attn.qkv|proj``, ``*.mlp.fc1|fc2``), the transform in
+    (the ``*.transform`` module's call; the inverse is a method call, counted under the
+    model) and the whole forward (attention kernels may go uncounted)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(ids, mask)
+    per_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    return {
+        "projections_and_ffn": sum(n for name, n in per_module.items()
+                                   if name.endswith(LINEAR_SUFFIXES)),
+        "transform_in": sum(n for name, n in per_module.items()
+                            if name.endswith(".transform")),
+        "total": counter.get_total_flops(),
+    }
+
+
+@dataclass
+class EfficiencyRow:
+    """One model's costs on one batch (training step = forward + backward of the loss)."""
+
+    name: str
+    d_model: int
+    encoder_params: int
+    total_params_bert_vocab: int  # with 30,522 tokens (analytic)
+    flops_analytic: int  # projections + FFN (+ folded LN shifts), forward
+    flops_counted: int  # the same, counted by FlopCounterMode
+    transform_flops: int  # X ×₃ Z in and out (analytic; the counter sees the "in" half)
+    saved_activation_bytes: int  # what autograd keeps for backward in one training step
+    peak_bytes: int  # allocator peak (CUDA) or peak RSS added (CPU) of one training step
+
+
+def efficiency(cfg, *, batch: int = 8, seq_len: int | None = None,
+               device: str = "cpu", seed: int = 0) -> list[EfficiencyRow]:
+    """Costs of the L-Transformer ``cfg`` and its two baselines
+    (:func:`~tokengeo.models.lt_budget.fair_baseline`,
+    :func:`~tokengeo.models.lt_budget.param_matched_baseline`) on one random batch."""
+    from tokengeo.models.encoder import TextEncoder
+    from tokengeo.models.lt_budget import (
+        fair_baseline,
+        param_matched_baseline,
+        projection_flops,
+        total_parameter_count,
+    )
+    from tokengeo.models.ltransformer import LTransformer
+
+    configs = {"ltransformer": cfg, "fair_baseline": fair_baseline(cfg),
+               "param_matched": param_matched_baseline(cfg)}
+    T = seq_len or cfg.max_len
+    bench_cfg = LTransformerBenchConfig(batch=batch, seq_len=T, vocab_size=cfg.vocab_size,
+                                        num_classes=cfg.num_classes, device=device, seed=seed)
+    ids, mask, labels = _batch(bench_cfg)
+    rows = []
+    for name, c in configs.items():
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = LTransformer(c) if name == "ltransformer" else TextEncoder(c)
+        step = _step_fn(model, ids, mask, labels)
+        counted = counted_flops(model, ids, mask)
+        analytic = projection_flops(c, batch * T)
+        rows.append(EfficiencyRow(
+            name=name, d_model=c.d_model,
+            encoder_params=model.num_parameters(only_blocks=True),
+            total_params_bert_vocab=total_parameter_count(c),
+            flops_analytic=analytic.projections_and_ffn,
+            flops_counted=counted["projections_and_ffn"],
+            transform_flops=analytic.transform,
+            saved_activation_bytes=saved_bytes(step, model),
+            peak_bytes=peak_bytes(step, torch.device(device)),
+        ))
+    return rows

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from tokengeo.checks import MAX_SEED, check_choice, check_int, check_range
-from tokengeo.data import images, shakespeare, sources, text_classification, user
+from tokengeo.data import (
+    images,
+    rotten_tomatoes,
+    shakespeare,
+    sources,
+    spam_assassin,
+    text_classification,
+    user,
+)
 from tokengeo.errors import ConfigError, DataNotFoundError
 
 KINDS = ("image-classification", "text-classification", "language-modeling")
@@ -237,6 +245,12 @@ def _register_builtin() -> None:
         DatasetInfo("tweets-binary", txt, text_classification.load_tweets,
                     "tweet sentiment, negative/positive, 23140", S.TWEETS.install,
                     {"num_classes": 2}),
+        DatasetInfo("rotten-tomatoes", txt, rotten_tomatoes.load_rotten_tomatoes,
+                    "Rotten Tomatoes snippets, fresh/rotten, 12808, split by movie",
+                    S.ROTTEN_TOMATOES.install),
+        DatasetInfo("spam-assassin", txt, spam_assassin.load_spam_assassin,
+                    "SpamAssassin e-mails (subject + body), ham/spam, 6046, long inputs",
+                    S.SPAM_ASSASSIN.install),
         DatasetInfo("fortunes-topics", txt, text_classification.load_fortunes,
                     "topic of a fortune, 10 categories, 3770", S.FORTUNES.install),
     ]:  # fmt: skip

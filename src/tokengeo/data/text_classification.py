@@ -118,12 +118,33 @@ def _tokenizer(kind: str, train_texts: list[str], bpe_vocab_size: int, name: str
 
 
 def split_texts(
-    texts: list[str], labels: torch.Tensor, fractions: tuple[float, float], seed: int
+    texts: list[str], labels: torch.Tensor, fractions: tuple[float, float], seed: int,
+    groups: Sequence[str] | None = None,
 ) -> list[torch.Tensor]:
-    """(train, val, test) indices, stratified by label; identical texts share a split."""
+    """(train, val, test) indices, stratified by label; identical texts share a split, and
+    so do texts of one group when ``groups`` (e.g. each review's movie) is given."""
     first: dict[str, int] = {}
-    groups = torch.tensor([first.setdefault(t, i) for i, t in enumerate(texts)])  # (N,)
-    return grouped_stratified_split(labels, groups, fractions, seed)
+    units = torch.tensor([first.setdefault(t, i) for i, t in enumerate(texts)])  # (N,)
+    if groups is not None:
+        units = _join_groups(units, groups)
+    return grouped_stratified_split(labels, units, fractions, seed)
+
+
+def _join_groups(units: torch.Tensor, groups: Sequence[str]) -> torch.Tensor:
+    """Connected components of "same unit" or "same group": (N,) component ids."""
+    parent = list(range(len(groups)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, (unit, group) in enumerate(zip(units.tolist(), groups, strict=True)):
+        for j in (unit, first.setdefault(group, i)):
+            parent[root(i)] = root(j)
+    return torch.tensor([root(i) for i in range(len(groups))])  # (N,)
 
 
 def build_text_classification(
@@ -137,10 +158,12 @@ def build_text_classification(
     test_fraction: float = 0.1,
     seed: int = 0,
     bpe_vocab_size: int = 4096,
+    groups: Sequence[str] | None = None,
 ) -> TextClassificationData:
-    """Split (stratified by label, identical texts kept together), tokenise and pad."""
+    """Split (stratified by label, identical texts and members of one of ``groups`` kept
+    together), tokenise and pad."""
     y = torch.tensor(labels, dtype=torch.long)  # (N,)
-    train_i, val_i, test_i = split_texts(texts, y, (val_fraction, test_fraction), seed)
+    train_i, val_i, test_i = split_texts(texts, y, (val_fraction, test_fraction), seed, groups)
     tok = _tokenizer(tokenizer, [texts[i] for i in train_i], bpe_vocab_size, name)
 
     def split(idx: torch.Tensor) -> TextSplit:

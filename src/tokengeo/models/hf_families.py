@@ -36,6 +36,8 @@ class Family:
     ``resid_mid`` is ``("input" | "output", path)``: the residual stream between attention
     and MLP is that module's input or output; ``None`` for parallel blocks (attention and MLP
     read the same input), as when the config flag ``parallel_flag`` is true.
+    ``weights_flag``: the keyword argument without which the attention module returns no
+    weights (MPNet's ``output_attentions``); ``None`` when eager attention always returns them.
     """
 
     blocks: str  # backbone -> ModuleList of blocks
@@ -52,6 +54,7 @@ class Family:
     final: str | None = None  # backbone -> final norm
     causal: bool = True
     parallel_flag: str | None = None
+    weights_flag: str | None = None  # keyword the attention needs to return its weights
 
     @property
     def value(self) -> str:
@@ -84,6 +87,14 @@ FAMILIES: dict[str, Family] = {
     "bert": _bert_like(),
     "roberta": _bert_like(),
     "electra": _bert_like(),
+    # MPNet: q/k/v/o all sit inside ``attention.attn``; the relative position bias is added
+    # to the scores there, so z (the input of ``o``) is still P V
+    "mpnet": Family(
+        blocks="encoder.layer", attn="attention.attn", out_proj="attention.attn.o",
+        mlp="output.dense", resid_mid=("output", "attention"), q="attention.attn.q",
+        k="attention.attn.k", v="attention.attn.v", embed="embeddings", causal=False,
+        weights_flag="output_attentions",
+    ),
     "distilbert": Family(
         blocks="transformer.layer", attn="attention", out_proj="attention.out_lin", mlp="ffn",
         resid_mid=("output", "sa_layer_norm"), q="attention.q_lin", k="attention.k_lin",

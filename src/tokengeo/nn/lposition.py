@@ -72,6 +72,20 @@ class SlicePositionalEncoding(nn.Module):
         return self.log_alpha.exp() if self.alpha_name == "learnable" else self.fixed_alpha
 
     def forward(self, seq_len: int) -> torch.Tensor:  # -> (p, 1, T, d_s)
+        if self.alpha_name == "learnable":
+            return self._code(seq_len)
+        # fixed α: the code is a constant, computed once per length, device and dtype
+        # (a sin, a cos and a select over p·T·d_s entries saved at every step)
+        key = (seq_len, self.fixed_alpha.device, self.fixed_alpha.dtype)
+        cached = self.__dict__.get("_cached_code")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        code = self._code(seq_len)
+        if not torch.is_inference_mode_enabled():  # inference tensors cannot enter autograd
+            self.__dict__["_cached_code"] = (key, code)
+        return code
+
+    def _code(self, seq_len: int) -> torch.Tensor:
         alpha = self.alphas()
         t = torch.arange(seq_len, device=alpha.device, dtype=alpha.dtype)
         return sinusoid(alpha[:, None] * t, self.d_slice, self.base).unsqueeze(1)

@@ -106,11 +106,16 @@ class _InputSite:
 
 
 class _PatternSite(_OutputSite):
-    """Second output of an HF attention module: its softmax weights ``(B, H, T, T)``."""
+    """Second output of an HF attention module: its softmax weights ``(B, H, T, T)``.
 
-    def __init__(self, module: nn.Module, model: nn.Module):
+    ``weights_flag`` (MPNet: ``output_attentions``) is a keyword without which the module
+    returns no weights: a pre-hook sets it for as long as the site is attached.
+    """
+
+    def __init__(self, module: nn.Module, model: nn.Module, weights_flag: str | None = None):
         super().__init__(module, get=_pattern_get, put=_pattern_put)
         self.model = model
+        self.weights_flag = weights_flag
 
     def attach(self, fn: ActivationFn):
         impl = getattr(self.model.config, "_attn_implementation", None)
@@ -120,11 +125,31 @@ class _PatternSite(_OutputSite):
                 f"attn_implementation={impl!r}: load it with "
                 f"from_pretrained(..., attn_implementation=\"eager\")"
             )
-        return super().attach(fn)
+        handle = super().attach(fn)
+        if self.weights_flag is None:
+            return handle
+        flag = self.weights_flag
+
+        def ask_weights(_mod, args, kwargs):
+            return args, {**kwargs, flag: True}
+
+        return _Handles(handle, self.module.register_forward_pre_hook(ask_weights,
+                                                                      with_kwargs=True))
+
+
+class _Handles:
+    """Several hook handles removed as one."""
+
+    def __init__(self, *handles):
+        self.handles = handles
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
 
 
 def _pattern_get(output) -> torch.Tensor:
-    if not isinstance(output, tuple) or output[1] is None:
+    if not isinstance(output, tuple) or len(output) < 2 or output[1] is None:
         raise ConfigError("the attention module returned no weights: load the model with "
                           "attn_implementation=\"eager\"")
     return output[1]
@@ -200,7 +225,7 @@ def _block_sites(model, block, l: int, fam: Family, shape: HeadShape, ungroup_kv
         path = fam.qkv if fam.qkv is not None else getattr(fam, name)
         sites[p + f"attn.hook_{name}"] = _OutputSite(m(path),
                                                      *_part_view(fam, i, shape, ungroup_kv))
-    sites[p + "attn.hook_pattern"] = _PatternSite(m(fam.attn), model)
+    sites[p + "attn.hook_pattern"] = _PatternSite(m(fam.attn), model, fam.weights_flag)
     sites[p + "attn.hook_z"] = _InputSite(m(fam.out_proj), *_heads_view(shape.n_heads))
     sites[p + "hook_attn_out"] = _OutputSite(m(fam.out_proj))
     if not is_parallel(fam, model.config.get_text_config()):

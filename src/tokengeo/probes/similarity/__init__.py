@@ -1,13 +1,15 @@
 """Head-output similarity (Halevi et al., arXiv 2512.21956): one module per step.
 
-==============  ==========================================================================
-``corpus``      fixed-length token windows of a text corpus, with sentence ids
-``pairs``       per-head context-similarity matrices ``S_ij = <z_i, z_j>`` of one batch
-``stats``       :class:`HeadSimilarityAccumulator`: streaming sums over a corpus
-``result``      :class:`HeadSimilarityResult` (means and shares from the sums), JSON, table
-``run``         the pipeline: load an encoder, stream windows, accumulate (``run_similarity``)
-``plots``       PNG figures of a result (matplotlib)
-==============  ==========================================================================
+================  ==========================================================================
+``corpus``        fixed-length token windows of a text corpus, with sentence ids
+``pairs``         per-head context-similarity matrices ``S_ij = <z_i, z_j>`` of one batch
+``stats``         :class:`HeadSimilarityAccumulator`: streaming sums over a corpus
+``result``        :class:`HeadSimilarityResult` (means and shares from the sums), JSON, table
+``run``           the pipeline: load an encoder, stream windows, accumulate (``run_similarity``)
+``plots``         PNG figures of a result (matplotlib)
+``ranks``         rank statistics over masked rows: AUC, Spearman, stratified AUC, bootstrap
+``vs_attention``  output similarity vs attention maps: ρ, AUC per token relation, verdict
+================  ==========================================================================
 
 The names below are also importable from this package (loaded on first use).
 """
@@ -29,6 +31,9 @@ _LAZY = {
     "make_windows": "corpus",
     "read_corpus": "corpus",
     "Windows": "corpus",
+    "AttentionComparison": "vs_attention",
+    "AttentionComparisonAccumulator": "vs_attention",
+    "compare_windows": "vs_attention",
 }
 
 __all__ = list(_LAZY)

@@ -1,7 +1,10 @@
 """PNG figures of a :class:`~tokengeo.probes.similarity.result.HeadSimilarityResult`.
 
 ``mean_similarity.png``: the mean context-similarity matrix of every layer (rows) and
-head (columns), on one colour scale (``±`` the largest absolute value) with a colour bar.
+head (columns). Almost every mean similarity is positive and their size grows with depth,
+so one diverging scale centred at 0 paints most panels one flat colour: each layer gets
+its own sequential scale (viridis) from the 1st to the 99th percentile of its off-diagonal
+means, with its own colour bar in the data's units; the zeroed diagonal is grey.
 ``distance_profiles.png``: mean similarity against token distance, one panel per layer,
 one line per head (colour-map colours and a colour bar when there are more than 10 heads).
 ``within_sentence.png``: per layer, each head's share of top pairs inside one sentence,
@@ -33,26 +36,43 @@ def save_figures(result, out_dir: str | Path) -> list[Path]:
             save_figure(within_sentence_figure(result), out / "within_sentence.png")]
 
 
+def layer_limits(mean: torch.Tensor) -> tuple[float, float]:
+    """(vmin, vmax) of one layer's mean matrices (H, T, T): the 1st and 99th percentiles of
+    the off-diagonal entries (the diagonal is zero by definition)."""
+    T = mean.shape[-1]
+    off = mean[:, ~torch.eye(T, dtype=torch.bool)].flatten().to(torch.float64)
+    if off.numel() == 0:
+        return 0.0, 1.0
+    lo, hi = torch.quantile(off, torch.tensor([0.01, 0.99], dtype=torch.float64)).tolist()
+    return (lo, hi) if hi > lo else (lo, lo + (abs(lo) or 1.0))
+
+
 def mean_similarity_figure(r):
-    """Layers (rows) x heads (columns) of mean similarity matrices on one colour scale,
-    symmetric about 0 (``±max |E[S]|`` over the figure), with its colour bar."""
+    """Layers (rows) x heads (columns) of mean similarity matrices, each layer on its own
+    sequential colour scale (:func:`layer_limits`) with its colour bar."""
+    import matplotlib
+
     L, H = r.n_layers, r.n_heads
-    lim = float(r.mean_similarity.abs().max()) or 1.0
-    fig, axes = new_figure(1.0 * H + 1.2, 1.0 * L + 0.8, L, H)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgray")
+    fig, axes = new_figure(1.0 * H + 1.6, 1.0 * L + 0.8, L, H)
     for l in range(L):
+        vmin, vmax = layer_limits(r.mean_similarity[l])
         for h in range(H):
             ax = axes[l][h]
-            im = ax.imshow(r.mean_similarity[l, h].numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
+            panel = r.mean_similarity[l, h].clone().to(torch.float64)
+            panel.fill_diagonal_(float("nan"))
+            im = ax.imshow(panel.numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
             ax.set_xticks([])
             ax.set_yticks([])
             if l == 0:
                 ax.set_title(f"h{h}", fontsize=MIN_FONT_PT)
             if h == 0:
                 ax.set_ylabel(f"layer {l}", fontsize=MIN_FONT_PT)
-    bar = fig.colorbar(im, ax=axes, shrink=0.8, label="mean similarity <z_i, z_j>")
-    bar.ax.tick_params(labelsize=MIN_FONT_PT)
-    fig.suptitle(f"mean head-output similarity ({r.n_samples} inputs x {r.seq_len} tokens, "
-                 "one colour scale)", fontsize=10)
+        bar = fig.colorbar(im, ax=list(axes[l]), shrink=0.9, pad=0.01)
+        bar.ax.tick_params(labelsize=MIN_FONT_PT)
+    fig.suptitle(f"mean head-output similarity <z_i, z_j> ({r.n_samples} inputs x "
+                 f"{r.seq_len} tokens)\none sequential scale per layer (its 1st-99th "
+                 "percentile); diagonal grey", fontsize=9)
     return fig
 
 
