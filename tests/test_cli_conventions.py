@@ -76,7 +76,7 @@ def no_model_loading(monkeypatch):
     (["--corpus", "shakespeare+missing/file.txt"], "'missing/file.txt'"),
     (["--samples", "0"], "samples=0 must be a whole number >= 1"),
     (["--seq-len", "1"], "--seq-len 1 leaves no token pairs"),
-    (["--model", "no/such/folder"], "unknown model 'no/such/folder': use 'minilm', 'smollm2-135m' or a local"),
+    (["--model", "no/such/folder"], "unknown model 'no/such/folder': use 'minilm', 'mpnet', 'smollm2-135m' or a local"),
 ])
 def test_similarity_checks_arguments_before_loading_the_model(tmp_path, capsys, args, message,
                                                               no_model_loading):

@@ -88,7 +88,7 @@ def test_a_run_folder_is_told_from_a_model_folder(tmp_path):
 
 
 @pytest.mark.parametrize("name, accept, message", [
-    ("nope", ("named", "folder"), "unknown model 'nope': use 'minilm', 'smollm2-135m' or a "
+    ("nope", ("named", "folder"), "unknown model 'nope': use 'minilm', 'mpnet', 'smollm2-135m' or a "
                                   "local Hugging Face model folder (one with a config.json)"),
     ("", ("named", "folder"), "model='' must be a name or folder"),
     ("minilm", ("run",), "'minilm' is not a tokengeo run directory"),
@@ -275,3 +275,22 @@ def test_probe_and_the_api_load_a_run_folder(tmp_path, capsys):
         assert torch.equal(source.load()(x), tokengeo.load_model(out)(x))
     assert main(["probe", str(out), "--examples", "20"]) == 0
     assert json.loads((out / "probe.json").read_text())["geometry"]["n_examples"] == 20
+
+
+def test_mpnet_is_a_named_encoder_with_its_sizes_read_before_loading():
+    from tokengeo.errors import DataNotFoundError
+    from tokengeo.models import mpnet
+    from tokengeo.models.names import resolve_model
+
+    try:
+        mpnet.mpnet_path()
+    except DataNotFoundError:
+        source = resolve_model("mpnet")  # resolves without the parts; loading names the fix
+        assert source.n_layers is None
+        with pytest.raises(DataNotFoundError, match="make mpnet"):
+            source.load()
+        return
+    source = resolve_model("mpnet")
+    assert (source.n_layers, source.n_heads, source.causal_lm) == (12, 12, False)
+    with pytest.raises(ConfigError, match="encoder, not a causal"):
+        source.load(causal_lm=True)

@@ -24,7 +24,7 @@ from tokengeo.errors import ConfigError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("what to view (one of --model, --flow, --run)")
-    src.add_argument("--model", help="'minilm', 'smollm2-135m', hf:FOLDER (a Hugging Face "
+    src.add_argument("--model", help="'minilm', 'mpnet', 'smollm2-135m', hf:FOLDER (a Hugging Face "
                      "model folder) or a `tokengeo train` run folder")
     src.add_argument("--flow", help="flow.json of a `tokengeo flow` run (or its folder)")
     src.add_argument("--run", help="the --out folder of a `tokengeo reproduce` run")

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokengeo.errors import ConfigError
-from tokengeo.models import pretrained
+from tokengeo.errors import ConfigError, DataNotFoundError
+from tokengeo.models import mpnet, pretrained
 
 PREFIX = "hf:"
 KINDS = ("named", "folder", "run")
@@ -259,6 +259,22 @@ register_name(NamedModel(
     config=_minilm_config,
     load=lambda **kw: pretrained.load_folder(_minilm_folder(), causal_lm=False, **kw),
     folder=_minilm_folder,
+))
+
+
+def _mpnet_config() -> dict[str, Any] | None:
+    try:
+        folder = mpnet.mpnet_path()
+    except DataNotFoundError:
+        return None  # the missing parts are named when the model loads
+    return read_hf_config(folder)
+
+
+register_name(NamedModel(
+    "mpnet", "all-mpnet-base-v2 sentence encoder (MPNet, 12 layers, 12 heads; make mpnet)",
+    config=_mpnet_config,
+    load=mpnet.load_mpnet,
+    folder=mpnet.mpnet_path,
 ))
 
 

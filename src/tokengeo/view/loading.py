@@ -40,8 +40,8 @@ def _is_run_folder(name: str) -> bool:
 def check_model(name: str) -> None:
     """Refuse a ``--model`` that names nothing :func:`load_for_view` can load; loads nothing."""
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError("--model is empty; give 'minilm', 'smollm2-135m', hf:FOLDER or a "
-                          "tokengeo run folder")
+        raise ConfigError("--model is empty; give 'minilm', 'mpnet', 'smollm2-135m', "
+                          "hf:FOLDER or a tokengeo run folder")
     if not _is_run_folder(name):
         from tokengeo.probes.similarity.run import check_model_name
 
