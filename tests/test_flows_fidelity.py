@@ -41,17 +41,30 @@ def test_the_old_noisy_oscillating_variant_keeps_its_own_name():
     assert len(same) == 8
 
 
-@pytest.mark.parametrize("name", ["s2-ou", "s2-oscillating", "s1-oscillating"])
+@pytest.mark.parametrize("name", ["s2-ou", "s2-oscillating", "s2-oscillating-inphase",
+                                  "s1-oscillating"])
 def test_every_path_starts_from_one_shared_token_state(name):
     p = get_preset(name, n_paths=4, n_tokens=30)
     x0, D0 = p.initial_state(3)
-    assert x0.shape == (4, 30, p.d)
+    assert x0.shape == (4, 30, p.d) and D0.shape == (4, 3, p.d, p.d)
     for k in range(1, 4):
         assert torch.equal(x0[k], x0[0])
-        assert not torch.equal(D0[k], D0[0])  # the weights D_h(0) are drawn per path
+        assert torch.equal(D0[k], D0[0])  # one D_h(0) for every path, as the authors do
     assert torch.equal(p.initial_state(5)[0], x0)  # and every H starts from the same tokens
     x0[0, 0, 0] = 7.0  # a copy, not a view of one row
-    assert x0[1, 0, 0] != 7.0
+    D0[0, 0, 0, 0] = 7.0
+    assert x0[1, 0, 0] != 7.0 and D0[1, 0, 0, 0] != 7.0
+
+
+def test_per_path_weights_are_an_option_whose_first_path_is_the_shared_draw():
+    shared = get_preset("s2-ou", n_paths=4, n_tokens=30).initial_state(3)
+    p = get_preset("s2-ou", n_paths=4, n_tokens=30, per_path_weights=True)
+    x0, D0 = p.initial_state(3)
+    assert torch.equal(x0, shared[0]) and torch.equal(D0[0], shared[1][0])
+    assert all(not torch.equal(D0[k], D0[0]) for k in range(1, 4))
+    assert torch.equal(D0, D0.mT)
+    with pytest.raises(ConfigError, match="per_path_weights"):
+        get_preset("s2-ou", per_path_weights="yes")
 
 
 def test_initial_tokens_take_a_random_vertex_per_token():
@@ -77,7 +90,8 @@ def test_initial_token_noise_has_standard_deviation_0_05():
 
 
 def test_without_weight_noise_paths_differ_only_by_their_initial_weights():
-    p = get_preset("s2-oscillating", n_tokens=10, n_paths=3, T=0.2, dt=0.02, record_every=2)
+    p = get_preset("s2-oscillating", n_tokens=10, n_paths=3, T=0.2, dt=0.02, record_every=2,
+                   per_path_weights=True)
     x0, D0 = p.initial_state(2)
     D0[2] = D0[0]  # path 2 gets path 0's weights
     r = simulate(x0, D0, **p.simulate_kwargs())
