@@ -176,7 +176,9 @@ def classify_settling(
     time-averaged G^2 over [T/2, T], one (P,) tensor per H. Judged at the largest H, with
     b the fitted exponent of levels ~ c H^b:
 
-    * mean trend < -tolerance: ``"collapses"`` (G^2 still falls: the tokens merge, G^2 -> 0);
+    * mean trend < -tolerance: ``"collapses"`` (G^2 still falls toward 0: the field dies
+      out as the tokens reach a rest configuration, which may be clustered or spread out:
+      :func:`describe_tokens` says which);
     * mean trend > +tolerance: ``"grows"``;
     * otherwise G^2 is stationary over [T/2, T], and
       b <= exponent_split: ``"settles at a noise floor"`` (the paper's OU picture: what motion
