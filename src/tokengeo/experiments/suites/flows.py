@@ -38,12 +38,13 @@ def _check_theory(table: dict, where: str) -> None:
                           f"unknown {unknown}, missing {missing}")
     for key, kind in THEORY_KEYS.items():
         v = table[key]
-        ok = (isinstance(v, list) and len(v) >= 3 and all(
+        least = 1 if key == "dt_heads" else 3
+        ok = (isinstance(v, list) and len(v) >= least and all(
                   isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 for e in v)
               ) if kind is list else (isinstance(v, (int, float)) and not isinstance(v, bool)
                                       and v > 0 and (kind is float or float(v).is_integer()))
         if not ok:
-            what = "a list of 3 or more positive numbers" if kind is list else \
+            what = f"a list of {least} or more positive numbers" if kind is list else \
                 f"a positive {'whole ' if kind is int else ''}number"
             raise ConfigError(f"{where}: theory.{key}={v!r} must be {what}")
 
