@@ -36,10 +36,12 @@ from tokengeo.flows.weights import resolve_drift, symmetric_increment
 
 def sample_weight_path(D0: Tensor, drift: str, noise_var: float, *, T: float, dt: float,
                        seed: int) -> Tensor:
-    """One Euler path of dD = f(D, t) dt + sigma dW from D0 (H, d, d): (S + 1, H, d, d)."""
+    """One Euler path of dD = f(D, t) dt + sigma dW from D0 (H, d, d): (S + 1, H, d, d), drawn
+    on the CPU (the same path whatever device the runs use)."""
     f = resolve_drift(drift)
     gen = torch.Generator().manual_seed(seed)
     sigma = math.sqrt(noise_var)
+    D0 = D0.cpu()
     D, path = D0[None].clone(), [D0.clone()]  # (1, H, d, d)
     for k in range(round(T / dt)):
         D = D + f(D, k * dt) * dt
@@ -61,14 +63,16 @@ class PathDrift:
         self.dt = dt
 
     def __call__(self, D: Tensor, t: float) -> Tensor:
+        if self.increments.device != D.device or self.increments.dtype != D.dtype:
+            self.increments = self.increments.to(D.device, D.dtype)  # once per run
         k = min(round(t / self.dt), self.increments.shape[0] - 1)
-        return self.increments[k].to(D.dtype).expand_as(D)
+        return self.increments[k].expand_as(D)
 
 
 def _tangent_directions(x0: Tensor, count: int, seed: int) -> Tensor:
     """``count`` random unit-RMS tangent fields at x0 (n, d): (count, n, d)."""
     g = torch.Generator().manual_seed(seed)
-    u = torch.randn(count, *x0.shape, generator=g, dtype=x0.dtype)
+    u = torch.randn(count, *x0.shape, generator=g, dtype=x0.dtype).to(x0.device)
     u = u - x0 * (x0 * u).sum(-1, keepdim=True)
     return u / u.square().sum((-2, -1), keepdim=True).div(x0.shape[0]).sqrt()
 
@@ -137,8 +141,8 @@ def _stability(x_starts: Tensor, D_starts: Tensor, path: Tensor, *, what: str,
     P = x_starts.shape[0]  # 1 reference + len(sizes) * n_dir perturbed starts
     r = simulate(x_starts, D_starts, drift=PathDrift(path, dt), noise_var=0.0, T=T, dt=dt,
                  n_paths=P, record_every=record_every, record_trajectory=True)
-    dist = _max_distance(r.x[1:], r.x[0]).reshape(len(sizes), n_dir)  # (sizes, directions)
-    gap = (r.E[1:, -1] - r.E[0, -1]).abs().reshape(len(sizes), n_dir)
+    dist = _max_distance(r.x[1:], r.x[0]).reshape(len(sizes), n_dir).cpu()  # (sizes, dirs)
+    gap = (r.E[1:, -1] - r.E[0, -1]).abs().reshape(len(sizes), n_dir).cpu()
     slopes = [loglog_ols(sizes, dist[:, j].tolist())[0].value for j in range(n_dir)]
     arr = np.asarray(slopes)
     if n_dir > 1:
@@ -149,7 +153,7 @@ def _stability(x_starts: Tensor, D_starts: Tensor, path: Tensor, *, what: str,
                          n_dir)
     else:
         slope = Estimate(float(arr[0]), float(arr[0]), float(arr[0]), 1)
-    const = dist / torch.tensor(sizes, dtype=dist.dtype)[:, None]
+    const = dist / torch.tensor(sizes, dtype=dist.dtype, device=dist.device)[:, None]
     return Stability(what, list(sizes), dist.tolist(), const.tolist(), slope, gap.tolist())
 
 
@@ -177,7 +181,7 @@ def weight_perturbation(x0: Tensor, D0: Tensor, *, drift: str, noise_var: float,
     Frobenius norm per head (random, one per direction), all from the tokens x0 (n, d)."""
     path = sample_weight_path(D0, drift, noise_var, T=T, dt=dt, seed=seed)
     g = torch.Generator().manual_seed(seed + 2)
-    z = torch.randn(n_directions, *D0.shape, generator=g, dtype=D0.dtype)
+    z = torch.randn(n_directions, *D0.shape, generator=g, dtype=D0.dtype).to(D0.device)
     S = z + z.mT
     S = S / S.norm(dim=(-2, -1), keepdim=True)  # (dirs, H, d, d)
     D_starts = torch.cat([D0[None]] + [D0 + dl * S for dl in deltas])  # (1 + sizes dirs, H, d, d)
