@@ -29,9 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tokengeo.flows.presets import PRESETS
 
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS),
-                        help="experiment setting (s2-ou; s2-oscillating-inphase: the paper's figures' "
-                             "oscillating code, 496b2f6; s2-oscillating: per-head phases, "
-                             "693474c)")
+                        help="experiment setting (s2-ou; s2-oscillating-inphase: the "
+                             "oscillating code of the paper's figures, 496b2f6; "
+                             "s2-oscillating: per-head phases, 693474c)")
     parser.add_argument("--out", default="runs/flow", help="output folder (new or empty)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the previous flow output in --out")
