@@ -113,3 +113,21 @@ def test_one_head_makes_the_two_oscillating_drifts_equal():
     a = resolve_drift("oscillating")(D, 2.2)
     b = resolve_drift("oscillating-inphase")(D, 2.2)
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("per_path", [False, True])
+def test_cli_runs_the_in_phase_preset_with_shared_or_per_path_weights(tmp_path, per_path):
+    import json
+
+    from tokengeo.cli import main
+
+    out = tmp_path / "flow"
+    argv = ["flow", "--preset", "s2-oscillating-inphase", "--T", "0.04", "--dt", "0.01",
+            "--n-paths", "2", "--heads", "2", "--scaling-heads", "none", "--out", str(out),
+            "--record-every", "1", "--no-plots", "--threads", "1"]
+    assert main(argv + (["--per-path-weights"] if per_path else [])) == 0
+    data = json.loads((out / "flow.json").read_text())
+    assert data["preset"]["drift"] == "oscillating-inphase"
+    assert data["preset"]["per_path_weights"] is per_path
+    g2 = data["main_run"]["G2"]["paths"]  # deterministic: the paths differ only by D(0)
+    assert (g2[0] == g2[1]) is (not per_path)
