@@ -9,7 +9,8 @@ strong gradient. Modules: ``dynamics`` (field, energy, G^2), ``integrators`` and
 ``diagnostics`` (clusters, settling, words), ``fits`` (power laws, local slopes), ``scaling``
 (the H sweep), ``theory`` (energy balance as dt -> 0, Grönwall, weight-path shifts), ``plots``.
 
-    from tokengeo.flows import simulate, get_preset
+    from tokengeo.flows import simulate
+    from tokengeo.flows.presets import get_preset
     preset = get_preset("s2-ou", n_paths=4, T=2.0)
     x0, D0 = preset.initial_state()
     result = simulate(x0, D0, drift=preset.drift, T=preset.T, dt=preset.dt, n_paths=4)
