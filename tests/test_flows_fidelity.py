@@ -41,17 +41,30 @@ def test_the_old_noisy_oscillating_variant_keeps_its_own_name():
     assert len(same) == 8
 
 
-@pytest.mark.parametrize("name", ["s2-ou", "s2-oscillating", "s1-oscillating"])
+@pytest.mark.parametrize("name", ["s2-ou", "s2-oscillating", "s2-oscillating-inphase",
+                                  "s1-oscillating"])
 def test_every_path_starts_from_one_shared_token_state(name):
     p = get_preset(name, n_paths=4, n_tokens=30)
     x0, D0 = p.initial_state(3)
-    assert x0.shape == (4, 30, p.d)
+    assert x0.shape == (4, 30, p.d) and D0.shape == (4, 3, p.d, p.d)
     for k in range(1, 4):
         assert torch.equal(x0[k], x0[0])
-        assert not torch.equal(D0[k], D0[0])  # the weights D_h(0) are drawn per path
+        assert torch.equal(D0[k], D0[0])  # one D_h(0) for every path, as the authors do
     assert torch.equal(p.initial_state(5)[0], x0)  # and every H starts from the same tokens
     x0[0, 0, 0] = 7.0  # a copy, not a view of one row
-    assert x0[1, 0, 0] != 7.0
+    D0[0, 0, 0, 0] = 7.0
+    assert x0[1, 0, 0] != 7.0 and D0[1, 0, 0, 0] != 7.0
+
+
+def test_per_path_weights_are_an_option_whose_first_path_is_the_shared_draw():
+    shared = get_preset("s2-ou", n_paths=4, n_tokens=30).initial_state(3)
+    p = get_preset("s2-ou", n_paths=4, n_tokens=30, per_path_weights=True)
+    x0, D0 = p.initial_state(3)
+    assert torch.equal(x0, shared[0]) and torch.equal(D0[0], shared[1][0])
+    assert all(not torch.equal(D0[k], D0[0]) for k in range(1, 4))
+    assert torch.equal(D0, D0.mT)
+    with pytest.raises(ConfigError, match="per_path_weights"):
+        get_preset("s2-ou", per_path_weights="yes")
 
 
 def test_initial_tokens_take_a_random_vertex_per_token():
@@ -77,7 +90,8 @@ def test_initial_token_noise_has_standard_deviation_0_05():
 
 
 def test_without_weight_noise_paths_differ_only_by_their_initial_weights():
-    p = get_preset("s2-oscillating", n_tokens=10, n_paths=3, T=0.2, dt=0.02, record_every=2)
+    p = get_preset("s2-oscillating", n_tokens=10, n_paths=3, T=0.2, dt=0.02, record_every=2,
+                   per_path_weights=True)
     x0, D0 = p.initial_state(2)
     D0[2] = D0[0]  # path 2 gets path 0's weights
     r = simulate(x0, D0, **p.simulate_kwargs())
@@ -154,7 +168,8 @@ def test_classify_settling_bad_input():
 def _cell(t, g2, H):
     P = g2.shape[0]
     summary = {"n_heads": H, "seconds": 0.0, "relative_residual_T": [0.01] * P,
-               "clusters_T": [1] * P, "mean_cosine_T": [0.9] * P,
+               "clusters_T": [1] * P, "mean_cosine_T": [0.9] * P, "mean_cosine_0": 0.0,
+               "clusters_0": 6,
                "g2_avg": g2[:, t >= t[-1] / 2].mean(1).tolist()}
     return {"summary": summary, "t": t.tolist(), "G2": g2.tolist(), "figures": []}
 
@@ -165,15 +180,30 @@ def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse():
     heads = [1, 4, 16]
     floor = _paths(lambda t, H, xi: 0.5 / H * torch.exp(0.3 * xi), heads)
     collapse = _paths(lambda t, H, xi: torch.exp(-0.5 * t) / H**2, heads)
+    flat = _paths(lambda t, H, xi: 0.3 + 0 * t, heads, P=1)
     results = {f"{drift}-H{H}": CellResult(f"{drift}-H{H}", _cell(T_GRID, s, H))
-               for drift, series in (("ou", floor), ("oscillating", collapse))
+               for drift, series in (("ou", floor), ("oscillating", collapse),
+                                     ("inphase", flat))
                for H, s in zip(heads, series, strict=True)}
     settings = {"heads": heads, "preset": {}, "exponent_tolerance": 0.3,
                 "residual_tolerance": 0.05, "settling_tolerance": 0.5}
     out = suite.summarise(settings, results, Path("."))
-    settle = {c.text.split(" ")[0]: c for c in out.claims if "settle" in c.text}
-    assert settle["ou"].verdict == "reproduced"
-    assert "settles at a noise floor" in settle["ou"].detail
-    assert settle["oscillating"].verdict == "not reproduced"
-    assert "collapses" in settle["oscillating"].detail
-    assert math.isclose(settle["oscillating"].measured.mean, -2.17, abs_tol=0.01)
+    settle = {c.text.split(":")[0]: c for c in out.claims if "settle" in c.text}
+    ou, osc = settle["OU weights"], settle[suite.DRIFT_LABEL["oscillating"]]
+    inphase = settle[suite.DRIFT_LABEL["inphase"]]
+    assert ou.verdict == "reproduced" and "settles at a noise floor" in ou.detail
+    assert osc.verdict == "not reproduced" and "collapses" in osc.detail
+    assert osc.kind == "stand-in" and "693474c" in osc.proxy
+    assert "H=1: -2.17 falling" in osc.detail  # judged per H, not only at the largest
+    assert math.isclose(osc.measured.mean, -2.17, abs_tol=0.01)
+    assert inphase.verdict == "reproduced" and inphase.kind == "paper"
+    exps = {c.text.split(":")[0]: c for c in out.claims if "b " in c.text or "b <" in c.text}
+    b_in = exps[suite.DRIFT_LABEL["inphase"].replace(" (496b2f6)", "")
+                + " (the paper's figure, commit 496b2f6)"]
+    assert b_in.measured.exact and abs(b_in.measured.mean) < 1e-9
+    assert b_in.verdict == "reproduced" and b_in.paper_effect == 0.0
+    b_osc = next(c for c in out.claims if "693474c" in c.text and "b < 0" in c.text)
+    assert b_osc.verdict == "reproduced" and math.isclose(b_osc.measured.mean, -2.0,
+                                                          abs_tol=0.05)
+    assert "curve_fit" in b_osc.detail and "Local slopes" in b_osc.detail
+    assert any("496b2f6" in n and "by construction" in n for n in out.notes)

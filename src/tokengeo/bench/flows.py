@@ -31,6 +31,7 @@ class FlowsBenchConfig:
     repeats: int = 3
     dt: float = 5e-3
     threads: int = 1  # torch threads (both sides)
+    dtype: str = "float64"  # ours: float64, or float32 (kernels) with float64 balance sums
 
 
 def reference_run(x0, D0, *, T, dt, noise_var, seed):
@@ -80,9 +81,13 @@ def run(cfg: FlowsBenchConfig) -> dict:
     run_kw = dict(T=cfg.steps * cfg.dt, dt=cfg.dt, noise_var=2.0, seed=1)
     outs = {}
 
+    if cfg.dtype not in ("float64", "float32"):
+        raise ValueError(f"dtype={cfg.dtype!r} must be 'float64' or 'float32'")
+    dtype = getattr(torch, cfg.dtype)
+
     def ours():
-        r = simulate(x0, D0, drift="ou", n_paths=cfg.paths, record_every=cfg.steps,
-                     record_trajectory=True, **run_kw)
+        r = simulate(x0.to(dtype), D0.to(dtype), drift="ou", n_paths=cfg.paths,
+                     record_every=cfg.steps, record_trajectory=True, dtype=dtype, **run_kw)
         outs["ours"] = r.x[:, -1], torch.stack([r.dE_int[:, -1], r.ito_int[:, -1],
                                                  r.G2_int[:, -1], r.mart_int[:, -1]])
 
@@ -106,10 +111,80 @@ def run(cfg: FlowsBenchConfig) -> dict:
         "all_s_per_step": times,
         "max_abs_diff_tokens": x_err,
         "max_abs_diff_balance_sums": sum_err,
-        "agree_1e-9": x_err <= 1e-9 and sum_err <= 1e-9,
-        "config": {**asdict(cfg), "dtype": "float64", "noise_var": 2.0, "drift": "ou",
+        "agree_1e-9": x_err <= 1e-9 and sum_err <= 1e-9,  # float32 draws other noise: False
+
+        "config": {**asdict(cfg), "noise_var": 2.0, "drift": "ou",
                    "threads": torch.get_num_threads()},
         "load_avg_1min": [load_before, os.getloadavg()[0]],
         "cpus": os.cpu_count(),
         "torch": torch.__version__,
     }
+
+
+@dataclass
+class GpuFlowsConfig:
+    """The GPU comparison: n = 1000, d = 16, H = 32, 10 paths, 100 Euler steps (OU, float64),
+    and the paper's n = 200 (d = 3, H = 100) on CUDA against this machine's CPU."""
+
+    large: tuple[int, int, int] = (1000, 16, 32)  # (n, d, H)
+    small: tuple[int, int, int] = (200, 3, 100)
+    paths: int = 10
+    steps: int = 100
+    cpu_steps: int = 10  # the CPU is timed on fewer steps and scaled to ``steps``
+    dt: float = 5e-3
+    chunk_elems: int = 1 << 26  # 512 MB of float64 kernel strips: few strips per step on a GPU
+
+
+def _timed_run(x0, D0, cfg: GpuFlowsConfig, steps: int, **kw) -> float:
+    """Seconds of one simulate of ``steps`` OU Euler steps (after one untimed warm-up run)."""
+    import time
+
+    def once():
+        simulate(x0, D0, drift="ou", noise_var=2.0, T=steps * cfg.dt, dt=cfg.dt,
+                 n_paths=cfg.paths, record_every=20, seed=1, **kw)
+        if x0.is_cuda:
+            torch.cuda.synchronize()
+
+    once()
+    start = time.perf_counter()
+    once()
+    return time.perf_counter() - start
+
+
+def gpu_timings(cfg: GpuFlowsConfig | None = None) -> dict:
+    """Seconds for ``cfg.steps`` steps at both sizes: CUDA graphed (float64 and float32 with
+    float64 sums), CUDA eager float64 (the launch-bound baseline) and the CPU with all its
+    threads (timed on ``cfg.cpu_steps`` steps and scaled). Targets: at n = 1000 the graphed
+    float64 or float32 run >= 10x faster than 7.2 s (the H200's eager time before graphs);
+    at n = 200, >= 3x faster than the CPU. Needs a CUDA device."""
+    cfg = cfg or GpuFlowsConfig()
+    if not torch.cuda.is_available():
+        raise RuntimeError("gpu_timings needs a CUDA device; none is available")
+    torch.set_num_threads(os.cpu_count() or 1)
+    out: dict = {"benchmark": "flows-gpu", "config": asdict(cfg), "torch": torch.__version__,
+                 "device": torch.cuda.get_device_name(), "cpu_threads": torch.get_num_threads()}
+    for label, (n, d, H) in (("large", cfg.large), ("small", cfg.small)):
+        g = torch.Generator().manual_seed(0)
+        x0 = torch.randn(cfg.paths, n, d, generator=g, dtype=torch.float64)
+        x0 = x0 / x0.norm(dim=-1, keepdim=True)  # (P, n, d)
+        Z = torch.randn(cfg.paths, H, d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
+        D0 = Z + Z.mT  # (P, H, d, d)
+        xc, Dc = x0.cuda(), D0.cuda()
+        row = {
+            "n": n, "d": d, "H": H,
+            "cuda_graph_f64_s": _timed_run(xc, Dc, cfg, cfg.steps, cuda_graph=True,
+                                           chunk_elems=cfg.chunk_elems),
+            "cuda_graph_f32_s": _timed_run(xc.float(), Dc.float(), cfg, cfg.steps,
+                                           cuda_graph=True, dtype=torch.float32,
+                                           chunk_elems=cfg.chunk_elems),
+            "cuda_eager_f64_s": _timed_run(xc, Dc, cfg, cfg.steps, cuda_graph=False),
+            "cpu_f64_s": _timed_run(x0, D0, cfg, cfg.cpu_steps) * cfg.steps / cfg.cpu_steps,
+        }
+        best = min(row["cuda_graph_f64_s"], row["cuda_graph_f32_s"])
+        row["cpu_over_best_cuda"] = row["cpu_f64_s"] / best
+        row["eager_over_graph_f64"] = row["cuda_eager_f64_s"] / row["cuda_graph_f64_s"]
+        out[label] = row
+    out["large"]["speedup_vs_7.2s"] = 7.2 / min(out["large"]["cuda_graph_f64_s"],
+                                                out["large"]["cuda_graph_f32_s"])
+    out["targets"] = {"large_speedup_vs_7.2s": 10.0, "small_cpu_over_best_cuda": 3.0}
+    return out

@@ -29,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tokengeo.flows.presets import PRESETS
 
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS),
-                        help="experiment setting (s2-ou, s2-oscillating: the paper's S^2 runs)")
+                        help="experiment setting (s2-ou; s2-oscillating-inphase: the "
+                             "oscillating code of the paper's figures, 496b2f6; "
+                             "s2-oscillating: per-head phases, 693474c)")
     parser.add_argument("--out", default="runs/flow", help="output folder (new or empty)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the previous flow output in --out")
@@ -44,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--integrator", choices=["euler", "heun", "rk4"], default=None)
     parser.add_argument("--record-every", type=int, default=None)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--per-path-weights", action="store_true",
+                        help="draw D(0) per path (default: one D(0) shared by every path, as "
+                             "the authors do)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--no-plots", action="store_true", help="write flow.json only")
     parser.add_argument("--gif", action="store_true", help="also write an animated sphere")
@@ -109,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
              "heads": "n_heads"}
     overrides = {field: getattr(args, arg) for arg, field in names.items()
                  if getattr(args, arg) is not None}
+    if getattr(args, "per_path_weights", False):
+        overrides["per_path_weights"] = True
     preset = get_preset(args.preset, **overrides)
     heads = _heads_list(args.scaling_heads, preset.scaling_heads)
     heads = tuple(dict.fromkeys(heads + (preset.n_heads,)))  # the main run is always included

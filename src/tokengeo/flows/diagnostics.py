@@ -176,7 +176,9 @@ def classify_settling(
     time-averaged G^2 over [T/2, T], one (P,) tensor per H. Judged at the largest H, with
     b the fitted exponent of levels ~ c H^b:
 
-    * mean trend < -tolerance: ``"collapses"`` (G^2 still falls: the tokens merge, G^2 -> 0);
+    * mean trend < -tolerance: ``"collapses"`` (G^2 still falls toward 0: the field dies
+      out as the tokens reach a rest configuration, which may be clustered or spread out:
+      :func:`describe_tokens` says which);
     * mean trend > +tolerance: ``"grows"``;
     * otherwise G^2 is stationary over [T/2, T], and
       b <= exponent_split: ``"settles at a noise floor"`` (the paper's OU picture: what motion
@@ -199,3 +201,27 @@ def classify_settling(
     else:
         verdict = SETTLING_VERDICTS[0] if fit.exponent <= exponent_split else "never settles"
     return Settling(list(heads), mean, std, fit.exponent, verdict, tolerance, exponent_split)
+
+
+CLUSTER_COSINE = 0.99  # tokens within arccos(0.99) = 8.1 degrees are linked into one cluster
+
+
+def describe_tokens(cos_0: float, cos_T: float, clusters_0: float, clusters_T: float) -> str:
+    """Words for what the tokens did between t = 0 and T, from the mean pairwise <x_i, x_j>
+    (:func:`mean_cosine`) and the clusters at cosine >= :data:`CLUSTER_COSINE`
+    (:func:`count_clusters`), both at 0 and T (means over paths):
+
+    * mean cosine >= 0.99 at T: ``collapse to one cluster``;
+    * fewer clusters and a larger mean cosine: ``contract`` (they merge);
+    * more clusters and a smaller mean cosine: ``spread`` (the groups break up);
+    * otherwise ``keep`` their clusters.
+    """
+    numbers = (f"mean <xi,xj> {cos_0:.3f} -> {cos_T:.3f}, clusters at cos >= "
+               f"{CLUSTER_COSINE} {clusters_0:.1f} -> {clusters_T:.1f}")
+    if cos_T >= 0.99:
+        return f"collapse to one cluster ({numbers})"
+    if clusters_T < clusters_0 and cos_T > cos_0:
+        return f"contract, merging into {clusters_T:.1f} clusters ({numbers})"
+    if clusters_T > clusters_0 and cos_T < cos_0:
+        return f"spread: the initial groups break up ({numbers})"
+    return f"keep their clusters ({numbers})"

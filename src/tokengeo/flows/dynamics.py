@@ -148,6 +148,7 @@ def evaluate_field(
     energy: bool = True,
     ito: bool = False,
     chunk_elems: int = DEFAULT_CHUNK_ELEMS,
+    symmetric: bool | None = None,
 ) -> FieldEval:
     """Velocity, G^2 and (optionally) energy, moments and Ito kernel at x.
 
@@ -158,15 +159,20 @@ def evaluate_field(
         value: V_h, (P, H, d, d); ``None`` means V_h = B_h (the paper's symmetric D_h).
         energy: also compute E, M_h (and the Ito kernel when ``ito``).
         chunk_elems: the largest kernel strip (P, heads, tile, n) held at once.
+        symmetric: whether every B_h is exactly symmetric; ``None`` checks (a host sync,
+            which a captured CUDA graph cannot hold, so the graphed simulator passes it).
 
     When every B_h is exactly symmetric, K^h is symmetric and only the entries in or right of
-    the diagonal tiles are exponentiated. See the module docstring for the formulas
-    (arXiv 2605.18870, Eq. 5 and Sec. 6).
+    the diagonal tiles are exponentiated. In float32 the energy, moments, Ito kernel and G^2
+    are summed in float64 (the kernel strips stay float32) and returned as float64. See the
+    module docstring for the formulas (arXiv 2605.18870, Eq. 5 and Sec. 6).
     """
     P, n, d = x.shape
     H = score.shape[1]
     value = score if value is None else value
-    symmetric = torch.equal(score, score.mT)
+    if symmetric is None:
+        symmetric = torch.equal(score, score.mT)
+    acc_dtype = torch.float64  # sums of the energy terms (a no-op cast for float64 input)
     tile, heads = _tiling(P, H, n, chunk_elems)
     feats = _pair_features(x, ito and energy)  # (P, n, F)  [x, 1, (x x^T) features]
     n_feat = feats.shape[-1]
@@ -174,8 +180,9 @@ def evaluate_field(
     xt = x.mT  # (P, d, n)
     acc = torch.zeros_like(x)  # (P, n, d)  sum_h V_h sum_j A^h_ij x_j
     inv_n = x.new_zeros(P, n)  # sum_h 1 / N_{h,i}
-    k_sum, ito_sum = x.new_zeros(P), x.new_zeros(P)
-    moment = x.new_zeros(P, H, d, d) if energy else None
+    k_sum = x.new_zeros(P, dtype=acc_dtype)
+    ito_sum = x.new_zeros(P, dtype=acc_dtype)
+    moment = x.new_zeros(P, H, d, d, dtype=acc_dtype) if energy else None
     # Preallocated work buffers: fresh multi-MB temporaries per strip cost more than the exp.
     feats_t = feats.mT.contiguous()  # (P, F, n)
     sums = P * heads * n_feat * n
@@ -193,13 +200,13 @@ def evaluate_field(
         ax = (kx * inv.unsqueeze(1)).permute(0, 2, 1, 3).reshape(P, n, d * c)  # sum_j A_ij x_j
         acc.baddbmm_(ax, v_h.permute(0, 3, 1, 2).reshape(P, d * c, d))  # sum_h V_h (A x)_i
         if energy:
-            k_sum += norm.sum((1, 2))
-            ito_sum += ito_part
+            k_sum += norm.to(acc_dtype).sum((1, 2))
+            ito_sum += ito_part.to(acc_dtype)
             for b in range(d):  # M_h[:, b] = sum_i x_i (K x)_ib
                 moment[:, hs, :, b] = torch.bmm(xt, kx[:, b]).mT  # (P, c, d)
     velocity = tangent_project(x, acc / H)
     mobility = n * inv_n / H  # (P, n)  mean_h n / N_{h,i}
-    g2 = (velocity.square().sum(-1) / mobility).mean(-1)
+    g2 = (velocity.square().sum(-1).to(acc_dtype) / mobility.to(acc_dtype)).mean(-1)
     if not energy:
         return FieldEval(velocity, g2)
     scale = 1.0 / (2 * H * n * n)

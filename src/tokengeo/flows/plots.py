@@ -6,6 +6,7 @@ which imports matplotlib when first used, with the Agg backend).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +175,71 @@ def save_gif(result: FlowResult, path: str | Path, *, run: int = 0, frames: int 
     anim = animation.FuncAnimation(fig, draw, frames=len(idx))
     anim.save(str(path), writer=animation.PillowWriter(fps=10))
     plt.close(fig)
+
+
+def g2_by_heads_figure(t, g2_by_heads: dict[int, np.ndarray], *, title: str = ""):
+    """G^2(t) for every H of a sweep (log scale): path means, bands ± one std over paths.
+    ``g2_by_heads`` maps H to its (P, R) series on the record times ``t`` (R,)."""
+    fig, axes = new_figure(6.0, 4.0)
+    ax = axes[0, 0]
+    for k, (H, series) in enumerate(sorted(g2_by_heads.items())):
+        series = np.asarray(series, dtype=float)
+        mean = series.mean(0)
+        std = series.std(0) if series.shape[0] > 1 else 0 * mean
+        color = pyplot().cm.viridis(k / max(1, len(g2_by_heads) - 1))
+        ax.plot(t, mean, color=color, label=f"H={H}")
+        ax.fill_between(t, np.maximum(mean - std, mean * 1e-3), mean + std, color=color,
+                        alpha=0.2, linewidth=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("t (depth)")
+    ax.set_ylabel("G^2")
+    ax.legend(fontsize=MIN_FONT_PT, ncol=2)
+    ax.set_title(title or "G^2(t) by H", fontsize=10)
+    return fig
+
+
+def sweep_fits_figure(fits, *, title: str = ""):
+    """Path means of avg G^2 against H (log-log) with the log-log OLS line, the authors'
+    linear-space fit on their three H, and the local slopes between consecutive H."""
+    h, mean = np.asarray(fits.heads, float), np.asarray(fits.means, float)
+    fig, axes = new_figure(8.0, 3.6, 1, 2)
+    ax, ax2 = axes[0, 0], axes[0, 1]
+    ax.plot(h, mean, "o", label="mean over paths")
+    hh = np.geomspace(h.min(), h.max(), 50)
+    b = fits.loglog_b.value
+    c = math.exp(np.mean(np.log(mean) - b * np.log(h)))
+    ax.plot(hh, c * hh**b, "--", label=f"log-log OLS b = {b:.2f}")
+    ph = np.asarray(fits.paper_heads, float)
+    pm = np.asarray([fits.means[fits.heads.index(k)] for k in fits.paper_heads])
+    bl = fits.paper_linear_b
+    a = float((pm * ph**bl).sum() / (ph ** (2 * bl)).sum())  # least-squares a for that b
+    ax.plot(hh, a * hh**bl, ":", label=f"linear fit on H={fits.paper_heads}: b = {bl:.2f}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    integer_ticks(ax.xaxis, fits.heads)
+    ax.set_xlabel("heads H")
+    ax.set_ylabel("avg G^2 over [T/2, T]")
+    ax.legend(fontsize=MIN_FONT_PT)
+    mid = [math.sqrt(s["h0"] * s["h1"]) for s in fits.local]
+    slope = np.asarray([s["slope"] for s in fits.local])
+    err = np.asarray([[s["slope"] - s["lo"] for s in fits.local],
+                      [s["hi"] - s["slope"] for s in fits.local]])
+    ax2.errorbar(mid, slope, yerr=err, fmt="o", capsize=3)
+    ax2.axhline(0, color="0.5", linewidth=0.5)
+    ax2.axhline(-1, color="0.5", linewidth=0.5, linestyle="--")
+    ax2.set_xscale("log")
+    ax2.set_xlabel("H (geometric midpoint)")
+    ax2.set_ylabel("local slope d log G^2 / d log H")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_g2_by_heads(t, g2_by_heads, path: str | Path, *, title: str = "") -> Path:
+    """Write :func:`g2_by_heads_figure` as PNG."""
+    return save_figure(g2_by_heads_figure(t, g2_by_heads, title=title), path)
+
+
+def plot_sweep_fits(fits, path: str | Path, *, title: str = "") -> Path:
+    """Write :func:`sweep_fits_figure` as PNG."""
+    return save_figure(sweep_fits_figure(fits, title=title), path)

@@ -5,21 +5,27 @@ it: n = 200 tokens on S^2, each at a uniformly random octahedron vertex +-e_k pl
 noise (standard deviation 0.05), then normalised; T = 20, dt = 5e-3, 10 paths, H in
 {1, 10, 100} for the scaling experiment.
 
-What a Monte Carlo path is (our reading of the authors' setting): all paths start from ONE
-shared token configuration x(0), drawn once from ``seed`` (and the same for every H); each
-path draws its own initial weights D_h(0) = Z + Z^T (Z_ab ~ N(0, 1), per head and path) and,
-when sigma^2 > 0, its own weight noise. So
+What a Monte Carlo path is (the authors' ``simulate_batch``): all paths start from ONE
+initial state, the tokens x(0) and the weights D_h(0) = Z + Z^T (Z_ab ~ N(0, 1) per head),
+drawn once from ``seed`` (the tokens are the same for every H as well). Paths differ only by
+their weight noise. So
 
-* ``s2-ou`` (sigma^2 = 2): paths differ by D(0) and by the noise;
-* ``s2-oscillating`` (sigma^2 = 0, the authors' ``s2_oscillating`` script): the run is
-  deterministic given D(0), so the spread over paths comes from D(0) alone, and it fades as
-  D_h(t) forgets D_h(0) at rate e^{-t} and locks onto its target T_h(t);
+* ``s2-ou`` (sigma^2 = 2): paths differ by the noise alone;
+* ``s2-oscillating`` (sigma^2 = 0, per-head phases 2 pi h / H): the authors' current code
+  (commit 693474c, whose oscillating drift reads H = D.shape[-3]); deterministic, so its
+  paths coincide;
+* ``s2-oscillating-inphase`` (sigma^2 = 0, phase 0 for every head): the code of the
+  paper's figures (commit 496b2f6, whose drift read H = D.shape[0], the number of paths,
+  which is 1 in the deterministic run, so every head tracked the same target);
 * ``s2-oscillating-noisy`` keeps our earlier oscillating setting, sigma^2 = 2 (not the
-  authors'), now with the shared initial tokens above.
+  authors').
 
-Earlier versions read the 0.05 as a variance (std sqrt(0.05)), put token i at vertex i mod 2d
-and redrew the tokens for every path, so path intervals mixed initial-condition spread into
-the noise.
+``per_path_weights=True`` draws D_h(0) per path instead (the first path keeps the shared
+draw); then the spread over paths also measures the initial weights, which the authors'
+spread does not.
+
+Earlier versions read the 0.05 as a variance (std sqrt(0.05)), put token i at vertex i mod 2d,
+redrew the tokens for every path and drew D(0) per path.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ class FlowPreset:
     integrator: str = "euler"
     record_every: int = 20
     scaling_heads: tuple[int, ...] = (1, 10, 100)
+    per_path_weights: bool = False  # draw D_h(0) per path (default: one D(0) for all paths)
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +82,8 @@ class FlowPreset:
         check_number("noise_var", self.noise_var, positive=True, allow_zero=True)
         check_number("init_std", self.init_std, positive=True, allow_zero=True)
         check_seed("seed", self.seed)
+        if not isinstance(self.per_path_weights, bool):
+            raise ConfigError(f"per_path_weights={self.per_path_weights!r} must be true or false")
         heads = self.scaling_heads
         if isinstance(heads, list):  # from TOML
             object.__setattr__(self, "scaling_heads", heads := tuple(heads))
@@ -88,18 +97,22 @@ class FlowPreset:
     def initial_state(
         self, n_heads: int | None = None, *, dtype=torch.float64
     ) -> tuple[Tensor, Tensor]:
-        """Tokens (P, n, d), the same for every path, and weights D_h(0) = Z + Z^T, (P, H, d, d).
+        """Tokens (P, n, d) and weights D_h(0) = Z + Z^T, (P, H, d, d), one state for all paths.
 
         The tokens are drawn once from ``seed`` (so every H of a scaling experiment and every
-        path starts from them); the weights are drawn per path and head from ``seed`` and H.
+        path starts from them); the weights are drawn per head from ``seed`` and H, once for
+        all paths, or per path with ``per_path_weights`` (path 0 keeps the shared draw).
         """
         H = self.n_heads if n_heads is None else n_heads
         gen = torch.Generator().manual_seed(self.seed)
         x0 = initial_tokens(self.init, self.n_tokens, self.d, self.init_std, gen, dtype=dtype)
         x0 = x0.expand(self.n_paths, -1, -1).clone()  # (P, n, d), one shared state
         gen_w = torch.Generator().manual_seed(self.seed * 1_000_003 + H)
-        z = torch.randn(self.n_paths, H, self.d, self.d, generator=gen_w, dtype=dtype)
-        return x0, z + z.mT
+        draws = self.n_paths if self.per_path_weights else 1  # one (H, d, d) draw per path
+        z = torch.stack([torch.randn(H, self.d, self.d, generator=gen_w, dtype=dtype)
+                         for _ in range(draws)])  # (draws, H, d, d)
+        D0 = (z + z.mT).expand(self.n_paths, -1, -1, -1).clone()  # (P, H, d, d)
+        return x0, D0
 
     def simulate_kwargs(self) -> dict:
         """Keyword arguments of :func:`tokengeo.flows.simulate` for this preset."""
@@ -132,7 +145,11 @@ PRESETS: dict[str, FlowPreset] = {
     for p in (
         FlowPreset("s2-ou", drift="ou", notes="OU weights on S^2: tokens relax, G^2 ~ 1/H"),
         FlowPreset("s2-oscillating", drift="oscillating", noise_var=0.0,
-                   notes="time-periodic targets on S^2, no weight noise (the authors' script)"),
+                   notes="time-periodic targets on S^2 with per-head phases 2 pi h / H, no "
+                         "weight noise: the authors' current code (commit 693474c)"),
+        FlowPreset("s2-oscillating-inphase", drift="oscillating-inphase", noise_var=0.0,
+                   notes="one time-periodic target (phase 0) for every head on S^2, no weight "
+                         "noise: the code of the paper's figures (commit 496b2f6)"),
         FlowPreset("s2-oscillating-noisy", drift="oscillating", noise_var=2.0,
                    notes="time-periodic targets on S^2 plus weight noise sigma^2 = 2"),
         FlowPreset("s2-frozen", drift="frozen", noise_var=0.0,

@@ -203,6 +203,7 @@ class _Run:
     energy: bool
     noise_var: float
     chunk_elems: int
+    trusted: bool = False  # a built-in drift on symmetric weights: skip the host-side checks
 
     def heads(self, D: Tensor | None, t: float) -> tuple[Tensor, Tensor | None]:
         if self.schedule is None:
@@ -218,7 +219,8 @@ class _Run:
         score, value = self.heads(D, t)
         ito = ito and self.energy and self.noise_var > 0
         return evaluate_field(
-            x, score, value, energy=self.energy, ito=ito, chunk_elems=self.chunk_elems
+            x, score, value, energy=self.energy, ito=ito, chunk_elems=self.chunk_elems,
+            symmetric=True if self.trusted else None,
         )
 
     def rates(self, x: Tensor, D: Tensor | None, t: float) -> tuple[Rates, FieldEval]:
@@ -226,7 +228,7 @@ class _Run:
         f = None if D is None else self.drift(D, t)
         if f is not None and f.shape != D.shape:
             raise ConfigError(f"drift returned shape {tuple(f.shape)}; expected {tuple(D.shape)}")
-        if f is not None and self.energy and not torch.equal(f, f.mT):
+        if f is not None and self.energy and not self.trusted and not torch.equal(f, f.mT):
             raise ConfigError(
                 "the drift returned non-symmetric matrices, which break the energy diagnostics; "
                 "return (F + F^T) / 2, or pass energy=False"
@@ -257,6 +259,7 @@ def simulate(
     dtype: torch.dtype = torch.float64,
     chunk_elems: int = DEFAULT_CHUNK_ELEMS,
     progress: Callable[[int, int], None] | None = None,
+    cuda_graph: bool | None = None,
 ) -> FlowResult:
     """Integrate the token flow of arXiv 2605.18870 (Eq. 5, Sec. 6), batched over paths.
 
@@ -275,6 +278,14 @@ def simulate(
         energy: compute the energy balance (requires symmetric D); False allows general heads.
         chunk_elems: largest attention-kernel block held in memory.
         progress: optional callback ``progress(step, n_steps)``.
+        cuda_graph: run the steps as captured CUDA graphs (:mod:`tokengeo.flows.graph`);
+            ``None`` does so when the tokens are on a CUDA device and the run is Euler with a
+            named drift and SDE weights (a deterministic run then gives the eager numbers to
+            rounding; noise is drawn per block, so noisy runs differ in their draws).
+            ``True`` where that does not hold raises; ``False`` never graphs.
+
+    ``dtype=torch.float32`` runs the tokens, weights and kernels in float32 and sums the
+    energy, its balance terms and G^2 in float64 (all recorded series are float64).
     """
     check_choice("integrator", integrator, list(TABLEAUX))
     check_choice("dtype", dtype, [torch.float32, torch.float64])
@@ -317,47 +328,65 @@ def simulate(
             f"integrator={integrator!r} is for deterministic weights; use 'euler' or 'heun' "
             f"with noise_var={noise_var} > 0"
         )
-    run = _Run(drift_fn, schedule, n_paths, energy, noise_var, chunk_elems)
+    graphable = (x.device.type == "cuda" and integrator == "euler" and schedule is None
+                 and isinstance(drift, str) and energy)
+    if cuda_graph and not graphable:
+        raise ConfigError("cuda_graph=True needs tokens and weights on a CUDA device, "
+                          "integrator='euler', a named drift and energy=True; pass "
+                          "cuda_graph=None to graph only where it applies")
+    graphed = graphable if cuda_graph is None else bool(cuda_graph)
+    run = _Run(drift_fn, schedule, n_paths, energy, noise_var, chunk_elems, trusted=graphed)
     gen = torch.Generator(device=x.device).manual_seed(seed)
     sigma = math.sqrt(noise_var)
     rec: dict[str, list[Tensor]] = {k: [] for k in ("t", "E", "G2", "cum", "x")}
-    cum = x.new_zeros(n_paths, 4)  # (P, 4)  dE_int, ito_int, G2_int, mart_int
+    # (P, 4)  dE_int, ito_int, G2_int, mart_int, summed in float64 whatever the dtype
+    cum = x.new_zeros(n_paths, 4, dtype=torch.float64)
 
-    def record(t: float, ev: FieldEval) -> None:
-        if not torch.isfinite(ev.velocity).all():
+    def record(t: float, E: Tensor | None, g2: Tensor, finite: bool, cum_now: Tensor,
+               x_now: Tensor) -> None:
+        if not finite:
             raise ConfigError(
                 f"the flow became non-finite at t={t:.4g}: exp(<x_i, B x_j>) overflows; use "
                 "float64, smaller weights or a smaller dt"
             )
         rec["t"].append(torch.tensor(t, dtype=torch.float64))
-        rec["E"].append(ev.energy if energy else torch.full_like(ev.g2, math.nan))
-        rec["G2"].append(ev.g2)
-        rec["cum"].append(cum.clone())
+        rec["E"].append(E if energy else torch.full_like(g2, math.nan))
+        rec["G2"].append(g2)
+        rec["cum"].append(cum_now.clone())
         if record_trajectory:
-            rec["x"].append(x.clone())
+            rec["x"].append(x_now.clone())
 
-    for k in range(n_steps):
+    def record_eval(t: float, ev: FieldEval) -> None:
+        record(t, ev.energy, ev.g2, bool(torch.isfinite(ev.velocity).all()), cum, x)
+
+    if graphed:
+        from tokengeo.flows.graph import graphed_euler_run
+
+        x, D = graphed_euler_run(run.rates, x, D, cum, n_steps=n_steps, dt=dt,
+                                 noise_var=noise_var, generator=gen,
+                                 record_every=record_every, record=record, progress=progress)
+    for k in range(n_steps if not graphed else 0):  # the eager loop (CPU, or not graphed)
         t = k * dt
         noise = None
         if D is not None and noise_var > 0:
             noise = sigma * symmetric_increment(D.shape, dt, gen, dtype=dtype, device=x.device)
         x_new, D_new, quad, ev0 = rk_step(run.rates, x, D, t, dt, tableau, noise)
         if k % record_every == 0:
-            record(t, ev0)
+            record_eval(t, ev0)
         cum[:, :3] += quad
         if energy and noise is not None:
             cum[:, 3] += (noise * ev0.moment).sum((1, 2, 3))
         x, D = x_new, D_new
         if progress is not None:
             progress(k + 1, n_steps)
-    record(n_steps * dt, run.evaluate(x, D, n_steps * dt, ito=False))
+    record_eval(n_steps * dt, run.evaluate(x, D, n_steps * dt, ito=False))
     return _result(rec, energy, x, D, config=dict(
         drift=drift if isinstance(drift, str) else getattr(drift, "__name__", "callable"),
         noise_var=noise_var, T=T, dt=dt, n_steps=n_steps, n_paths=n_paths, seed=seed,
         integrator=integrator, record_every=record_every, dtype=str(dtype).split(".")[-1],
         n_tokens=x.shape[1], d=x.shape[2],
         n_heads=(schedule.score.shape[1] if schedule is not None else D.shape[1]),
-        weights="schedule" if schedule is not None else "sde",
+        weights="schedule" if schedule is not None else "sde", cuda_graph=graphed,
     ), trajectory=record_trajectory)
 
 

@@ -8,7 +8,12 @@ matrix D_h(t) that evolves in depth t by
 with the drifts of the paper's experiments:
 
 * ``"ou"``           f = I - D                      (Ornstein-Uhlenbeck, mean reversion)
-* ``"oscillating"``  f = T_h(t) - D                 (time-periodic target, phase 2 pi h / H)
+* ``"oscillating"``  f = T_h(t) - D                 (time-periodic target, phase 2 pi h / H,
+                                                    the authors' code from commit 693474c)
+* ``"oscillating-inphase"``  f = T_0(t) - D         (one target, phase 0, for every head: the
+                                                    authors' code of the paper's figures,
+                                                    commit 496b2f6, whose drift read
+                                                    H = D.shape[0] = 1 path)
 * ``"frozen"``       f = 0
 
 A :class:`LayerSchedule` instead holds general (query-key, value) heads per layer, e.g.
@@ -29,7 +34,7 @@ from tokengeo.errors import ConfigError
 
 Drift = Callable[[Tensor, float], Tensor]  # f(D (P, H, d, d), t) -> (P, H, d, d)
 
-DRIFTS = ("ou", "oscillating", "frozen")
+DRIFTS = ("ou", "oscillating", "oscillating-inphase", "frozen")
 
 
 def ou_drift(D: Tensor, t: float) -> Tensor:
@@ -50,7 +55,8 @@ def _diagonal_phases(d: int) -> list[float]:
 
 
 def oscillating_target(
-    t: float, n_heads: int, d: int, *, dtype=torch.float64, device=None
+    t: float | Tensor, n_heads: int, d: int, *, dtype=torch.float64, device=None,
+    in_phase: bool = False,
 ) -> Tensor:
     """Time-periodic symmetric targets T_h(t), shaped (H, d, d) (arXiv 2605.18870, Sec. 6).
 
@@ -63,8 +69,13 @@ def oscillating_target(
     (d = 3: diagonal 2 + 1.5 cos s, 2 + 1.5 sin s, 2 + 1.5 cos(s + pi/4); (1,2) = sin 2s,
     (1,3) = sin s, (2,3) = cos 2s; d = 2: diagonal 2 +- 1.5 cos s, off-diagonal sin 2s);
     for d >= 4 we use psi_k = 2 pi k / d (our general-d extension, not in the paper).
+    ``in_phase`` sets phi_h = 0 for every head (one target for all heads). ``t`` may be a
+    0-dim tensor (on the device, for captured CUDA graphs); the phases are then formed in
+    float64 and the target cast to ``dtype``.
     """
-    s = t + 2 * math.pi * torch.arange(n_heads, dtype=dtype, device=device) / n_heads  # (H,)
+    heads = torch.arange(n_heads, dtype=torch.float64, device=device)
+    phases = torch.zeros_like(heads) if in_phase else 2 * math.pi * heads / n_heads  # (H,)
+    s = (t + phases).to(dtype)  # (H,)
     target = torch.empty(n_heads, d, d, dtype=dtype, device=device)
     for k, psi in enumerate(_diagonal_phases(d)):
         target[:, k, k] = 2 + 1.5 * torch.cos(s + psi)
@@ -81,11 +92,20 @@ def oscillating_drift(D: Tensor, t: float) -> Tensor:
     return target - D
 
 
+def oscillating_inphase_drift(D: Tensor, t: float) -> Tensor:
+    """In-phase oscillating drift f_h(D, t) = T_0(t) - D_h: every head tracks the phase-0
+    target of :func:`oscillating_target` (the authors' code of the paper's figures)."""
+    target = oscillating_target(t, D.shape[-3], D.shape[-1], dtype=D.dtype, device=D.device,
+                                in_phase=True)
+    return target - D
+
+
 def resolve_drift(drift: str | Drift) -> Drift:
     """The drift function for a name in :data:`DRIFTS`, or a user callable f(D, t)."""
     if callable(drift):
         return drift
-    table = {"ou": ou_drift, "oscillating": oscillating_drift, "frozen": frozen_drift}
+    table = {"ou": ou_drift, "oscillating": oscillating_drift,
+             "oscillating-inphase": oscillating_inphase_drift, "frozen": frozen_drift}
     if drift not in table:
         raise ConfigError(
             f"drift={drift!r} is not valid; choose one of {list(DRIFTS)} or pass a callable "
