@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tokengeo.errors import ConfigError
+    from tokengeo.outmarker import claim_output
     from tokengeo.runlock import lock_run_folder
     from tokengeo.train.config import build_config, check_out_folder
     from tokengeo.train.distributed import init_distributed, shutdown
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if env.is_main:  # one run per folder; rank 0 speaks for the others
             lock_run_folder(cfg.out, "tokengeo train" + (" --resume" if args.resume else ""))
+            claim_output(cfg.out, "train", resume=args.resume)  # the one --out rule
         summary = train(cfg, resume=args.resume, resume_from=args.resume_from, env=env,
                         progress=False if args.no_progress else None)
     finally:

@@ -45,6 +45,7 @@ class PretrainedSpec:
     pip_name: str
     gguf_file: str
     summary: str
+    n_heads: int  # attention heads per layer: settings are checked before any weights load
 
     @property
     def install(self) -> str:
@@ -59,6 +60,7 @@ _SPECS = (
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         summary="SmolLM2-135M-Instruct: Llama, 30 layers, 9 heads (3 KV heads), d=576, "
         "134.5M parameters; Q4_1 GGUF dequantised to float32",
+        n_heads=9,
     ),
 )
 REGISTRY: dict[str, PretrainedSpec] = {spec.name: spec for spec in _SPECS}
