@@ -44,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="STEP", help="continue the run in --out from its checkpoint of "
                         "step STEP (later checkpoints are removed); implies --resume")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="under torchrun: give up joining the process group after SECONDS")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         base = RunDir(args.out).check_resumable()
     cfg = build_config(args.config, fields, args.sets, base)
     check_out_folder(cfg.out)  # before any data is read or anything created
-    env = init_distributed(cfg.device)
+    env = init_distributed(cfg.device, connect_timeout=args.connect_timeout)
     try:
         if env.is_main:  # one run per folder; rank 0 speaks for the others
             lock_run_folder(cfg.out, "tokengeo train" + (" --resume" if args.resume else ""))
