@@ -25,7 +25,7 @@ from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_file
 from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.experiments.settings import check_settings
-from tokengeo.experiments.validation import check_only, check_suite
+from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import write_bytes
 from tokengeo.outmarker import claim_output
 
@@ -126,6 +126,11 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
     todo = []
     for cell in cells:
         cached = store.load(cell, log)
+        why = None if cached is None else cell_value_problem(cached, cell.fields)
+        if why is not None:  # edited or damaged numbers: never trusted into the report
+            log(f"[{cell.suite}] {cell.label or cell.key}: cached cell "
+                f"{store.path(cell).name} {why}; recomputing")
+            cached = None
         if cached is None:
             todo.append(cell)
         else:

@@ -130,3 +130,94 @@ def _hf_heads(source: str) -> int | None:
         raise ConfigError(f"{config}: num_attention_heads = {heads!r} must be a whole "
                           "number >= 1")
     return heads
+
+
+# ---- cached cell values: a schema per field ----------------------------------------------
+#
+# The fields suites read from a cell value (``Cell.fields``), by name: what each must hold.
+# ``number``: an int or float (not a bool), NaN allowed (a diverged metric is a result),
+# never ±inf; ``numbers``: a rectangular (nested) list of such numbers; ``tree``: a number,
+# None, or a dict / list whose leaves are numbers, None or bools (no strings); ``strings``:
+# a list of strings. A field not listed here is only checked for presence (cells.py).
+CELL_FIELDS: dict[str, str] = {
+    "final": "tree", "parameters": "tree", "wall_time_s": "number", "step": "number",
+    "geometry": "tree", "summary": "tree", "t": "numbers", "G2": "numbers",
+    "E_mean": "numbers", "figures": "strings", "warnings": "strings",
+    "knn_accuracy": "tree", "linear_accuracy": "tree", "iou": "tree",
+    "patch_components_99": "tree", "patch_decay_alpha": "tree", "embedding_spread": "tree",
+    "result.short_range_mass": "tree", "result.input_distinct_share": "tree",
+    "result.repeated_token_share_std": "tree",
+}
+
+
+def cell_value_problem(value: dict, fields: Sequence[str]) -> str | None:
+    """Why the cached ``value`` does not fit the schema of its ``fields``, or None."""
+    for name in fields:
+        kind = CELL_FIELDS.get(name) or CELL_FIELDS.get(name.split(".")[0])
+        if kind is None:
+            continue
+        node: Any = value
+        for part in name.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break  # absence is cells.py's check
+            node = node[part]
+        else:
+            why = _kind_problem(node, kind)
+            if why is not None:
+                return f"has {name!r} {why}"
+    return None
+
+
+def _is_number(x: Any) -> bool:
+    import math
+
+    return isinstance(x, int | float) and not isinstance(x, bool) and not math.isinf(x)
+
+
+def _kind_problem(node: Any, kind: str) -> str | None:
+    if kind == "number":
+        return None if _is_number(node) else f"= {_short(node)}, not a finite number"
+    if kind == "strings":
+        ok = isinstance(node, list) and all(isinstance(s, str) for s in node)
+        return None if ok else f"= {_short(node)}, not a list of strings"
+    if kind == "numbers":
+        return None if _shape(node) is not None else \
+            f"= {_short(node)}, not a rectangular list of finite numbers"
+    bad = _tree_leaf_problem(node)
+    return None if bad is None else f"holding {_short(bad)}, not a number"
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    """The shape of a rectangular nested list of numbers, or None."""
+    if _is_number(node):
+        return ()
+    if not isinstance(node, list):
+        return None
+    shapes = {_shape(x) for x in node}
+    if None in shapes or len(shapes) > 1:
+        return None
+    inner = shapes.pop() if shapes else ()
+    return (len(node), *inner)
+
+
+def _tree_leaf_problem(node: Any, depth: int = 0) -> Any:
+    """The first leaf that is not a number, None or a bool (a string, an infinity)."""
+    if depth > 32:
+        return node
+    if isinstance(node, dict):
+        items: Any = node.values()
+    elif isinstance(node, list):
+        items = node
+    else:
+        ok = node is None or isinstance(node, bool) or _is_number(node)
+        return None if ok else (node if node is not None else "null")
+    for item in items:
+        bad = _tree_leaf_problem(item, depth + 1)
+        if bad is not None:
+            return bad
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
