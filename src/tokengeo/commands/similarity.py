@@ -98,8 +98,6 @@ def _check_text_file(path: Path) -> None:
 
 def _model_sizes(model: str) -> dict:
     """Positions, layers and heads from the model's config.json ({} when unknown)."""
-    import json
-
     if model == "minilm":
         try:
             from tokengeo._deps import require
@@ -109,12 +107,11 @@ def _model_sizes(model: str) -> dict:
             return {}  # the missing package is named when the model loads
     else:
         folder = Path(model).expanduser()
-    try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise ConfigError(f"{folder / 'config.json'} is not a readable JSON file") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{folder / 'config.json'} does not hold a JSON object")
+    from tokengeo.io import read_json
+
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"{folder / 'config.json'} is not a readable JSON file")
+    cfg = read_json(folder / "config.json", dict, limit=1 << 20)  # an object, bounded
     keys = {"positions": ("max_position_embeddings", "n_positions"),
             "layers": ("num_hidden_layers", "n_layer"), "heads": ("num_attention_heads", "n_head")}
     return {k: next((cfg[n] for n in names if isinstance(cfg.get(n), int)), None)

@@ -84,8 +84,16 @@ def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
 
 
 def check_source(source: str) -> None:
-    """A known pretrained name or a folder with a config.json, else a ConfigError."""
-    if pretrained.is_pretrained(source) or (Path(source).expanduser() / "config.json").is_file():
+    """A known pretrained name or a folder with a config.json and a tokenizer, else a
+    ConfigError (a folder without a tokenizer would train on all-unknown tokens)."""
+    if pretrained.is_pretrained(source):
+        return
+    folder = Path(source).expanduser()
+    if (folder / "config.json").is_file():
+        if not any((folder / name).is_file() for name in pretrained.TOKENIZER_FILES):
+            raise ConfigError(f"hf:{source}: the folder has no tokenizer (none of "
+                              f"{list(pretrained.TOKENIZER_FILES)}); save it with "
+                              "tokenizer.save_pretrained(folder)")
         return
     raise ConfigError(f"unknown Hugging Face model {source!r}: use hf:<name> with a name of "
                       f"{pretrained.names()} or hf:<folder saved by save_pretrained>")
@@ -95,7 +103,9 @@ def _saved_config(source: str) -> dict[str, Any] | None:
     """config.json of a folder source (None for a named model not dequantised yet)."""
     if pretrained.is_pretrained(source):
         return None
-    return json.loads((Path(source).expanduser() / "config.json").read_text())
+    from tokengeo.io import read_json  # an object, bounded, never a FIFO
+
+    return read_json(Path(source).expanduser() / "config.json", dict, limit=1 << 20)
 
 
 def source_folder(source: str) -> Path:

@@ -248,10 +248,17 @@ def _drop_stale(parent: Path, keep: str) -> None:
 def load_folder(folder: Path, **kwargs: Any) -> Loaded:
     """(model, tokenizer) saved by :func:`cached_load`, from safetensors (never unpickled)."""
     transformers = require("transformers")
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, local_files_only=True, use_safetensors=True, **kwargs
-    )
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, local_files_only=True, use_safetensors=True, **kwargs
+        )
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # a broken folder (no weights, a bad config, a damaged file): one line naming it
+        lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+        why = lines[0][:200] if lines else type(exc).__name__
+        raise ConfigError(f"the model folder {folder} cannot be loaded ({why}); save it "
+                          "again with save_pretrained") from None
     return model.eval(), tokenizer
 
 

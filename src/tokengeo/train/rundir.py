@@ -102,10 +102,15 @@ def _records(path: Path) -> Iterable[dict[str, Any]]:
     lines = text.splitlines()
     for i, line in enumerate(lines):
         try:
-            yield json.loads(line)
+            record = json.loads(line)
         except json.JSONDecodeError:
             if i != len(lines) - 1:
                 raise CheckpointError(f"{path} line {i + 1} is not valid JSON") from None
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise CheckpointError(f"{path} line {i + 1} is not a metrics record (a JSON object "
+                                  "with a whole-number step)")
+        yield record
 
 
 def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
