@@ -215,9 +215,9 @@ def read_json(path: str | Path, kind: type | tuple[type, ...] = dict, *,
         raise ConfigError(f"{str(path)!r} is not valid JSON ({str(exc)[:80]})") from None
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds):
-        names = " or ".join({dict: "an object", list: "a list"}.get(k, k.__name__)
-                            for k in kinds)
-        raise ConfigError(f"{str(path)!r} must hold a JSON {names}, not "
+        names = " or ".join({dict: "a JSON object", list: "a JSON list"}.get(
+            k, f"a JSON {k.__name__}") for k in kinds)
+        raise ConfigError(f"{str(path)!r} must hold {names}, not "
                           f"{type(value).__name__} {_short(value)}")
     return value
 

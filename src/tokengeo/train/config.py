@@ -266,6 +266,9 @@ def read_config_json(path: str | Path) -> dict[str, Any]:
     from tokengeo.io import read_json  # bounded, never blocks on a FIFO, an object
 
     try:
-        return read_json(path, dict, limit=16 << 20)
+        values = read_json(path, object, limit=16 << 20)
     except ConfigError as exc:
         raise ConfigError(f"cannot read the run config: {exc}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a JSON object of settings")
+    return values
