@@ -648,3 +648,105 @@ def test_resume_reads_are_checked(tmp_path, capsys, case):
     line = one_line(capsys, "train")
     assert code == 2 and needle in line and name in line, line
     assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- cached cells
+
+CELL_CALLS: list[int] = []
+
+
+def _cell_fn(seed: int) -> dict:
+    CELL_CALLS.append(seed)
+    return {"final": {"test": {"accuracy": 0.5 + seed / 10, "loss": float("nan")}},
+            "t": [0.0, 0.5, 1.0], "G2": [[1.0, 0.5, 0.2], [1.0, 0.4, 0.1]],
+            "wall_time_s": 1.5, "warnings": [], "figures": []}
+
+
+def _schema_cells(settings):
+    from tokengeo.experiments.cells import Cell
+
+    return [Cell("fake", f"s{seed}", _cell_fn, {"seed": seed},
+                 fields=("final", "t", "G2", "wall_time_s", "warnings"))
+            for seed in range(2)]
+
+
+def _schema_summary(settings, results, fig_dir):
+    from tokengeo.experiments.report import SuiteOutput
+
+    for r in results.values():  # what a suite does with the numbers
+        float(r.value["final"]["test"]["accuracy"]) + r.value["wall_time_s"]
+        sum(r.value["t"]) + sum(sum(row) for row in r.value["G2"])
+    return SuiteOutput("fake", "Fake suite", "Fake et al.", [])
+
+
+@pytest.fixture
+def schema_suite(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    import tokengeo.experiments.reproduce as rp
+
+    mod = types.ModuleType("fake_schema_suite")
+    mod.cells, mod.summarise = _schema_cells, _schema_summary
+    monkeypatch.setitem(sys.modules, "fake_schema_suite", mod)
+    monkeypatch.setattr(rp, "SUITES", {"fake": "fake_schema_suite"})
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "fake.toml").write_text("[quick]\n")
+    return conf
+
+
+def _set(path: str, value):
+    def edit(v: dict) -> None:
+        *parents, last = path.split(".")
+        node = v
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return edit
+
+
+CELL_EDITS = {
+    "number-to-string": (_set("final.test.accuracy", "0.9"), "'0.9'"),
+    "number-to-list": (_set("wall_time_s", [1.5]), "'wall_time_s'"),
+    "number-to-bool": (_set("wall_time_s", True), "'wall_time_s'"),
+    "number-to-infinity": (_set("final.test.accuracy", float("inf")), "inf"),
+    "series-with-a-string": (_set("t", [0.0, "0.5", 1.0]), "'t'"),
+    "series-ragged": (_set("G2", [[1.0, 0.5], [1.0]]), "'G2'"),
+    "series-a-number": (_set("G2", 3.0), "'G2'"),
+    "series-of-dicts": (_set("t", [{"a": 1}]), "'t'"),
+    "tree-a-string": (_set("final", "broken"), "'final'"),
+    "strings-holding-a-number": (_set("warnings", [1]), "'warnings'"),
+}
+
+
+@pytest.mark.parametrize("edit", list(CELL_EDITS))
+def test_a_cell_failing_its_schema_is_recomputed_with_one_warning(tmp_path, schema_suite,
+                                                                  edit):
+    import tokengeo.experiments.reproduce as rp
+
+    out = tmp_path / "out"
+    cfg = rp.ReproduceConfig(out=out, config_dir=schema_suite)
+    rp.reproduce(cfg, log=lambda m: None)
+    (cell,) = (out / "cells" / "fake").glob("s1-*.json")
+    data = json.loads(cell.read_text())
+    change, needle = CELL_EDITS[edit]
+    change(data["value"])
+    cell.write_text(json.dumps(data))
+    CELL_CALLS.clear()
+    logs: list[str] = []
+    rp.reproduce(cfg, log=logs.append)
+    assert CELL_CALLS == [1]  # only the damaged cell
+    warnings = [m for m in logs if "recomputing" in m]
+    assert len(warnings) == 1 and needle in warnings[0] and cell.name in warnings[0], warnings
+
+
+def test_a_valid_cell_with_nan_is_trusted(tmp_path, schema_suite):
+    import tokengeo.experiments.reproduce as rp
+
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=schema_suite)
+    rp.reproduce(cfg, log=lambda m: None)
+    CELL_CALLS.clear()
+    logs: list[str] = []
+    rp.reproduce(cfg, log=logs.append)
+    assert CELL_CALLS == [] and not [m for m in logs if "recomputing" in m]

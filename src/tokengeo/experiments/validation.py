@@ -181,7 +181,7 @@ def _kind_problem(node: Any, kind: str) -> str | None:
         ok = isinstance(node, list) and all(isinstance(s, str) for s in node)
         return None if ok else f"= {_short(node)}, not a list of strings"
     if kind == "numbers":
-        return None if _shape(node) is not None else \
+        return None if isinstance(node, list) and _shape(node) is not None else \
             f"= {_short(node)}, not a rectangular list of finite numbers"
     bad = _tree_leaf_problem(node)
     return None if bad is None else f"holding {_short(bad)}, not a number"
