@@ -55,13 +55,18 @@ def read_text(path: Path) -> str:
             raw = f.read()
     except OSError as exc:
         raise DataNotFoundError(f"cannot read {path}: {exc.strerror}") from None
-    if b"\x00" in raw:
-        raise ConfigError(f"{path} is a binary file, not text (it holds NUL bytes); remove it "
-                          "from the text folder or rename it without a text suffix")
+    refuse_binary(path, raw)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw.decode("latin-1")
+
+
+def refuse_binary(path: Path, raw: bytes) -> None:
+    """A file with NUL bytes is binary (no text encoding tokengeo reads has them)."""
+    if b"\x00" in raw:
+        raise ConfigError(f"{path} is a binary file, not text (it holds NUL bytes); remove it "
+                          "from the text folder or rename it without a text suffix")
 
 
 def text_files(folder: Path) -> list[Path]:

@@ -96,13 +96,18 @@ def check_source(source: str) -> None:
         return
     folder = Path(source).expanduser()
     if (folder / "config.json").is_file():
-        if not any((folder / name).is_file() for name in pretrained.TOKENIZER_FILES):
-            raise ConfigError(f"hf:{source}: the folder has no tokenizer (none of "
-                              f"{list(pretrained.TOKENIZER_FILES)}); save it with "
-                              "tokenizer.save_pretrained(folder)")
+        require_tokenizer(folder, source)
         return
     raise ConfigError(f"unknown Hugging Face model {source!r}: use hf:<name> with a name of "
                       f"{pretrained.names()} or hf:<folder saved by save_pretrained>")
+
+
+def require_tokenizer(folder: Path, source: str) -> None:
+    """A model folder must bring its tokenizer (else its text would be all-unknown ids)."""
+    if not any((folder / name).is_file() for name in pretrained.TOKENIZER_FILES):
+        raise ConfigError(f"hf:{source}: the folder has no tokenizer (none of "
+                          f"{list(pretrained.TOKENIZER_FILES)}); save it with "
+                          "tokenizer.save_pretrained(folder)")
 
 
 def _saved_config(source: str) -> dict[str, Any] | None:
