@@ -164,6 +164,16 @@ def _folder_link_inside(command: str, name: str):
     return setup
 
 
+def _file_link_inside(command: str):
+    def setup(out: Path) -> None:
+        victim = out.parent / "precious.txt"
+        victim.write_text("a logger or a figure must never write through a link into this\n")
+        out.mkdir(parents=True)
+        write_marker(out, command)
+        os.symlink(victim, out / OWN_NAME[command])
+    return setup
+
+
 def _own_nested_user(command: str):
     def setup(out: Path) -> None:
         out.mkdir(parents=True)
@@ -203,6 +213,7 @@ OUT_STATES = {
     "lock-a-fifo": (lambda c: _lock_fifo, LOCK_NAME, False),
     "out-a-link-to-a-file": (lambda c: _out_link_to_file, "out", False),
     "folder-link-inside": (lambda c: _folder_link_inside(c, "figures"), "figures", True),
+    "file-link-inside": (lambda c: _file_link_inside(c), None, True),
 }
 OUT_CASES = [pytest.param(command, state, id=f"{command}-{state}")
              for command in COMMAND_ARGS for state in OUT_STATES]
@@ -212,7 +223,7 @@ OUT_CASES = [pytest.param(command, state, id=f"{command}-{state}")
 def test_out_rule_never_touches_a_users_file(tmp_path, capsys, monkeypatch, no_heavy_work,
                                             command, state):
     maker, needle, resume_or_overwrite = OUT_STATES[state]
-    if state == "user-file-named-like-output":
+    if state in ("user-file-named-like-output", "file-link-inside"):
         needle = OWN_NAME[command]
     out = tmp_path / "out"
     maker(command)(out)

@@ -16,8 +16,9 @@ resumes (``reproduce``, ``train --resume``) never removes anything::
     claim_output(out, "flow", overwrite=args.overwrite)   # before anything is written
     check_output(out, "similarity", overwrite=...)         # the same check, writing nothing
 
-A symbolic link to a folder under ``--out`` is refused too: a write through it would land
-outside (a linked *file* is harmless: the atomic rename replaces the link itself).
+A symbolic link under ``--out`` is refused too: a write through it would land outside
+(only where every write is an atomic rename, a reproduce output's ``cells/``, is a linked
+file harmless: the rename replaces the link itself).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "train": ("config.json", "metrics.jsonl", "metrics.csv", "summary.json", "curves.png",
               "checkpoints/*", "tensorboard/*", "wandb/*"),
 }
+# where every write is an atomic rename, which replaces a link to a file instead of writing
+# through it (a damaged cell there is recomputed); links elsewhere are refused
+ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
 # a run folder the library wrote before markers existed is recognised by these files
 SIGNATURES: dict[str, str] = {"train": "config.json", "reproduce": "cells/*"}
 
@@ -110,11 +114,11 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
     files = output_files(out) if out.is_dir() else []
     if not files:
         return []
-    links = [f for f in files if (out / f).is_symlink() and (out / f).is_dir()]
-    if links:  # a linked file is replaced by the atomic rename; a linked folder would be
-        raise ConfigError(f"--out {str(out)!r} holds {links[0]!r}, a symbolic link to a "
-                          "folder; tokengeo does not write through links: remove it or "
-                          "choose another --out")
+    links = [f for f in files if (out / f).is_symlink() and not (
+        not (out / f).is_dir() and f.startswith(ATOMIC_ONLY.get(command, ())))]
+    if links:  # a write through it (a logger, a figure) would land outside --out
+        raise ConfigError(f"--out {str(out)!r} holds {links[0]!r}, a symbolic link; tokengeo "
+                          "does not write through links: remove it or choose another --out")
     marker = read_marker(out)
     found = None if marker is None else marker["command"]
     signature = SIGNATURES.get(command)
