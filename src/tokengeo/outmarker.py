@@ -126,6 +126,11 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
               and any(fnmatch.fnmatchcase(f, signature) for f in files))
     if found != command and not legacy:
         what = "no tokengeo output" if found is None else f"the output of `tokengeo {found}`"
+        if command == "train" and not resume:  # the one flag that continues a run there
+            raise ConfigError(
+                f"--out {str(out)!r} exists and is not empty; pass --resume to continue a "
+                f"run there, or choose a new --out (it holds {what}, first file "
+                f"{files[0]!r}, which tokengeo will not write over)")
         raise ConfigError(
             f"--out {str(out)!r} holds {what} (no {MARKER} of `tokengeo {command}`; "
             f"first file {files[0]!r}), so tokengeo will not write there"
