@@ -131,11 +131,16 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
                 f"--out {str(out)!r} exists and is not empty; pass --resume to continue a "
                 f"run there, or choose a new --out (it holds {what}, first file "
                 f"{files[0]!r}, which tokengeo will not write over)")
+        if overwrite:
+            tail = " and --overwrite will not delete it"
+        elif command in ("flow", "similarity"):
+            tail = f" (--overwrite replaces only a previous `tokengeo {command}` output)"
+        else:
+            tail = ""
         raise ConfigError(
             f"--out {str(out)!r} holds {what} (no {MARKER} of `tokengeo {command}`; "
-            f"first file {files[0]!r}), so tokengeo will not write there"
-            f"{' and --overwrite will not delete it' if overwrite else ''}; choose another "
-            "--out or empty it yourself")
+            f"first file {files[0]!r}), so tokengeo will not write there{tail}; choose "
+            "another --out or empty it yourself")
     foreign = [f for f in files if not _listed(f, OUTPUTS[command])]
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
