@@ -396,12 +396,17 @@ TRAIN_HF_CASES = [
     ("{", [], "not valid JSON", True),
     ("fifo", [], "unknown Hugging Face model", True),  # not a config file: never opened
     ({"num_attention_heads": 4}, [], "no tokenizer", False),
+    ({"num_attention_heads": "9"}, [], "num_attention_heads = '9'", True),
+    ({"num_attention_heads": 4, "vocab_size": -3}, [], "vocab_size = -3", True),
+    ({"num_attention_heads": 4, "max_position_embeddings": 1.5}, [],
+     "max_position_embeddings = 1.5", True),
 ]
 
 
 @pytest.mark.parametrize("config,extra,needle,tokenizer", TRAIN_HF_CASES,
                          ids=["k3-of-2", "k9-of-4", "list", "null", "not-json", "fifo",
-                              "no-tokenizer"])
+                              "no-tokenizer", "heads-str", "vocab-negative",
+                              "positions-float"])
 def test_train_hf_folder_refused_before_weights(tmp_path, capsys, config, extra, needle,
                                                 tokenizer):
     folder = _hf_folder(tmp_path, config, tokenizer)

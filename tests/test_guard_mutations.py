@@ -63,8 +63,8 @@ MUTATIONS = {
         ["import tokengeo.models.hf_lm as m", f"m.require_tokenizer = {NOOP}"], R2,
         "no-tokenizer"),
     "hf: config sizes typed": (
-        ["import tokengeo.models.hf_lm as m", "m.isinstance = lambda v, k: True"], R2,
-        "heads-str"),
+        ["import tokengeo.models.hf_lm as m", "m._check_sizes = lambda cfg, saved: None"], R2,
+        "train_hf_folder and (heads-str or vocab or positions)"),
     "cli: disk full and permissions": (
         ["import tokengeo.cli as m", "m.ENVIRONMENT_ERRNOS = set()"], R2, "disk_full"),
     "cli: only rank 0 prints": (
