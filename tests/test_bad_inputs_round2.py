@@ -766,3 +766,26 @@ def test_a_valid_cell_with_nan_is_trusted(tmp_path, schema_suite):
     logs: list[str] = []
     rp.reproduce(cfg, log=logs.append)
     assert CELL_CALLS == [] and not [m for m in logs if "recomputing" in m]
+
+
+@pytest.mark.slow
+def test_torchrun_rendezvous_gives_up_after_connect_timeout(tmp_path, capsys, monkeypatch):
+    """Rank 0 of 2 whose partner never comes: one line within the timeout, nothing written."""
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for var, val in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0",
+                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+        monkeypatch.setenv(var, val)
+    before = snapshot(tmp_path)
+    t0 = time.monotonic()
+    code = main(["train", "--model", "vit-tiny", "--data", "digits", "--steps", "1",
+                 "--no-progress", "--device", "cpu", "--connect-timeout", "2",
+                 "--out", str(tmp_path / "run")])
+    line = one_line(capsys, "train")
+    assert code == 2 and f"127.0.0.1:{port} within 2 s" in line, line
+    assert time.monotonic() - t0 < 60
+    assert snapshot(tmp_path) == before
