@@ -125,7 +125,8 @@ CLI_CASES = [
     _case(FLOW + ["--out", "{tmp}/afile"], "afile", _file, id="flow-out-is-file"),
     _case(FLOW + ["--out", "{tmp}/afile/sub"], "afile", _file, id="flow-out-under-file"),
     _case(FLOW + ["--out", "/proc/tokengeo-flow"], "/proc/tokengeo-flow", id="flow-out-in-proc"),
-    _case(FLOW + ["--out", "{tmp}/prev"], "--overwrite", _flow_output, id="flow-out-not-empty"),
+    # a flow.json without the marker of a flow output: not tokengeo's, so never touched
+    _case(FLOW + ["--out", "{tmp}/prev"], "'flow.json'", _flow_output, id="flow-out-not-empty"),
     _case(FLOW + ["--out", "{tmp}/mine", "--overwrite"], "mine", _other_folder,
           id="flow-overwrite-foreign-folder"),
     # ---- reproduce: command line
@@ -234,7 +235,7 @@ CLI_CASES = [
     _case(["similarity", "--out", "{tmp}/afile"], "afile", _file, id="sim-out-is-file"),
     _case(["similarity", "--out", "{tmp}/afile/x"], "afile", _file, id="sim-out-under-file"),
     _case(["similarity", "--out", "/proc/tokengeo-sim"], "/proc/tokengeo-sim", id="sim-out-in-proc"),
-    _case(["similarity", "--out", "{tmp}/mine"], "--overwrite", _other_folder,
+    _case(["similarity", "--out", "{tmp}/mine"], "'thesis.tex'", _other_folder,
           id="sim-out-not-empty"),
     # ---- list-models
     _case(["list-models", "--family", "nope"], "nope", id="list-family-unknown"),

@@ -66,7 +66,7 @@ def test_overwrite_refuses_a_folder_without_its_marker(tmp_path, capsys, corpus,
     before = tree(out)
     assert similarity(corpus, out, "--overwrite") == 2
     line = one_line(capsys)
-    assert "so --overwrite will not delete it" in line and str(out) in line
+    assert "--overwrite will not delete it" in line and str(out) in line
     assert tree(out) == before  # every file survives, nothing added (no lock left)
 
 
@@ -75,13 +75,24 @@ def test_overwrite_replaces_its_own_previous_output(tmp_path, capsys, corpus, fa
     assert similarity(corpus, out) == 0
     assert marker_command(out) == "similarity"
     assert json.loads((out / MARKER).read_text())["command"] == "similarity"
-    (out / "stale.txt").write_text("from the previous run")
     assert similarity(corpus, out) == 2  # without --overwrite: refused
     assert "pass --overwrite" in one_line(capsys)
     assert similarity(corpus, out, "--overwrite") == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted([MARKER, "config.json", "similarity.json"])  # stale.txt replaced
+    assert names == sorted([MARKER, "config.json", "similarity.json"])
     assert LOCK_NAME not in names
+
+
+def test_overwrite_keeps_a_users_file_inside_a_previous_output(tmp_path, capsys, corpus,
+                                                              fake_analysis):
+    out = tmp_path / "sim"
+    assert similarity(corpus, out) == 0
+    (out / "my-notes.txt").write_text("mine, not tokengeo's")
+    before = tree(out)
+    assert similarity(corpus, out, "--overwrite") == 2
+    line = one_line(capsys)
+    assert "'my-notes.txt'" in line and "did not write" in line
+    assert tree(out) == before
 
 
 def test_lock_stays_held_after_the_output_folder_is_swapped(tmp_path, corpus, fake_analysis,

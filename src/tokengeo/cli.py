@@ -4,18 +4,23 @@ Each sub-command lives in ``tokengeo.commands.<name>`` and provides
 ``add_arguments(parser)`` and ``run(args) -> int``; modules are imported only when
 their command runs, so ``tokengeo --help`` stays fast. Bad input
 (:class:`~tokengeo.errors.TokengeoError`, or arguments argparse rejects) prints one line and
-exits with status 2; Ctrl-C prints one line and exits with status 130 (the atomic writer of
-:mod:`tokengeo.io` removes its temporary files on the way out).
+exits with status 2; Ctrl-C prints one line and exits with status 130, SIGTERM likewise with
+status 143 (the atomic writer of :mod:`tokengeo.io` removes its temporary files on the way
+out, worker processes are stopped). A full disk or a permission error names the path and
+exits 2. Under ``torchrun`` only rank 0 prints these lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
+import signal
 import sys
 
 from tokengeo import __version__
-from tokengeo.errors import TokengeoError
+from tokengeo.errors import Terminated, TokengeoError
 from tokengeo.runlock import release_run_folders
 
 # name -> (module, one-line help)
@@ -31,24 +36,62 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# errors of the environment, not bugs: one line naming the path, exit 2
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EPERM,
+                      errno.EROFS, errno.ENAMETOOLONG}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and argv[0] in COMMANDS else None
+    previous = _on_sigterm()
     try:
-        parser = build_parser_for(argv)
-        args = parser.parse_args(argv)
-        return int(importlib.import_module(args._module).run(args) or 0)
+        try:
+            parser = build_parser_for(argv)
+            args = parser.parse_args(argv)
+            return int(importlib.import_module(args._module).run(args) or 0)
+        finally:
+            release_run_folders()  # the --out locks the command took
     except TokengeoError as exc:
         _say(command, f"error: {exc}")
         return 2
-    except KeyboardInterrupt:
-        _say(command, "interrupted")
-        return 130
+    except KeyboardInterrupt as exc:  # also Terminated (SIGTERM)
+        terminated = isinstance(exc, Terminated)
+        _say(command, "terminated" if terminated else "interrupted")
+        return 143 if terminated else 130
+    except OSError as exc:
+        if exc.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        where = f" {exc.filename}:" if exc.filename else ""
+        _say(command, f"error:{where} {exc.strerror}; free disk space, or choose a path you "
+             "can write to")
+        return 2
     finally:
-        release_run_folders()  # the --out locks the command took
+        _restore_sigterm(previous)
+
+
+def _on_sigterm():
+    """Turn SIGTERM into :class:`Terminated` (main thread only; else leave it alone)."""
+    def handler(signum, frame):
+        raise Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        return None
+
+
+def _restore_sigterm(previous) -> None:
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except ValueError:
+            pass
 
 
 def _say(command: str | None, text: str) -> None:
+    if os.environ.get("RANK", "0") not in ("", "0"):  # torchrun: rank 0 speaks for all
+        return
     prog = f"tokengeo {command}" if command else "tokengeo"
     print(f"{prog}: {text}", file=sys.stderr, flush=True)
 

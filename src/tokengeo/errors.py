@@ -24,3 +24,8 @@ class MissingDependencyError(TokengeoError, ImportError):
 
 class CheckpointError(TokengeoError):
     """A checkpoint is corrupt, incomplete or does not match the model/config."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the process: it unwinds like Ctrl-C (temporary files removed, workers
+    stopped) and the CLI exits with status 143."""

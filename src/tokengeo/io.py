@@ -13,6 +13,15 @@ file. Files and folders get the permissions an ordinary ``open(path, "w")`` /
         save_file(tensors, tmp)
     with atomic_dir(folder) as tmp:       # a whole folder, renamed into place when complete
         ...
+
+Every file is created with ``O_EXCL | O_NOFOLLOW`` (a symbolic link planted at the temporary
+name is never followed) and renamed over the destination, which replaces a link there
+instead of writing through it. Reads of small files (configs, sidecars, cells, markers) go
+through :func:`read_small` / :func:`read_json`: opened ``O_NONBLOCK`` (a FIFO or a device
+never blocks), refused unless a regular file, bounded in size, and JSON checked for its
+top-level type::
+
+    read_json(path, dict, limit=1 << 20)  # ConfigError naming the file on any problem
 """
 
 from __future__ import annotations
@@ -26,7 +35,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tokengeo.errors import ConfigError
+
 TMP_PREFIX = ".tmp-"  # temporary siblings start with this (see remove_temporaries)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; 0 where it does not exist
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+SMALL_FILE = 64 << 20  # the default bound of read_small: configs, sidecars, cells
 
 
 def _new_sibling(path: Path, *, folder: bool = False, tag: str = "") -> Path:
@@ -41,7 +55,8 @@ def _new_sibling(path: Path, *, folder: bool = False, tag: str = "") -> Path:
             if folder:
                 os.mkdir(tmp, 0o777)
             else:
-                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW
+                os.close(os.open(tmp, flags, 0o666))
             return tmp
         except FileExistsError:
             continue
@@ -71,8 +86,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 def write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(data)
+    with atomic_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | NOFOLLOW)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -109,6 +126,105 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync_dir(path.parent)
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the kernel reports it (Linux),
+    else by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(path: str | Path, *, folder: bool = False) -> None:
+    """Give ``path`` the mode an ordinary ``open``/``mkdir`` would (``0o666`` / ``0o777``
+    less the umask): writers such as safetensors' ``save_file`` create files 0600."""
+    os.chmod(path, (0o777 if folder else 0o666) & ~current_umask())
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing), never through a symbolic link."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW | NONBLOCK, 0o666)
+    try:
+        _require_regular(fd, Path(path))
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def open_regular(path: str | Path) -> int:
+    """A read-only descriptor of ``path``, opened without blocking (a FIFO or device never
+    stalls the open) and refused with ConfigError unless it is a regular file."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | NONBLOCK)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(path)!r} ({exc.strerror or exc})") from None
+    try:
+        _require_regular(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    if NONBLOCK:  # back to ordinary blocking reads of a regular file
+        os.set_blocking(fd, True)
+    return fd
+
+
+def _require_regular(fd: int, path: Path) -> None:
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise ConfigError(f"{str(path)!r} is not a regular file (a FIFO, device or socket); "
+                          "replace it with a file")
+
+
+def read_small(path: str | Path, limit: int = SMALL_FILE) -> bytes:
+    """The bytes of the regular file ``path``, refused (ConfigError) when over ``limit``."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise ConfigError(f"{str(path)!r} holds {size:,} bytes, more than the {limit:,} "
+                              "such a file can hold; it is not what tokengeo wrote there")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew meanwhile
+        raise ConfigError(f"{str(path)!r} holds more than {limit:,} bytes")
+    return data
+
+
+def read_json(path: str | Path, kind: type | tuple[type, ...] = dict, *,
+              limit: int = SMALL_FILE) -> Any:
+    """The JSON value in ``path``, which must be ``kind`` (e.g. ``dict``); ConfigError naming
+    the file when it is unreadable, too large, not UTF-8 JSON, or of another type."""
+    data = read_small(path, limit)
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{str(path)!r} is not UTF-8 text") from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{str(path)!r} is not valid JSON ({str(exc)[:80]})") from None
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds):
+        names = " or ".join({dict: "a JSON object", list: "a JSON list"}.get(
+            k, f"a JSON {k.__name__}") for k in kinds)
+        raise ConfigError(f"{str(path)!r} must hold {names}, not "
+                          f"{type(value).__name__} {_short(value)}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def remove_temporaries(folder: str | Path) -> None:

@@ -1,57 +1,192 @@
-"""Never delete what tokengeo did not write: an output marker and the overwrite check.
+"""Never touch what tokengeo did not write: the one ``--out`` rule of every command.
 
-A command that may replace its whole ``--out`` (``similarity --overwrite``) writes a marker
-file ``OUT/.tokengeo-output.json`` (``{"command": "similarity", ...}``) with its results, and
-replaces only a folder that holds its own marker: a mistyped ``--out`` naming an unrelated,
-non-empty folder is refused (exit 2) and its files survive::
+``train``, ``flow``, ``similarity`` and ``reproduce`` write into ``--out`` only when it is
 
-    check_replaceable(out, "similarity", overwrite=args.overwrite)   # before any work
-    write_marker(tmp, "similarity")                                   # with the results
+* new, or empty (a lock file and temporaries aside), or
+* a previous output of the *same* command: it holds that command's marker file
+  ``OUT/.tokengeo-output.json`` (``{"command": "flow", "outputs": [...], ...}``) and every
+  file under it is one the marker lists (``outputs``: the names and patterns of what the
+  command writes there).
+
+A file the marker does not list (a user's ``notes.txt``, a ``report.md`` in a folder no
+tokengeo command made) makes the folder refused with one line naming the file, even with
+``--overwrite``. ``--overwrite`` removes only files that the marker lists; a command that
+resumes (``reproduce``, ``train --resume``) never removes anything::
+
+    claim_output(out, "flow", overwrite=args.overwrite)   # before anything is written
+    check_output(out, "similarity", overwrite=...)         # the same check, writing nothing
+
+A symbolic link under ``--out`` is refused too: a write through it would land outside
+(only where every write is an atomic rename, a reproduce output's ``cells/``, is a linked
+file harmless: the rename replaces the link itself).
 """
 
 from __future__ import annotations
 
-import json
+import fnmatch
+import os
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
-from tokengeo.io import write_json
-from tokengeo.runlock import folder_entries
+from tokengeo.io import TMP_PREFIX, read_json, write_json
 
 MARKER = ".tokengeo-output.json"
+LOCK_NAME = ".tokengeo.lock"  # see tokengeo.runlock (not imported: runlock imports us)
+
+# what each command writes under --out (fnmatch patterns of POSIX paths relative to it)
+OUTPUTS: dict[str, tuple[str, ...]] = {
+    "flow": ("flow.json", "flow.partial.json", "snapshots.png", "energy.png", "g2.png",
+             "balance.png", "scaling.png", "sphere.gif"),
+    "similarity": ("similarity.json", "mean_similarity.npy", "config.json",
+                   "mean_similarity.png", "distance_profiles.png", "within_sentence.png"),
+    "reproduce": ("report.md", "report.html", "report.json", "cells/*", "figures/*",
+                  "runs/*"),
+    "train": ("config.json", "metrics.jsonl", "metrics.csv", "summary.json", "curves.png",
+              "checkpoints/*", "tensorboard/*", "wandb/*"),
+}
+# where every write is an atomic rename, which replaces a link to a file instead of writing
+# through it (a damaged cell there is recomputed); links elsewhere are refused
+ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
+# a run folder the library wrote before markers existed is recognised by these files
+SIGNATURES: dict[str, str] = {"train": "config.json", "reproduce": "cells/*"}
 
 
 def write_marker(folder: str | Path, command: str) -> None:
     from tokengeo import __version__
 
-    write_json(Path(folder) / MARKER, {"command": command, "tokengeo": __version__})
+    write_json(Path(folder) / MARKER, {"command": command, "tokengeo": __version__,
+                                       "outputs": list(OUTPUTS[command])})
+
+
+def read_marker(folder: str | Path) -> dict | None:
+    """The marker of ``folder`` (None: none, unreadable, or not a marker object)."""
+    try:
+        data = read_json(Path(folder) / MARKER, dict, limit=1 << 16)
+    except (OSError, ValueError, ConfigError):
+        return None
+    if not isinstance(data.get("command"), str):
+        return None
+    return data
 
 
 def marker_command(folder: str | Path) -> str | None:
     """The command named by ``folder``'s marker (None: no marker, or an unreadable one)."""
-    try:
-        data = json.loads((Path(folder) / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    command = data.get("command") if isinstance(data, dict) else None
-    return command if isinstance(command, str) else None
+    data = read_marker(folder)
+    return None if data is None else data["command"]
 
 
-def check_replaceable(out: str | Path, command: str, *, overwrite: bool) -> None:
-    """Refuse an ``--out`` that is a file, or non-empty without ``overwrite``, or non-empty
-    without a marker of a previous ``tokengeo <command>`` output (a lock file is ignored)."""
+def is_own(folder: str | Path, rel: str) -> bool:
+    """Whether ``rel`` (a path inside ``folder``) is tokengeo's own bookkeeping."""
+    name = rel.split("/")[-1]
+    return rel in (MARKER, LOCK_NAME) or name.startswith(TMP_PREFIX)
+
+
+def output_files(folder: Path) -> list[str]:
+    """Every file and link under ``folder`` (POSIX paths relative to it), bookkeeping aside;
+    folders themselves are not listed (empty ones are harmless)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            rel = (base / name).as_posix()
+            if not is_own(folder, rel):
+                found.append(rel)
+    return sorted(found)
+
+
+def _listed(rel: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(rel, p) for p in patterns)
+
+
+def check_output(out: str | Path, command: str, *, overwrite: bool = False,
+                 resume: bool = False) -> list[str]:
+    """Refuse ``out`` unless the ``--out`` rule allows ``command`` to write there; return the
+    files an ``--overwrite`` would remove (``[]`` for a new or empty folder). Writes nothing.
+
+    ``resume``: the command continues a previous output of its own (no ``--overwrite``
+    needed, nothing removed).
+    """
     out = Path(out).expanduser()
+    if out.is_symlink() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a symbolic link to a file; choose a folder")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} is a file, not a folder; choose a folder path")
-    if not folder_entries(out):
-        return
-    if not overwrite:
-        raise ConfigError(f"--out {str(out)!r} exists and is not empty; pass --overwrite to "
-                          "replace a previous output, or choose a new --out")
-    found = marker_command(out)
-    if found != command:
+    files = output_files(out) if out.is_dir() else []
+    if not files:
+        return []
+    links = [f for f in files if (out / f).is_symlink() and not (
+        not (out / f).is_dir() and f.startswith(ATOMIC_ONLY.get(command, ())))]
+    if links:  # a write through it (a logger, a figure) would land outside --out
+        raise ConfigError(f"--out {str(out)!r} holds {links[0]!r}, a symbolic link; tokengeo "
+                          "does not write through links: remove it or choose another --out")
+    marker = read_marker(out)
+    found = None if marker is None else marker["command"]
+    signature = SIGNATURES.get(command)
+    legacy = (found is None and resume and signature is not None
+              and any(fnmatch.fnmatchcase(f, signature) for f in files))
+    if found != command and not legacy:
         what = "no tokengeo output" if found is None else f"the output of `tokengeo {found}`"
+        if command == "train" and not resume:  # the one flag that continues a run there
+            raise ConfigError(
+                f"--out {str(out)!r} exists and is not empty; pass --resume to continue a "
+                f"run there, or choose a new --out (it holds {what}, first file "
+                f"{files[0]!r}, which tokengeo will not write over)")
+        if overwrite:
+            tail = " and --overwrite will not delete it"
+        elif command in ("flow", "similarity"):
+            tail = f" (--overwrite replaces only a previous `tokengeo {command}` output)"
+        else:
+            tail = ""
         raise ConfigError(
-            f"--out {str(out)!r} holds {what} (no {MARKER} of `tokengeo {command}`), so "
-            "--overwrite will not delete it; choose another --out or empty it yourself"
-        )
+            f"--out {str(out)!r} holds {what} (no {MARKER} of `tokengeo {command}`; "
+            f"first file {files[0]!r}), so tokengeo will not write there{tail}; choose "
+            "another --out or empty it yourself")
+    foreign = [f for f in files if not _listed(f, OUTPUTS[command])]
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise ConfigError(
+            f"--out {str(out)!r} holds {foreign[0]!r}{more}, which `tokengeo {command}` did "
+            "not write, so tokengeo will not write there nor delete it; move it away or "
+            "choose another --out")
+    if resume:
+        return []
+    if not overwrite:
+        how = "--resume to continue it" if command == "train" else "--overwrite to replace it"
+        raise ConfigError(f"--out {str(out)!r} exists and is not empty (a previous "
+                          f"`tokengeo {command}` output); pass {how}, or choose a new --out")
+    return files
+
+
+def claim_output(out: str | Path, command: str, *, overwrite: bool = False,
+                 resume: bool = False) -> Path:
+    """Apply the ``--out`` rule (:func:`check_output`), remove the previous output's files
+    when overwriting, and mark ``out`` as ``command``'s output; return ``out``."""
+    out = Path(out).expanduser()
+    doomed = check_output(out, command, overwrite=overwrite, resume=resume)
+    for rel in doomed:
+        (out / rel).unlink(missing_ok=True)
+    _remove_empty_folders(out, doomed)
+    out.mkdir(parents=True, exist_ok=True)
+    write_marker(out, command)
+    return out
+
+
+def _remove_empty_folders(out: Path, removed: list[str]) -> None:
+    """Folders that held removed files and are now empty, innermost first."""
+    parents = {p for rel in removed for p in Path(rel).parents if str(p) != "."}
+    for rel in sorted(parents, key=lambda p: -len(p.parts)):
+        try:
+            (out / rel).rmdir()
+        except OSError:
+            pass
+
+
+def remove_lone_marker(folder: Path) -> None:
+    """Remove a marker that is all a folder holds (a run refused after claiming it)."""
+    if (folder / MARKER).is_file() and not output_files(folder):
+        entries = [p.name for p in folder.iterdir() if p.name != LOCK_NAME]
+        if entries == [MARKER]:
+            (folder / MARKER).unlink(missing_ok=True)
+
+
+check_replaceable = check_output  # the earlier name

@@ -10,7 +10,10 @@ with status 2 naming the holder (pid, host, command, start time)::
 
 The lock is ``fcntl.flock`` on the file: the kernel drops it when its process dies, also by
 SIGKILL, so a lock left by a crashed run never blocks the next one (the stale file is simply
-locked again). On release the lock file is removed, and so are the folders the lock itself
+locked again). The lock file is opened ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular
+file: a ``.tokengeo.lock`` that is a symbolic link (to a user's file, which a truncate would
+destroy), a FIFO or a device is refused with one line, never opened through. On release
+the lock file is removed, and so are the folders the lock itself
 created if they are still empty, so a run refused after locking (a bad data set, say)
 leaves nothing behind. The holder line is written into the lock file in place, not through
 :mod:`tokengeo.io`: an atomic rename would replace the locked inode.
@@ -21,12 +24,14 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from tokengeo.errors import ConfigError
+from tokengeo.io import NOFOLLOW, NONBLOCK, read_small
 
 try:  # POSIX; elsewhere runs are not locked
     import fcntl
@@ -42,7 +47,9 @@ def folder_entries(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    return [p for p in folder.iterdir() if p.name != LOCK_NAME]
+    from tokengeo.outmarker import MARKER
+
+    return [p for p in folder.iterdir() if p.name not in (LOCK_NAME, MARKER)]
 
 
 class RunLock:
@@ -74,10 +81,17 @@ class RunLock:
         """An open descriptor of the lock file, flock-ed; ConfigError naming a live holder."""
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW | NONBLOCK, 0o666)
             except OSError as exc:
+                if self.path.is_symlink():
+                    raise ConfigError(f"{str(self.path)!r} is a symbolic link; tokengeo never "
+                                      "writes through one: remove it") from None
                 raise ConfigError(f"cannot lock --out {str(self.folder)!r}: {exc.strerror}; "
                                   "choose a folder you can write to") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise ConfigError(f"{str(self.path)!r} is not a regular file (a FIFO, device "
+                                  "or socket); remove it")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -90,9 +104,9 @@ class RunLock:
 
     def _holder(self) -> str:
         try:
-            h: dict[str, Any] = json.loads(self.path.read_text())
+            h: dict[str, Any] = json.loads(read_small(self.path, 1 << 16))
             return (f"pid {h['pid']} on {h['host']} ({h['command']}, started {h['started']})")
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, ConfigError):
             return "another tokengeo run (it is starting)"
 
     def release(self) -> None:
@@ -153,7 +167,10 @@ def _make_folders(folder: Path) -> list[Path]:
 
 
 def _remove_empty(created: list[Path]) -> None:
+    from tokengeo.outmarker import remove_lone_marker
+
     for folder in reversed(created):  # innermost first
+        remove_lone_marker(folder)  # a run refused after claiming its --out leaves nothing
         try:
             folder.rmdir()
         except OSError:  # not empty (someone wrote there) or gone

@@ -18,7 +18,7 @@ from pathlib import Path
 from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError, MissingDependencyError
 from tokengeo.io import write_json
-from tokengeo.outmarker import check_replaceable, write_marker
+from tokengeo.outmarker import claim_output
 from tokengeo.runlock import lock_run_folder
 
 OUTPUTS = ("flow.json", "flow.partial.json", "snapshots.png", "energy.png", "g2.png",
@@ -126,13 +126,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_output_folder("--out", out)
     lock_run_folder(out, "tokengeo flow")  # one run per folder (a second run is told who holds it)
-    # new, empty, or (with --overwrite) a previous flow output: the rule similarity follows
-    check_replaceable(out, "flow", overwrite=args.overwrite)
+    # new, empty, or (with --overwrite) a previous flow output whose files alone are removed
+    claim_output(out, "flow", overwrite=args.overwrite)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    for name in OUTPUTS:  # an --overwrite'd previous output: no stale figure stays
-        (out / name).unlink(missing_ok=True)
-    write_marker(out, "flow")
 
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(pip install 'tokengeo[cluster]')")
     parser.add_argument("--ray-address", default=None,
                         help="address of a running Ray cluster (default: start a local one)")
+    parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="give up connecting to Ray after SECONDS (default 30)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
                           f"from {list(SUITES)}, or drop --only to run them all")
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR))
-    executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address)
+    executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address,
+                              connect_timeout=args.connect_timeout)
     executor.validate()
     lock_run_folder(cfg.out, "tokengeo reproduce")  # one run per folder (released on exit)
     path, outputs = reproduce(cfg, executor=executor)

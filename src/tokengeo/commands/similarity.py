@@ -18,7 +18,7 @@ from pathlib import Path
 from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError
 from tokengeo.io import atomic_dir, write_json
-from tokengeo.outmarker import check_replaceable, write_marker
+from tokengeo.outmarker import check_output, write_marker
 from tokengeo.runlock import RunLock, lock_run_folder
 
 
@@ -46,13 +46,13 @@ def run(args: argparse.Namespace) -> int:
     from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
 
     out = check_output_folder("--out", args.out)
-    check_replaceable(out, "similarity", overwrite=args.overwrite)
+    check_output(out, "similarity", overwrite=args.overwrite)
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
                            seq_len=args.seq_len, batch_size=args.batch_size, top_k=args.top_k,
                            short_range=args.short_range, seed=args.seed)
     check_arguments(cfg)  # before the model loads (seconds) and the corpus is tokenised
     lock = lock_run_folder(out, "tokengeo similarity")
-    check_replaceable(out, "similarity", overwrite=args.overwrite)  # again, now under the lock
+    check_output(out, "similarity", overwrite=args.overwrite)  # again, now under the lock
     start = time.perf_counter()
     result = run_similarity(cfg, progress=True)
     seconds = time.perf_counter() - start

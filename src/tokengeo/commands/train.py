@@ -45,11 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="STEP", help="continue the run in --out from its checkpoint of "
                         "step STEP (later checkpoints are removed); implies --resume")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="under torchrun: give up joining the process group after SECONDS")
 
 
 def run(args: argparse.Namespace) -> int:
     import tokengeo.dino  # noqa: F401 (registers --task dino)
     from tokengeo.errors import ConfigError
+    from tokengeo.outmarker import claim_output
     from tokengeo.runlock import lock_run_folder
     from tokengeo.train.config import build_config, check_out_folder
     from tokengeo.train.distributed import init_distributed, shutdown
@@ -65,10 +68,11 @@ def run(args: argparse.Namespace) -> int:
         base = RunDir(args.out).check_resumable()
     cfg = build_config(args.config, fields, args.sets, base)
     check_out_folder(cfg.out)  # before any data is read or anything created
-    env = init_distributed(cfg.device)
+    env = init_distributed(cfg.device, connect_timeout=args.connect_timeout)
     try:
         if env.is_main:  # one run per folder; rank 0 speaks for the others
             lock_run_folder(cfg.out, "tokengeo train" + (" --resume" if args.resume else ""))
+            claim_output(cfg.out, "train", resume=args.resume)  # the one --out rule
         summary = train(cfg, resume=args.resume, resume_from=args.resume_from, env=env,
                         progress=False if args.no_progress else None)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import zipfile
 from pathlib import Path
 
@@ -41,14 +42,31 @@ def _exists(path: str | Path) -> Path:
 
 
 def read_text(path: Path) -> str:
+    """A text file's text (UTF-8, else Latin-1); a binary file (NUL bytes, as no text file
+    holds) or something that is not a regular file is refused with one line naming it."""
+    from tokengeo.io import open_regular
+
     try:
-        raw = path.read_bytes()
+        fd = open_regular(path)  # a FIFO or a device never blocks the read
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (in the text data)") from None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read()
     except OSError as exc:
         raise DataNotFoundError(f"cannot read {path}: {exc.strerror}") from None
+    refuse_binary(path, raw)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw.decode("latin-1")
+
+
+def refuse_binary(path: Path, raw: bytes) -> None:
+    """A file with NUL bytes is binary (no text encoding tokengeo reads has them)."""
+    if b"\x00" in raw:
+        raise ConfigError(f"{path} is a binary file, not text (it holds NUL bytes); remove it "
+                          "from the text folder or rename it without a text suffix")
 
 
 def text_files(folder: Path) -> list[Path]:
@@ -141,10 +159,64 @@ def load_npz(
     x, y, class_names = _read_npz(p)
     images, (labels, names) = _to_nchw_uint8(x, str(p)), _labels(y, str(p))
     if class_names is not None:
-        names = [str(n) for n in class_names]
+        labels, names = _named_labels(y, class_names, p)
     if len(images) != len(labels):
         raise ConfigError(f"{p}: {len(images)} images but {len(labels)} labels")
     return image_bundle(p.stem, images, labels, names, (val_fraction, test_fraction), seed)
+
+
+def _named_labels(y: np.ndarray, class_names: np.ndarray,
+                  p: Path) -> tuple[torch.Tensor, list[str]]:
+    """Labels and names when the file names its classes: whole-number labels index
+    ``class_names`` directly (each in ``0..len - 1``); other labels, sorted, must be as many
+    as the names. Counts are checked together, before anything indexes a name."""
+    if class_names.ndim != 1:
+        raise ConfigError(f"{p}: class_names must be 1-D, got shape {class_names.shape}")
+    names = [str(n) for n in class_names]
+    if np.issubdtype(y.dtype, np.integer):
+        lo, hi = (int(y.min()), int(y.max())) if y.size else (0, -1)
+        if lo < 0 or hi >= len(names):
+            raise ConfigError(f"{p}: labels run from {lo} to {hi} but class_names has "
+                              f"{len(names)} names; labels must lie in 0..{len(names) - 1}")
+        return torch.from_numpy(y.astype(np.int64)), names
+    distinct = np.unique(y)
+    if len(distinct) != len(names):
+        raise ConfigError(f"{p}: {len(distinct)} distinct labels but class_names has "
+                          f"{len(names)} names; give one name per label")
+    return _labels(y, str(p))[0], names
+
+
+NPY_MEMBERS = ("x.npy", "y.npy", "class_names.npy")
+
+
+def _check_npz_headers(p: Path) -> None:
+    """Each array's header against its stored size and this machine's memory, before any
+    array is allocated (a header may declare any shape)."""
+    from tokengeo.checks import check_memory
+
+    with zipfile.ZipFile(p) as zf:
+        for info in zf.infolist():
+            if info.filename not in NPY_MEMBERS:
+                continue
+            with zf.open(info) as f:
+                try:
+                    fmt = np.lib.format
+                    version = fmt.read_magic(f)
+                    read = fmt.read_array_header_1_0 if version == (1, 0) else \
+                        fmt.read_array_header_2_0
+                    shape, _, dtype = read(f)
+                except (ValueError, OSError, EOFError, SyntaxError) as exc:
+                    raise ConfigError(f"{p}: {info.filename} has no readable .npy header "
+                                      f"({_first_line(exc)})") from None
+            if dtype.hasobject:
+                continue  # refused as a pickle when loaded
+            need = math.prod(shape) * dtype.itemsize
+            if need > info.file_size:
+                raise ConfigError(f"{p}: {info.filename} declares shape {shape} of {dtype} "
+                                  f"({need:,} bytes) but stores {info.file_size:,} bytes; the "
+                                  "file is damaged: write it again with numpy.savez")
+            check_memory(f"{p}: {info.filename} of shape {shape}", need,
+                         "use a smaller data set")
 
 
 def _read_npz(p: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -154,6 +226,7 @@ def _read_npz(p: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         raise ConfigError(f"{p} is not a readable .npz (not a zip archive); write it with "
                           "numpy.savez(path, x=images, y=labels)")
     try:
+        _check_npz_headers(p)
         with np.load(p, allow_pickle=False) as z:  # never unpickle
             if not isinstance(z, np.lib.npyio.NpzFile):
                 raise ConfigError(f"{p} is a single .npy array, not a .npz with 'x' and 'y'")

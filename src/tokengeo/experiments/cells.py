@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokengeo.io import write_json
+from tokengeo.errors import ConfigError
+from tokengeo.io import read_small, write_json
+
+CELL_LIMIT = 256 << 20  # bytes; the largest cell (a flow's G² series) is far below
 
 
 @dataclass(frozen=True)
@@ -163,8 +166,10 @@ class CellStore:
     def _read(self, p: Path, cell: Cell) -> tuple[dict | None, str | None]:
         if p.is_dir():
             return None, "is a folder, not a file (remove it to cache this cell)"
-        try:
-            data = json.loads(p.read_bytes().decode("utf-8"))
+        try:  # never blocks on a FIFO, never reads more than a cell can hold
+            data = json.loads(read_small(p, CELL_LIMIT).decode("utf-8"))
+        except ConfigError as exc:
+            return None, f"cannot be read ({exc})"
         except OSError as exc:
             return None, f"cannot be read ({exc.strerror or type(exc).__name__})"
         except UnicodeDecodeError:

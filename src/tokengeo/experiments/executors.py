@@ -12,6 +12,17 @@ arguments and its thread count in the cell (``Cell.threads``), never in the sche
   ``--ray-address ADDR``; without an address ``ray.init()`` starts a local cluster). Workers
   need no shared file system: files a cell writes into its ``figure_dir`` travel back with
   its result and the driver writes them.
+
+No worker outlives its driver. Every local worker starts with :func:`_guard_worker`: it
+ignores SIGINT (Ctrl-C reaches the whole terminal process group; the driver alone decides,
+and stops its workers), asks Linux to SIGKILL it when the driver dies
+(``prctl(PR_SET_PDEATHSIG)``), and runs a watchdog thread that ends it as soon as its parent
+is no longer the driver (it was re-parented: the driver died, also by SIGKILL). The watchdog
+is what holds on macOS, which has no parent-death signal. The multiprocessing resource
+tracker exits when the last holder of its pipe (driver and workers) is gone. A Ray address
+that answers no connection within ``connect_timeout`` seconds (``--connect-timeout``) is
+refused with one line before ``ray.init``, whose own reconnect loop is bounded by the same
+time; the driver's SIGTERM handler interrupts the wait.
 """
 
 from __future__ import annotations
@@ -19,7 +30,9 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +96,7 @@ class ExecutorConfig:
     executor: str = "process"
     jobs: int = 0
     ray_address: str | None = None
+    connect_timeout: float = 30.0  # seconds a Ray connect may take
 
     def validate(self) -> None:
         if self.executor not in EXECUTORS:
@@ -92,6 +106,10 @@ class ExecutorConfig:
                               "(or 0 for one worker per core)")
         if self.ray_address is not None and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray")
+        t = self.connect_timeout
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t <= 86400:
+            raise ConfigError(f"--connect-timeout {t!r} must be a number of seconds in "
+                              "(0, 86400]")
 
     def workers(self) -> int:
         return self.jobs or os.cpu_count() or 1
@@ -115,26 +133,70 @@ def run_cells(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
     return _run_processes(cells, min(cfg.workers(), len(cells)))
 
 
+WATCH_SECONDS = 0.5  # how often a worker's watchdog looks for its driver
+
+
 def _run_processes(cells: Sequence[Cell], workers: int) -> Outcomes:
     """Spawned workers (not forked: torch's thread pools do not survive a fork)."""
     ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                  initializer=_guard_worker, initargs=(os.getpid(),))
+    try:
         futures = {pool.submit(execute_cell, cell): cell for cell in cells}
-        try:
-            for fut in cf.as_completed(futures):
-                yield futures[fut], fut.result()
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            _terminate(pool)
-            raise
+        for fut in cf.as_completed(futures):
+            yield futures[fut], fut.result()
+    except BaseException:
+        _terminate(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _terminate(pool: cf.ProcessPoolExecutor) -> None:
-    """Stop running workers at once (Ctrl-C, a failing cell): their cells are not cached."""
-    for proc in list(getattr(pool, "_processes", {}).values()):
-        proc.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
+    """Stop running workers at once (Ctrl-C, a failing cell): their cells are not cached.
+
+    The workers are killed first; the pool's own thread then finds them gone and fails the
+    remaining futures itself (cancelling them here as well races with it:
+    ``InvalidStateError``), and is joined so that nothing prints after the driver's line."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+    for proc in procs:
+        proc.join(timeout=5)
+    try:
+        pool.shutdown(wait=True)
+    except Exception:  # a broken pool: its futures already carry the error
+        pass
+
+
+def _guard_worker(driver: int) -> None:
+    """Make this worker die with ``driver`` (see the module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _parent_death_signal()
+    if os.getppid() != driver:  # the driver died before the guard was set
+        os._exit(1)
+    threading.Thread(target=_watch_driver, args=(driver,), daemon=True,
+                     name="tokengeo-driver-watchdog").start()
+
+
+def _parent_death_signal() -> bool:
+    """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_driver(driver: int) -> None:
+    """End this process once its parent is no longer ``driver`` (re-parented on its death)."""
+    while os.getppid() == driver:
+        time.sleep(WATCH_SECONDS)
+    os._exit(1)
 
 
 def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
@@ -144,12 +206,18 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
     started = not ray.is_initialized()
     if started:
         if cfg.ray_address:
-            ray.init(address=cfg.ray_address, log_to_driver=False)
+            kwargs = {"address": cfg.ray_address, "log_to_driver": False}
         else:
             # a local cluster sees the driver's modules (its sys.path), as spawned workers do
             path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-            ray.init(num_cpus=cfg.workers(), include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+            kwargs = {"num_cpus": cfg.workers(), "include_dashboard": False,
+                      "log_to_driver": False, "runtime_env": {"env_vars": {"PYTHONPATH": path}}}
+        if cfg.ray_address:
+            probe_address(cfg.ray_address, cfg.connect_timeout, "--ray-address")
+            # Ray's own reconnect loop gives up after this long (default: a minute, or more)
+            os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s",
+                                  str(max(1, round(cfg.connect_timeout))))
+        ray.init(**kwargs)
     remote = ray.remote(_ray_execute)
     refs = {remote.options(num_cpus=cell.threads).remote(cell): cell for cell in cells}
     try:
@@ -164,6 +232,25 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
     finally:
         if started:
             ray.shutdown()
+
+
+def probe_address(address: str, seconds: float, flag: str) -> None:
+    """Refuse, within ``seconds``, a ``host:port`` address (``ray://`` allowed) that accepts
+    no TCP connection; ``auto`` and other forms are left to Ray."""
+    import socket
+
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or address == "auto":
+        return
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
+                                 timeout=seconds).close()
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConfigError(f"{flag} {address!r}: no Ray cluster answers there ({why} after at "
+                          f"most {seconds:g} s); check the address, or raise "
+                          "--connect-timeout") from None
 
 
 def _ray_execute(cell: Cell) -> CellOutcome:

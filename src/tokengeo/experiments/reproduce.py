@@ -5,7 +5,8 @@ Each suite is a module with ``TITLE``, ``PAPER``, ``cells(settings) -> list[Cell
 or ``[full]`` table of ``suites/<name>.toml`` (copy the folder and pass ``--config-dir`` to
 edit them). Each suite module declares its settings schema (``SETTINGS``, see
 :mod:`tokengeo.experiments.settings`); every suite's settings are checked before any folder
-is created. Finished cells are cached under ``OUT/cells`` and never recomputed.
+is created, and then cross-checked as a whole (:mod:`tokengeo.experiments.validation`).
+Finished cells are cached under ``OUT/cells`` and never recomputed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_file
 from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.experiments.settings import check_settings
+from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import write_bytes
+from tokengeo.outmarker import claim_output
 
 # name -> module (in run order); each has a settings file suites/<name>.toml
 SUITES: dict[str, str] = {
@@ -49,6 +52,7 @@ class ReproduceConfig:
     def suites(self) -> list[str]:
         if self.mode not in ("quick", "full"):
             raise ConfigError(f"mode={self.mode!r}; choose 'quick' or 'full'")
+        check_only(self.only)
         unknown = [s for s in self.only if s not in SUITES]
         if unknown:
             raise ConfigError(f"unknown suite(s) {unknown}; available: {list(SUITES)}")
@@ -104,6 +108,7 @@ def plan_suite(name: str, cfg: ReproduceConfig) -> SuitePlan:
     schema = getattr(module, "SETTINGS", None)  # every built-in suite declares one
     if schema is not None:
         check_settings(name, Path(cfg.config_dir) / f"{name}.toml", settings, schema)
+        check_suite(name, Path(cfg.config_dir) / f"{name}.toml", settings)  # as a whole
     fig_dir = cfg.out / "figures" / name
     settings["_figure_dir"] = str(fig_dir)
     settings["_out_dir"] = str(cfg.out)
@@ -121,6 +126,11 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
     todo = []
     for cell in cells:
         cached = store.load(cell, log)
+        why = None if cached is None else cell_value_problem(cached, cell.fields)
+        if why is not None:  # edited or damaged numbers: never trusted into the report
+            log(f"[{cell.suite}] {cell.label or cell.key}: cached cell "
+                f"{store.path(cell).name} {why}; recomputing")
+            cached = None
         if cached is None:
             todo.append(cell)
         else:
@@ -154,7 +164,7 @@ def reproduce(cfg: ReproduceConfig, log=None,
     names = cfg.suites()
     check_output_folder("--out", cfg.out)
     plans = [plan_suite(n, cfg) for n in names]  # every setting checked before any write
-    cfg.out.mkdir(parents=True, exist_ok=True)
+    claim_output(cfg.out, "reproduce", resume=True)  # new, empty, or a previous reproduce
     for plan in plans:
         plan.fig_dir.mkdir(parents=True, exist_ok=True)
     store = CellStore(cfg.out)

@@ -67,6 +67,12 @@ class HFLMConfig:
 
 def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
     """Refuse what the saved model cannot do, before its weights are loaded."""
+    for key in ("num_attention_heads", "vocab_size", "max_position_embeddings"):
+        value = saved.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ConfigError(f"{cfg.source}/config.json: {key} = {value!r} must be a whole "
+                              "number >= 1")
     heads = saved.get("num_attention_heads")
     if heads is not None and cfg.n_laplacian > heads:
         raise ConfigError(f"n_laplacian={cfg.n_laplacian} but {cfg.source} has {heads} heads "
@@ -93,7 +99,17 @@ def check_source(source: str):
     if found.causal_lm is False:
         raise ConfigError(f"{source!r} is not a causal language model; hf:<source> takes "
                           "causal LMs only (tokengeo list-models --named)")
+    if found.kind == "folder":
+        require_tokenizer(found.path, source)
     return found
+
+
+def require_tokenizer(folder: Path, source: str) -> None:
+    """A model folder must bring its tokenizer (else its text would be all-unknown ids)."""
+    if not any((folder / name).is_file() for name in pretrained.TOKENIZER_FILES):
+        raise ConfigError(f"hf:{source}: the folder has no tokenizer (none of "
+                          f"{list(pretrained.TOKENIZER_FILES)}); save it with "
+                          "tokenizer.save_pretrained(folder)")
 
 
 def _saved_config(source: str) -> dict[str, Any]:

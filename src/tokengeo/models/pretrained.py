@@ -11,8 +11,11 @@ safetensors, with the config and the tokenizer, in::
 
 ``key`` is a hash of the GGUF's name, size and modification time, so a changed GGUF is
 dequantised again (and the stale folder removed). The folder is written beside its final
-place and renamed into it: readers never see a half-written cache. Later loads read the
-safetensors (no pickle) and take seconds.
+place, its source record last, and renamed into it: readers never see a half-written cache.
+A cache folder is used only when its source record matches and its files are whole
+(``model.safetensors`` with a readable header, ``config.json`` an object, a tokenizer); a
+damaged or partial one is moved aside and rebuilt. Everything in it follows the umask.
+Later loads read the safetensors (no pickle) and take seconds.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import importlib.util
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ class PretrainedSpec:
     pip_name: str
     gguf_file: str
     summary: str
+    n_heads: int  # attention heads per layer: settings are checked before any weights load
 
     @property
     def install(self) -> str:
@@ -60,6 +63,7 @@ _SPECS = (
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         summary="SmolLM2-135M-Instruct: Llama, 30 layers, 9 heads (3 KV heads), d=576, "
         "134.5M parameters; Q4_1 GGUF dequantised to float32",
+        n_heads=9,
     ),
 )
 REGISTRY: dict[str, PretrainedSpec] = {spec.name: spec for spec in _SPECS}
@@ -150,12 +154,15 @@ def _write_folder(folder: Path, model: Any, tokenizer: Any, record: dict[str, An
     """
     from safetensors.torch import save_file
 
-    save_file(_unique_state(model), folder / "model.safetensors", metadata={"format": "pt"})
+    from tokengeo.io import follow_umask, write_json
+
+    save_file(_unique_state(model), folder / WEIGHTS_FILE, metadata={"format": "pt"})
+    follow_umask(folder / WEIGHTS_FILE)  # save_file writes 0600: a shared cache must read
     model.config.save_pretrained(folder)
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    (folder / SOURCE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_json(folder / SOURCE_FILE, record)  # last: its presence says the rest is whole
 
 
 def _publish(folder: Path, write: Callable[[Path], None]) -> None:
@@ -163,20 +170,73 @@ def _publish(folder: Path, write: Callable[[Path], None]) -> None:
 
     Another process that published ``folder`` first wins; ours is discarded.
     """
+    from tokengeo.io import _new_sibling
+
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
-    tmp.chmod(0o755)  # mkdtemp's 0o700 would hide a shared cache from other users
+    tmp = _new_sibling(folder, folder=True)  # 0o777 less the umask (mkdtemp's 0o700 hides)
     try:
         write(tmp)
         try:
-            os.replace(tmp, folder)  # atomic; fails if a complete folder is already there
+            os.replace(tmp, folder)  # atomic; fails if a folder is already there
         except OSError:
-            if not (folder / SOURCE_FILE).is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
+            if cache_problem(folder, None) is None:  # another process published first
+                shutil.rmtree(tmp, ignore_errors=True)
+                return
+            _move_aside(folder)  # damaged or partial: never half-used
+            os.replace(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+def cache_problem(folder: Path, record: dict[str, Any] | None) -> str | None:
+    """Why ``folder`` is not a whole cache of ``record`` (None: it is; ``record`` None: any
+    whole cache). Reads headers and small files only, never the weights."""
+    from tokengeo.io import read_json
+
+    if not folder.is_dir():
+        return "is missing"
+    try:
+        saved = read_json(folder / SOURCE_FILE, dict, limit=1 << 16)
+        read_json(folder / "config.json", dict, limit=1 << 20)
+    except ConfigError as exc:
+        return str(exc)
+    if record is not None and saved != record:
+        return f"was made from another file ({saved})"
+    weights = folder / WEIGHTS_FILE
+    try:
+        size = weights.stat().st_size
+        with open(weights, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n)) if 2 <= n <= min(size - 8, 100 << 20) else None
+    except (OSError, ValueError):
+        header = None
+    if not isinstance(header, dict):
+        return f"{WEIGHTS_FILE} has no readable safetensors header"
+    end = max((v["data_offsets"][1] for k, v in header.items()
+               if k != "__metadata__" and isinstance(v, dict)
+               and isinstance(v.get("data_offsets"), list) and len(v["data_offsets"]) == 2),
+              default=0)
+    if 8 + n + end != size:
+        return f"{WEIGHTS_FILE} is truncated ({size} bytes, its header says {8 + n + end})"
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return "has no tokenizer"
+    return None
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
+def _move_aside(folder: Path) -> None:
+    """Rename a damaged cache folder out of the way, then delete it."""
+    from tokengeo.io import _new_sibling
+
+    aside = _new_sibling(folder, folder=True, tag="damaged-")
+    os.replace(folder, aside / folder.name)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _drop_stale(parent: Path, keep: str) -> None:
@@ -191,11 +251,18 @@ def load_folder(folder: Path, *, causal_lm: bool = True, **kwargs: Any) -> Loade
     offline, eval mode: ``AutoModelForCausalLM`` from safetensors (never unpickled), or
     ``AutoModel`` when not ``causal_lm`` (an encoder such as MiniLM)."""
     transformers = require("transformers")
+    cls = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
     if causal_lm:
         kwargs.setdefault("use_safetensors", True)
-    cls = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
-    model = cls.from_pretrained(folder, local_files_only=True, **kwargs)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    try:
+        model = cls.from_pretrained(folder, local_files_only=True, **kwargs)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # a broken folder (no weights, a bad config, a damaged file): one line naming it
+        lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+        why = lines[0][:200] if lines else type(exc).__name__
+        raise ConfigError(f"the model folder {folder} cannot be loaded ({why}); save it "
+                          "again with save_pretrained") from None
     return model.eval(), tokenizer
 
 
@@ -214,7 +281,13 @@ def ensure_cached(parent: Path, record: dict[str, Any], convert: Callable[[], Lo
     """The cache folder ``parent/<key of record>``, filled by ``convert()`` if missing."""
     key = source_key(record)
     folder = parent / key
-    if not (folder / SOURCE_FILE).is_file():
+    why = cache_problem(folder, record)
+    if why is not None:
+        if folder.exists() or folder.is_symlink():
+            import sys
+
+            print(f"tokengeo: model cache {folder} {why}; rebuilding it", file=sys.stderr)
+            _move_aside(folder)
         model, tokenizer = convert()
         _publish(folder, lambda tmp: _write_folder(tmp, model, tokenizer, record))
         del model, tokenizer

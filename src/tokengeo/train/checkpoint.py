@@ -34,13 +34,14 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from tokengeo.errors import CheckpointError
-from tokengeo.io import atomic_dir, remove_temporaries, write_json
+from tokengeo.errors import CheckpointError, ConfigError
+from tokengeo.io import atomic_dir, follow_umask, read_small, remove_temporaries, write_json
 from tokengeo.train import sidecar as sc
 
 FORMAT = "tokengeo-checkpoint/2"
 LEGACY_FORMAT = "tokengeo-checkpoint/1"  # no sidecar digest; still read (fields are checked)
 MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "state.json"
+SIDECAR_LIMIT = 64 << 20  # a sidecar holds the optimizer's scalars: far below this
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -70,6 +71,8 @@ def save_checkpoint(
         optim_tensors, optim_meta = split_optimizer_state(optimizer.state_dict())
         save_file(weights, tmp / MODEL_FILE)
         save_file(optim_tensors, tmp / OPTIM_FILE)
+        for name in (MODEL_FILE, OPTIM_FILE):  # save_file writes 0600: a shared folder reads
+            follow_umask(tmp / name)
         sidecar = {
             "format": FORMAT, "step": step, **state, "aliases": aliases, "optimizer": optim_meta,
             "sha256": {name: _sha256(tmp / name) for name in (MODEL_FILE, OPTIM_FILE)},
@@ -193,7 +196,12 @@ def verify_checkpoint(path: Path, fields: dict[str, sc.Spec] | None = None) -> d
 def _read_sidecar(path: Path, fields: dict[str, sc.Spec] | None) -> dict[str, Any]:
     file = path / STATE_FILE
     try:
-        state = json.loads(file.read_text(encoding="utf-8"))
+        state = json.loads(read_small(file, SIDECAR_LIMIT).decode("utf-8"))
+    except ConfigError as exc:  # not a regular file, or far larger than a sidecar
+        if not file.exists() and not file.is_symlink():
+            raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is "
+                                  "missing") from None
+        raise CheckpointError(f"checkpoint {file}: {exc}") from None
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is missing") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -9,7 +9,6 @@ keys: ``--set model_overrides.d_model=32`` or ``--set data_options.tokenizer=cha
 from __future__ import annotations
 
 import dataclasses
-import json
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -288,7 +287,12 @@ def build_config(
 
 
 def read_config_json(path: str | Path) -> dict[str, Any]:
+    from tokengeo.io import read_json  # bounded, never blocks on a FIFO, an object
+
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the run config {str(path)!r}: {exc}") from None
+        values = read_json(path, object, limit=16 << 20)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot read the run config: {exc}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a JSON object of settings")
+    return values

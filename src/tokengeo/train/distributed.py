@@ -46,8 +46,14 @@ def resolve_device(preference: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
-def init_distributed(device: str = "auto") -> DistEnv:
-    """Join the process group described by torchrun's environment (or run alone)."""
+CONNECT_TIMEOUT = 30.0  # seconds to reach the rendezvous (MASTER_ADDR:MASTER_PORT)
+
+
+def init_distributed(device: str = "auto", connect_timeout: float | None = None) -> DistEnv:
+    """Join the process group described by torchrun's environment (or run alone).
+
+    The rendezvous gives up after ``connect_timeout`` seconds (default 30) with one line
+    (a wrong ``MASTER_ADDR`` no longer waits for torch's default 10 minutes)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1:
         return DistEnv(device=resolve_device(device))
@@ -59,8 +65,23 @@ def init_distributed(device: str = "auto") -> DistEnv:
     dev = resolve_device(device, local_rank)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
+    timeout = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+    number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+    if not number or not 0 < timeout <= 86400:
+        raise ConfigError(f"--connect-timeout {timeout!r} must be a number of seconds in "
+                          "(0, 86400]")
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        from datetime import timedelta
+
+        try:
+            dist.init_process_group("nccl" if dev.type == "cuda" else "gloo",
+                                    timeout=timedelta(seconds=timeout))
+        except (RuntimeError, OSError) as exc:  # DistStoreError (a RuntimeError), refused
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"could not join the process group at {os.environ['MASTER_ADDR']}"
+                              f":{os.environ['MASTER_PORT']} within {timeout:g} s ({first}); "
+                              "check torchrun's --master-addr/--master-port, or raise "
+                              "--connect-timeout") from None
     return DistEnv(rank, world_size, local_rank, dev)
 
 

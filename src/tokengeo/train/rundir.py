@@ -19,12 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from tokengeo.errors import CheckpointError, ConfigError
-from tokengeo.io import write_json, write_text
+from tokengeo.io import (
+    NOFOLLOW,
+    NONBLOCK,
+    append_text,
+    read_json,
+    read_small,
+    write_json,
+    write_text,
+)
 from tokengeo.runlock import folder_entries
 from tokengeo.train.config import RESUMABLE_CHANGES
 
 # metrics.jsonl keys that measure wall-clock time (they differ between identical runs)
 TIMING_KEYS = ("wall_s", "throughput")
+CONFIG_LIMIT = 16 << 20  # a resolved config is a few kB
+METRICS_LIMIT = 1 << 30  # one line per logged step
 
 
 class RunDir:
@@ -51,24 +61,26 @@ class RunDir:
                 "start the run without --resume"
             )
         try:
-            return json.loads(self.config.read_text())
-        except json.JSONDecodeError as exc:
-            raise CheckpointError(f"{self.config} is not valid JSON ({exc})") from None
+            return read_json(self.config, dict, limit=CONFIG_LIMIT)
+        except ConfigError as exc:  # not JSON, not an object, a FIFO, absurdly large
+            raise CheckpointError(str(exc)) from None
 
     def create(self, config: dict[str, Any]) -> None:
         write_json(self.config, config)  # first: a config JSON refuses leaves no checkpoints/
         self.checkpoints.mkdir(exist_ok=True)
-        self.metrics.touch()
+        append_text(self.metrics, "")  # never through a link planted at metrics.jsonl
 
     def append(self, record: dict[str, Any]) -> None:
-        with open(self.metrics, "a") as f:
-            f.write(json.dumps(record, allow_nan=True) + "\n")
+        append_text(self.metrics, json.dumps(record, allow_nan=True) + "\n")
 
     def sync_metrics(self) -> None:
         """Flush metrics.jsonl to disk (before a checkpoint that refers to it)."""
         if self.metrics.exists():
-            with open(self.metrics, "a") as f:
-                os.fsync(f.fileno())
+            fd = os.open(self.metrics, os.O_WRONLY | os.O_APPEND | NOFOLLOW | NONBLOCK)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def read_metrics(self) -> list[dict[str, Any]]:
         return list(_records(self.metrics))
@@ -83,13 +95,22 @@ def _records(path: Path) -> Iterable[dict[str, Any]]:
     """Parsed lines of a JSONL file; a torn last line (a crash mid-write) is skipped."""
     if not path.exists():
         return
-    lines = path.read_text().splitlines()
+    try:
+        text = read_small(path, METRICS_LIMIT).decode("utf-8")
+    except (ConfigError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path} cannot be read as metrics: {exc}") from None
+    lines = text.splitlines()
     for i, line in enumerate(lines):
         try:
-            yield json.loads(line)
+            record = json.loads(line)
         except json.JSONDecodeError:
             if i != len(lines) - 1:
                 raise CheckpointError(f"{path} line {i + 1} is not valid JSON") from None
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise CheckpointError(f"{path} line {i + 1} is not a metrics record (a JSON object "
+                                  "with a whole-number step)")
+        yield record
 
 
 def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
