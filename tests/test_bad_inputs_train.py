@@ -167,7 +167,7 @@ SET_CASES = [
     ("model_overrides.norm_eps=-1", "norm_eps=-1 must be > 0"),
     ("model_overrides.bogus=1", "unknown vit-tiny option(s) ['bogus']"),
     ("model_overrides.pool=max", "pool='max' is not valid"),
-    ("model_overrides.laplacian_heads=[1]", "laplacian_heads=[1] must be a table"),
+    ("model_overrides.laplacian_heads=[1]", "laplacian_heads=[1] must be a dict"),
     # data_options (the digits loader's)
     ("data_options.seed=abc", "seed='abc' must be a whole number"),
     ("data_options.seed=-1", "seed=-1 must be a whole number"),

@@ -105,10 +105,13 @@ def test_bad_names_are_one_error_listing_the_accepted_forms(name, accept, messag
 
 def test_a_folder_with_a_broken_config_is_named(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="config.json is not a readable JSON file"):
+    with pytest.raises(ConfigError, match="config.json' is not valid JSON"):
         resolve_model(str(tmp_path))
     (tmp_path / "config.json").write_text(" " * (names.MAX_CONFIG_BYTES + 1))  # read bounded
-    with pytest.raises(ConfigError, match="config.json is over 4 MiB: not a model config"):
+    with pytest.raises(ConfigError, match="config.json' holds .* bytes, more than"):
+        resolve_model(str(tmp_path))
+    (tmp_path / "config.json").write_text('{"num_attention_heads": "9"}')
+    with pytest.raises(ConfigError, match="num_attention_heads = '9' must be a whole number"):
         resolve_model(str(tmp_path))
 
 

@@ -76,6 +76,7 @@ class TransformerConfig:
         return HeadSpec.parse(
             self.n_layers, self.n_heads, n_laplacian=self.n_laplacian,
             heads=self.laplacian_heads, kind=self.head_kind, mixed_init=self.mixed_init,
+            field="laplacian_heads",
         )
 
     def head_kinds(self) -> list[tuple[str, ...]]:

@@ -21,7 +21,6 @@ so this module imports nothing above ``models``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,10 +154,10 @@ def _kind_of(bare: str, *, prefixed: bool) -> str | None:
 def _is_run(folder: Path) -> bool:
     """A run's config.json holds a train config (model, data, steps), not a model's."""
     try:
-        cfg = json.loads(_read_config_text(folder / "config.json"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ConfigError):
+        cfg = read_hf_config(folder)
+    except (OSError, ConfigError):
         return False
-    return isinstance(cfg, dict) and "model_type" not in cfg and {"model", "data",
+    return "model_type" not in cfg and {"model", "data",
                                                                    "steps"} <= cfg.keys()
 
 
@@ -168,28 +167,23 @@ def _forms(accept: tuple[str, ...]) -> str:
 
 
 def read_hf_config(folder: Path) -> dict[str, Any]:
-    """``folder/config.json`` as a dict, or a ConfigError naming the file."""
-    path = folder / "config.json"
-    try:
-        cfg = json.loads(_read_config_text(path))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise ConfigError(f"{path} is not a readable JSON file") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{path} does not hold a JSON object")
-    return cfg
+    """``folder/config.json`` as a dict (read bounded, never through a FIFO), or a
+    ConfigError naming the file (:func:`tokengeo.io.read_json`)."""
+    from tokengeo.io import read_json
+
+    return read_json(folder / "config.json", dict, limit=MAX_CONFIG_BYTES)
 
 
-def _read_config_text(path: Path) -> str:
-    with open(path, "rb") as f:
-        data = f.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path} is over {MAX_CONFIG_BYTES >> 20} MiB: not a model config")
-    return data.decode("utf-8")
-
-
-def sizes_of(cfg: dict[str, Any] | None) -> dict[str, int | None]:
-    """Layer, head, position and vocabulary counts from a Hugging Face config dict."""
+def sizes_of(cfg: dict[str, Any] | None, where: str = "config.json") -> dict[str, int | None]:
+    """Layer, head, position and vocabulary counts from a Hugging Face config dict; a size
+    given as anything but a whole number >= 1 (or null) is a ConfigError naming it."""
     cfg = cfg or {}
+    for keys in SIZE_KEYS.values():
+        for key in keys:
+            value = cfg.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ConfigError(f"{where}: {key} = {value!r} must be a whole number >= 1")
     return {size: next((cfg[k] for k in keys
                         if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)),
                        None)
@@ -221,7 +215,8 @@ def _folder_source(name: str, folder: Path) -> ModelSource:
     if isinstance(architectures, list) and any(str(a).endswith(CAUSAL_ARCHITECTURES)
                                                for a in architectures):
         causal = True
-    return ModelSource(name, "folder", folder, **sizes_of(cfg), causal_lm=causal,
+    return ModelSource(name, "folder", folder, **sizes_of(cfg, str(folder / "config.json")),
+                       causal_lm=causal,
                        loader=load, folder=lambda: folder)
 
 

@@ -74,16 +74,16 @@ def last_k_heads(n_heads: int, k: int) -> list[int]:
     return list(range(n_heads - k, n_heads))
 
 
-def _layer_index(key: Any, n_layers: int) -> int:
+def _layer_index(key: Any, n_layers: int, field: str = "heads") -> int:
     layer = int(key) if isinstance(key, str) and key.isdigit() else key
     if not is_whole(layer):
         raise ConfigError(
-            f"heads: layer index={key!r} must be an int in [0, {n_layers - 1}] (a dict "
+            f"{field}: layer index={key!r} must be an int in [0, {n_layers - 1}] (a dict "
             "{layer: [head indices]})"
         )
     if not 0 <= layer < n_layers:
         raise ConfigError(
-            f"heads: layer index={layer} is out of range: the model has {n_layers} layers "
+            f"{field}: layer index={layer} is out of range: the model has {n_layers} layers "
             f"(valid 0..{n_layers - 1})"
         )
     return layer
@@ -93,43 +93,44 @@ def _is_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str | bytes)
 
 
-def _head_list(layer: int, indices: Any, n_heads: int) -> list[int]:
+def _head_list(layer: int, indices: Any, n_heads: int, field: str = "heads") -> list[int]:
     if not _is_list(indices):
-        raise ConfigError(f"heads[{layer}]={indices!r} must be a list of head indices")
+        raise ConfigError(f"{field}[{layer}]={indices!r} must be a list of head indices")
     for head in indices:
         if not is_whole(head):
             raise ConfigError(
-                f"heads[{layer}]: head index={head!r} must be an int in [0, {n_heads - 1}]"
+                f"{field}[{layer}]: head index={head!r} must be an int in [0, {n_heads - 1}]"
             )
         if not 0 <= head < n_heads:
             raise ConfigError(
-                f"heads[{layer}]: head index={head} is out of range: the model has {n_heads} "
+                f"{field}[{layer}]: head index={head} is out of range: the model has {n_heads} "
                 f"heads per layer (valid 0..{n_heads - 1})"
             )
     if len(set(indices)) != len(indices):
-        raise ConfigError(f"heads[{layer}]={list(indices)} lists a head twice; list each once")
+        raise ConfigError(f"{field}[{layer}]={list(indices)} lists a head twice; list each once")
     return sorted(indices)
 
 
-def check_head_lists(heads: Any, n_layers: int, n_heads: int) -> HeadChoice:
+def check_head_lists(heads: Any, n_layers: int, n_heads: int, field: str = "heads"
+                     ) -> HeadChoice:
     """Validate ``{layer: [head indices]}`` or one list per layer (module docstring rules)."""
     shape = "a dict {layer: [head indices]} or one list of head indices per layer"
     if _is_list(heads) and not all(_is_list(indices) for indices in heads):
-        raise ConfigError(f"heads={heads!r} must be {shape}")
+        raise ConfigError(f"{field}={heads!r} must be {shape}")
     if _is_list(heads):
         if len(heads) != n_layers:
             raise ConfigError(
-                f"heads has {len(heads)} per-layer lists but the model has {n_layers} layers; "
+                f"{field} has {len(heads)} per-layer lists but the model has {n_layers} layers; "
                 "give one list per layer or a dict {layer: [head indices]}")
         heads = dict(enumerate(heads))
     if not isinstance(heads, Mapping):
-        raise ConfigError(f"heads={heads!r} must be {shape}")
+        raise ConfigError(f"{field}={heads!r} must be {shape}")
     chosen: HeadChoice = {}
     for key, indices in heads.items():
-        layer = _layer_index(key, n_layers)
+        layer = _layer_index(key, n_layers, field)
         if layer in chosen:
-            raise ConfigError(f"heads: layer {layer} is listed twice ({list(heads)})")
-        chosen[layer] = _head_list(layer, indices, n_heads)
+            raise ConfigError(f"{field}: layer {layer} is listed twice ({list(heads)})")
+        chosen[layer] = _head_list(layer, indices, n_heads, field)
     return chosen
 
 
@@ -153,12 +154,13 @@ class HeadSpec:
     @classmethod
     def parse(
         cls, n_layers: int, n_heads: int, *, n_laplacian: Any = None, heads: Any = None,
-        kind: str = LAPLACIAN, mixed_init: str = LAPLACIAN,
+        kind: str = LAPLACIAN, mixed_init: str = LAPLACIAN, field: str = "heads",
     ) -> HeadSpec:
         """The spec of ``n_laplacian`` (last k per layer) or ``heads`` (explicit lists).
 
         ``n_laplacian`` of None or 0 with ``heads`` is fine; a positive k with it is not.
-        Raises :class:`~tokengeo.errors.ConfigError` naming the bad entry and the fix.
+        Raises :class:`~tokengeo.errors.ConfigError` naming the bad entry (as ``field``, the
+        caller's name for ``heads``) and the fix.
         """
         check_choice("head_kind", kind, SELECTED_KINDS)
         check_choice("mixed_init", mixed_init, MIXED_INITS)
@@ -171,7 +173,7 @@ class HeadSpec:
             k = last_k_heads(n_heads, 0 if n_laplacian is None else n_laplacian)
             by_layer = dict.fromkeys(range(n_layers), k)
         else:
-            by_layer = check_head_lists(heads, n_layers, n_heads)
+            by_layer = check_head_lists(heads, n_layers, n_heads, field)
         chosen = tuple(tuple(by_layer.get(layer, ())) for layer in range(n_layers))
         return cls(n_layers, n_heads, chosen, kind, mixed_init)
 
