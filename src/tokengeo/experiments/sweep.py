@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim
-from tokengeo.experiments.stats import Region, mean_interval, paired_difference
+from tokengeo.experiments.stats import Region, log_ratio, mean_interval, paired_difference
 from tokengeo.experiments.training import TRAIN_FIELDS, train_cell
 
 
@@ -66,20 +66,36 @@ class SweepResults:
 
 def difference_claim(suite: str, sweep: SweepResults, text: str, source: str, paper: str,
                      treated: str, baseline: str, metric: str, get: Callable[[dict], float],
-                     higher: bool) -> Claim:
-    """Claim that ``metric`` is higher (or lower) for ``treated`` than ``baseline``."""
-    region = Region.above(0.0) if higher else Region.below(0.0)
-    claim = Claim(suite, text, source, paper, f"{metric}({treated}) − {metric}({baseline}), "
-                  "paired by seed", region)
+                     higher: bool, discrete: bool = False, ratio: bool = False,
+                     **fields) -> Claim:
+    """Claim that ``metric`` is higher (or lower) for ``treated`` than ``baseline``, paired
+    by seed: a difference (the exact sign-flip test when ``discrete``), or with ``ratio`` a
+    log ratio shown as a ratio. ``fields``: further :class:`Claim` fields (kind, proxy,
+    paper_effect, label)."""
+    if ratio:
+        region = Region.ratio_above(1.0) if higher else Region.ratio_below(1.0)
+        quantity = f"{metric}({treated}) / {metric}({baseline}), paired by seed"
+    else:
+        region = Region.above(0.0) if higher else Region.below(0.0)
+        quantity = f"{metric}({treated}) − {metric}({baseline}), paired by seed"
+    claim = Claim(suite, text, source, paper, quantity, region, **fields)
     missing = sweep.not_run()
     if missing:
         claim.not_run = missing
         return claim
     t, b = sweep.values(treated, get), sweep.values(baseline, get)
-    claim.measured = paired_difference(t, b)
+    claim.measured = log_ratio(t, b) if ratio else paired_difference(t, b, discrete)
     claim.detail = (f"{metric}: {treated} {mean_interval(t).fmt(4)}, "
                     f"{baseline} {mean_interval(b).fmt(4)}")
     return claim
+
+
+def model_label(train: dict) -> str:
+    """The trained model as a figure title names it: its registry name and the overrides
+    that change it (``vit-tiny (d_model=32, patch_size=7)``), so no title names a model
+    that was not trained."""
+    over = ", ".join(f"{k}={v}" for k, v in sorted(train.get("model_overrides", {}).items()))
+    return f"{train['model']} ({over})" if over else str(train["model"])
 
 
 def metric_table(sweep: SweepResults, columns: dict[str, Callable[[dict], float]],

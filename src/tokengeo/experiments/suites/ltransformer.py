@@ -9,7 +9,8 @@ and a 10-class topic task (fortunes-topics, the stand-in for AG News) at d = 256
 accuracy comparison is two claims: the paper's as stated (an improvement, > 0) and
 non-inferiority (> −``accuracy_tolerance``). Plus the encoder-parameter ratio at the
 paper's width d = 768, and the benchmark's encoder-only time and memory ratios measured
-in one process (rows without verdict: the paper claims no speed or memory change).
+in one process (rows without verdict: the paper reports −15% peak memory and a wall-time
+gain at d = 768, which a loaded CPU cannot judge; the table shows what this run measured).
 
 Settings (``ltransformer.toml``): ``seeds``, ``baseline_model``, ``l_model``, ``alphas``,
 ``accuracy_tolerance``, ``train`` (the sentiment runs), ``topic_train`` (the topic runs,
@@ -24,8 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokengeo.experiments.cells import Cell, CellResult
-from tokengeo.experiments.claims import Claim
-from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.claims import Claim, family
+from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Interval, Region
 from tokengeo.experiments.sweep import (
@@ -57,7 +58,11 @@ PAPER = ("El Ichi, Jbilou, El Guide, Dufrenois, \"Structured Multidimensional Re
          "Learning for Large Language Models\", arXiv 2603.05727")
 SRC = "El Ichi et al. 2026, experiments (IMDB, AG News)"
 IMDB = "IMDB 80.77 → 82.02 (d = 128)"
+IMDB_GAIN = (82.02 - 80.77) / 100  # accuracy, as a fraction
 AG_NEWS = "AG News: a small decrease at d = 256, parity at d = 768 (abstract)"
+PAPER_KEY = "El Ichi et al. (L-Transformer)"
+TWEETS_PROXY = "tweet sentiment (tweets-binary) for IMDB"
+TOPIC_PROXY = "fortunes-topics (10 classes) for AG News"
 
 # the encoder options that make its embedding the L-Transformer's before the transform
 FAIR_BASELINE = {"embed_scale": True, "positions": "sinusoidal"}
@@ -135,22 +140,39 @@ def encoder_ratio(baseline: str, l_model: str, d_model: int, p: int) -> float:
     return lt.num_parameters(only_blocks=True) / base.num_parameters(only_blocks=True)
 
 
+def _alpha(label: str) -> str:
+    return label.split("alpha-")[-1]
+
+
 def accuracy_claims(sweep: SweepResults, treated: list[str], tol: float, prefix: str = "",
                     paper: str = IMDB, as_stated: bool = True) -> list[Claim]:
-    """Per baseline (cell label ``prefix + BASELINES[name]``) and L-Transformer label: the
-    paper's claim as stated (L − baseline > 0, if ``as_stated``) and non-inferiority
-    (L − baseline > −tol), each a paired difference over seeds."""
+    """Per baseline (cell label ``prefix + BASELINES[name]``): the paper's claim as stated
+    (L − baseline > 0, the paper's +1.25 points its effect; if ``as_stated``) as one family
+    over the L-Transformer labels ``treated`` (the α strategies: reproduced if some α beats
+    the baseline, Holm-adjusted beside it), and non-inferiority (L − baseline > −tol)
+    likewise; each member a paired difference over seeds."""
     claims = []
     for name, base in BASELINES.items():
-        kinds = [("beats", Region.above(0.0))] if as_stated else []
-        kinds.append((f"within {100 * tol:g} point of", Region.above(-tol)))
-        for verb, region in kinds:
+        kinds = [("beats", Region.above(0.0), "stand-in", IMDB_GAIN)] if as_stated else []
+        # non-inferiority on tweets is tokengeo's reading; on the topic task it is the
+        # paper's AG News statement ("a small decrease at d = 256")
+        kinds.append((f"within {100 * tol:g} point of", Region.above(-tol),
+                       "new" if as_stated else "stand-in", None))
+        for verb, region, kind, effect in kinds:
+            members = []
             for lab in treated:
                 c = difference_claim(NAME, sweep, f"{lab}: accuracy {verb} the {name}",
-                                     SRC, paper, lab, prefix + base,
-                                     "test accuracy", _acc, higher=True)
+                                     SRC, paper, lab, prefix + base, "test accuracy", _acc,
+                                     higher=True, label=f"α={_alpha(lab)}", kind=kind,
+                                     paper_effect=effect,
+                                     proxy=TWEETS_PROXY if as_stated else TOPIC_PROXY)
                 c.region = region
-                claims.append(c)
+                members.append(c)
+            what = "the L-Transformer" + (" (some α)" if len(members) > 1 else
+                                          f" (α={_alpha(treated[0])})")
+            task = "topic task (d = 256): " if prefix else ""
+            claims.append(family(NAME, f"{task}{what}: accuracy {verb} the {name}",
+                                 members, rule="any", region=region))
     return claims
 
 
@@ -172,9 +194,9 @@ def bench_table(value: dict) -> tuple[str, list[str], list[list[str]]]:
                      ratio(r["encoder_saved_ratio_vs_baseline"]["ltransformer"]),
                      ratio(r["step_ratio_vs_baseline"]["ltransformer"]),
                      f"{r['encoder_params_ratio']:.4f}"])
-    title = ("Benchmark (measured, no verdict: the paper claims fewer encoder parameters, "
-             "not a speed or memory change; it reports ~0.93x and ~1.3x step times running "
-             "slices one after another)")
+    title = ("Benchmark (measured, no verdict): encoder-only ratios L / baseline. The paper "
+             "reports −15% peak memory and a wall-time gain at d = 768; timings taken on a "
+             "shared CPU are not judged here (measure them on an idle machine or a GPU)")
     return title, header, rows
 
 
@@ -190,6 +212,25 @@ def _tables(out: SuiteOutput, sweep: SweepResults, topic: SweepResults,
                            *metric_table(topic, cols)))
     if bench is not None and bench.value is not None:
         out.tables.append(bench_table(bench.value))
+
+
+def referee(settings: dict) -> Referee:
+    t = settings["train"]
+    d = t.get("model_overrides", {}).get("d_model", 128)
+    return Referee(
+        question="Does a transformer split into p spectral slices (about 1/p of the encoder "
+                 "parameters) match or beat a standard transformer's accuracy (IMDB +1.25 "
+                 "points at d = 128; AG News a small decrease at d = 256)?",
+        can_say="paired accuracy differences against two baselines of the same width and "
+                "budget on small offline text tasks; the parameter ratio holds by "
+                "construction; whether the data exclude the paper's +1.25 points is the "
+                "vs-paper verdict.",
+        gap=[("model width", "d = 128 (IMDB), 256 / 768 (AG News)", f"d = {d} (tweets), "
+              f"{settings['topic_train'].get('model_overrides', {}).get('d_model', '—')} "
+              "(topics)" if "topic_train" in settings else f"d = {d}"),
+             ("data", "IMDB (25k reviews), AG News (120k)", "tweets-binary, fortunes-topics"),
+             ("steps", "several epochs", str(t["steps"])),
+             ("seeds", "not stated", str(len(settings["seeds"])))])
 
 
 def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
@@ -208,8 +249,9 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
     claims.append(Claim(NAME, "about 1/p of the encoder parameters (p = 4, d = 768)", SRC,
                         "28.4M → 7.1M (25%)", "encoder parameters L / baseline",
                         Region(0.24, 0.27, "within [0.24, 0.27]"),
-                        measured=Interval.exact_value(ratio)))
-    out = SuiteOutput(NAME, TITLE, PAPER, claims)
+                        measured=Interval.exact_value(ratio), kind="construction"))
+    out = SuiteOutput(NAME, TITLE, PAPER, claims, paper_key=PAPER_KEY,
+                      referee=referee(settings))
     _tables(out, sweep, topic, results.get("benchmark"))
     out.notes.append(f"Fair baseline: {settings['baseline_model']} with {FAIR_BASELINE} "
                      "(the L-Transformer's embedding before its transform); baseline: "
