@@ -79,7 +79,8 @@ def _fake_image_results(settings: dict, nc2: dict[int, list[float]]) -> dict:
         for i, s in enumerate(settings["seeds"]):
             geo = {"within_sequence_share": 0.5, "between_class_share": 0.2, "nc1": 1.0,
                    "nc2_etf_error": nc2[k][i], "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
-                   "components_99": 20, "components_99_per_image": 10.0 - k + 0.1 * i}
+                   "components_99": 20,  # per image: not tied over seeds
+                   "components_99_per_image": 10.0 - k + 0.1 * i * (1 + k)}
             value = {"final": {"test": {"accuracy": 0.8}}, "geometry": geo, "wall_time_s": 1}
             results[f"k={k}-s{s}"] = CellResult(f"k={k}-s{s}", value)
     return results

@@ -95,7 +95,7 @@ def model_label(train: dict) -> str:
     that change it (``vit-tiny (d_model=32, patch_size=7)``), so no title names a model
     that was not trained."""
     over = ", ".join(f"{k}={v}" for k, v in sorted(train.get("model_overrides", {}).items()))
-    return f"{train['model']} ({over})" if over else str(train["model"])
+    return f"{train.get('model', '—')} ({over})" if over else str(train.get("model", "—"))
 
 
 def metric_table(sweep: SweepResults, columns: dict[str, Callable[[dict], float]],

@@ -68,7 +68,7 @@ GEOMETRY = [  # (claim, result key, higher is the paper's direction, paper, inte
 
 def proxy(settings: dict) -> str:
     t = settings["train"]
-    return f"{model_label(t)} on {t['data']} for ViT-S/B on ImageNet-1k / CIFAR-100"
+    return f"{model_label(t)} on {t.get('data')} for ViT-S/B on ImageNet-1k / CIFAR-100"
 
 
 def referee(settings: dict) -> Referee:
@@ -81,8 +81,8 @@ def referee(settings: dict) -> Referee:
                 "by seed; the paper's +0.87 point gain sits against this run's smallest "
                 "detectable effect in the power table.",
         gap=[("model", "ViT (ImageNet-1k, CIFAR-100)", model_label(t)),
-             ("data", "ImageNet-1k / CIFAR-100", t["data"]),
-             ("steps", "full ImageNet schedules", str(t["steps"])),
+             ("data", "ImageNet-1k / CIFAR-100", t.get("data", "—")),
+             ("steps", "full ImageNet schedules", str(t.get("steps", "—"))),
              ("seeds", "not stated", str(len(settings["seeds"]))),
              ("k of H", "several", ", ".join(map(str, settings["ks"])) + " of 4")])
 

@@ -54,7 +54,7 @@ COMPONENTS_RATIO = 430.4 / 547.7  # the paper's per-sequence count, all heads La
 
 def proxy(settings: dict) -> str:
     t = settings["train"]
-    return f"{model_label(t)} on {t['data']} (bits per char) for a GPT pre-trained on web text"
+    return f"{model_label(t)} on {t.get('data')} (bits per char) for a GPT pre-trained on web text"
 
 
 def referee(settings: dict) -> Referee:
@@ -66,8 +66,8 @@ def referee(settings: dict) -> Referee:
                 "for downstream averages, which a model this size cannot be scored on) and "
                 "the paper's per-sequence component count, as a ratio to k = 0.",
         gap=[("model", "GPT (nanochat scale), 10 heads", model_label(t)),
-             ("data", "web-scale pre-training text", t["data"]),
-             ("steps", "full pre-training", str(t["steps"])),
+             ("data", "web-scale pre-training text", t.get("data", "—")),
+             ("steps", "full pre-training", str(t.get("steps", "—"))),
              ("metric", "downstream task averages", "validation bits per char"),
              ("seeds", "not stated", str(len(settings["seeds"])))])
 

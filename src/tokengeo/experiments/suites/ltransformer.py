@@ -229,7 +229,7 @@ def referee(settings: dict) -> Referee:
               f"{settings['topic_train'].get('model_overrides', {}).get('d_model', '—')} "
               "(topics)" if "topic_train" in settings else f"d = {d}"),
              ("data", "IMDB (25k reviews), AG News (120k)", "tweets-binary, fortunes-topics"),
-             ("steps", "several epochs", str(t["steps"])),
+             ("steps", "several epochs", str(t.get("steps", "—"))),
              ("seeds", "not stated", str(len(settings["seeds"])))])
 
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim
-from tokengeo.experiments.report import SuiteOutput
+from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
-from tokengeo.experiments.stats import Region, mean_interval
+from tokengeo.experiments.stats import Region, log_ratio, mean_interval
 from tokengeo.experiments.sweep import config_digest
 
 NAME = "retrofit"
@@ -35,6 +35,7 @@ TITLE = "Laplacian heads retrofitted into a pretrained LM"
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
          "Representations\", arXiv 2602.09297 (retrofitting: tokengeo issue #15)")
 SRC = "Zhang & Papyan 2026 train from scratch; retrofitting a trained LM is our question"
+PAPER_KEY = "Zhang & Papyan (Laplacian heads)"
 SETTINGS = {  # suites/retrofit.toml: [common] + [quick] or [full]
     "seeds": Setting("int_list"),
     "ks": Setting("int_list"),
@@ -60,10 +61,10 @@ def _geometry(trainer, n: int) -> dict:
 
 def retrofit_cell(run_dir: str, config: dict[str, Any], geometry_examples: int) -> dict:
     """Convert, evaluate (step 0), fine-tune ``config`` in ``run_dir``, evaluate again."""
-    from tokengeo.experiments.training import _trainer
+    from tokengeo.experiments.training import open_trainer
     from tokengeo.io import write_json
 
-    trainer = _trainer(Path(run_dir), config)
+    trainer = open_trainer(Path(run_dir), config)
     converted_file = Path(run_dir) / CONVERTED_FILE
     if trainer.step == 0:  # before the first checkpoint, so a resumed run has the file
         write_json(converted_file, trainer.evaluate("val", _eval_windows(config)))
@@ -80,10 +81,10 @@ def study_cell(run_dir: str, config: dict[str, Any], geometry_examples: int) -> 
     """Perplexity and token geometry of the unconverted pretrained model on ``config.data``."""
     import shutil
 
-    from tokengeo.experiments.training import _trainer
+    from tokengeo.experiments.training import open_trainer
 
     shutil.rmtree(run_dir, ignore_errors=True)  # nothing is trained: start clean
-    trainer = _trainer(Path(run_dir), config)
+    trainer = open_trainer(Path(run_dir), config)
     return {"val": trainer.evaluate("val", _eval_windows(config)),
             "geometry": _geometry(trainer, geometry_examples)}
 
@@ -125,29 +126,41 @@ def _claims(settings: dict, results: dict[str, CellResult]) -> list[Claim]:
     main = Claim(NAME, f"k={k} Laplacian heads can be retrofitted into the pretrained LM at "
                  "no perplexity cost (same fine-tuning budget)", SRC,
                  "no paper value (new question)",
-                 f"ppl_ft(k={k}) / ppl_ft(k={k0}) − 1, paired by seed",
-                 Region(high=tol, text=f"below +{tol:.0%}"))
+                 f"ppl_ft(k={k}) / ppl_ft(k={k0}), paired by seed",
+                 Region.ratio_below(1 + tol), kind="new")
     recover = Claim(NAME, f"fine-tuning lowers the perplexity of the converted k={k} model",
-                    SRC, "-", f"log ppl_ft(k={k}) − log ppl_converted(k={k}), per seed",
-                    Region.below(0.0))
+                    SRC, "-", f"ppl_ft(k={k}) / ppl_converted(k={k}), per seed",
+                    Region.ratio_below(1.0), kind="new")
     claims = [main, recover]
     missing = next((r.not_run for r in results.values() if r.not_run), None)
     if missing or not results:
         for c in claims:
             c.not_run = missing or settings.get("full_only") or "no cells"
         return claims
-    import math
-
     seeds = settings["seeds"]
     ft = {kk: [_ppl(results[f"k={kk}-s{s}"].value, "final") for s in seeds] for kk in (k0, k)}
     conv = [_ppl(results[f"k={k}-s{s}"].value, "converted") for s in seeds]
-    main.measured = mean_interval([a / b - 1 for a, b in zip(ft[k], ft[k0], strict=True)])
+    main.measured = log_ratio(ft[k], ft[k0])  # a ratio's interval stays above −100%
     main.detail = (f"fine-tuned perplexity: k={k} {mean_interval(ft[k]).fmt(3)}, "
                    f"k={k0} {mean_interval(ft[k0]).fmt(3)}")
-    recover.measured = mean_interval([math.log(a / b) for a, b in zip(ft[k], conv,
-                                                                       strict=True)])
+    recover.measured = log_ratio(ft[k], conv)
     recover.detail = f"converted k={k}: {conv[0]:.4g}; fine-tuned: {mean_interval(ft[k]).fmt(3)}"
     return claims
+
+
+def referee(settings: dict) -> Referee:
+    t = settings["train"]
+    return Referee(
+        question="(tokengeo's own question; the paper trains from scratch) Can Laplacian "
+                 "heads be put into an already trained LM and recover its perplexity with "
+                 "a short fine-tuning?",
+        can_say="the fine-tuned perplexity ratio of k Laplacian heads per layer to k = 0, "
+                "paired by fine-tuning seed, on a held-out split; not a statement about the "
+                "paper.",
+        gap=[("model", "trained from scratch (GPT, nanochat scale)", str(t.get("model", "—"))),
+             ("data", "pre-training corpus", t.get("data", "—")),
+             ("steps", "full pre-training", f"{t.get('steps', '—')} fine-tuning steps"),
+             ("seeds", "not stated", str(len(settings["seeds"])))])
 
 
 def _rows(settings: dict, results: dict[str, CellResult]) -> list[list[str]]:
@@ -180,7 +193,8 @@ def _study_rows(settings: dict, results: dict[str, CellResult]) -> list[list[str
 
 def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
     train_results = {key: r for key, r in results.items() if not key.startswith("study-")}
-    out = SuiteOutput(NAME, TITLE, PAPER, _claims(settings, train_results))
+    out = SuiteOutput(NAME, TITLE, PAPER, _claims(settings, train_results),
+                      paper_key=PAPER_KEY, referee=referee(settings))
     if settings.get("full_only") or any(r.not_run for r in train_results.values()):
         return out
     out.tables.append((
