@@ -182,7 +182,7 @@ CLI_CASES = [
           _suite("similarity", _sub("batch_size = 32 }", "batch_size = 32, nope = 1 }")),
           id="repro-similarity-unknown-field"),
     _case(REPRO + ["--only", "similarity"] + CFG, "samples=0",
-          _suite("similarity", _sub("samples = 256", "samples = 0")), id="repro-similarity-zero"),
+          _suite("similarity", _sub("samples = 64", "samples = 0")), id="repro-similarity-zero"),
     _case(REPRO + ["--only", "laplacian-images"] + CFG, "stepz",
           _suite("laplacian-images", _sub("steps = 900", "stepz = 900")),
           id="repro-train-unknown-field"),
