@@ -30,7 +30,8 @@ def _brute_p_above(xs, b=0.0):
     d = [x - b for x in xs]
     obs = sum(d)
     flips = list(itertools.product((1, -1), repeat=len(d)))
-    return sum(sum(s * v for s, v in zip(f, d)) >= obs - 1e-12 for f in flips) / len(flips)
+    return sum(sum(s * v for s, v in zip(f, d, strict=True)) >= obs - 1e-12
+               for f in flips) / len(flips)
 
 
 @pytest.mark.parametrize("xs", [[1, 0, -1, 2, 3], [-1, -1, 0, -1, -1, -1], [2, 2, 2, 2, 2, 2, 2]])
@@ -96,7 +97,10 @@ def test_holm_matches_the_step_down_definition():
     assert holm(ps) == pytest.approx([0.03, 0.06, 0.06, 0.02])
 
 
-def _claim(values, label, region=Region.above(0.0), effect=None):
+UP = Region.above(0.0)
+
+
+def _claim(values, label, region=UP, effect=None):
     return Claim("t", f"member {label}", "src", "-", "difference", region,
                  measured=mean_interval(values), label=label, paper_effect=effect)
 

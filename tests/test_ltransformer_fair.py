@@ -2,6 +2,7 @@
 regions, and the benchmark's encoder-only measurements (issue #17, item 5)."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from torch import nn
 import tokengeo
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
+from tokengeo.experiments.suite import SuiteContext
 from tokengeo.experiments.suites import ltransformer as suite
 from tokengeo.nn.lposition import sinusoid
 
@@ -70,8 +72,8 @@ SETTINGS = {
     "topic_train": {"data": "fortunes-topics", "steps": 2, "model_overrides": {"d_model": 256}},
     "bench": {"widths": [16], "baseline_heads": [4], "n_layers": 1, "seq_len": 8, "batch": 2,
               "vocab_size": 50, "repeats": 1},
-    "_out_dir": "/tmp/unused",
 }
+CTX = SuiteContext.under(Path("/tmp/unused"), "ltransformer")
 # accuracy by cell label: L is 0.5 point above the fair baseline and 2 points below the
 # learned one on tweets; on the topic task 3 points below both
 ACC = {"fair_baseline": 0.80, "baseline": 0.825, "L_alpha-identity": 0.805,
@@ -92,7 +94,7 @@ def _results():
 
 
 def test_suite_cells_train_both_baselines_and_the_topic_task():
-    cells = {c.key: c for c in suite.cells(SETTINGS)}
+    cells = {c.key: c for c in suite.cells(SETTINGS, CTX)}
     assert {f"{lab}-s0" for lab in ACC} | {"benchmark"} == {k for k in cells if k.endswith(
         "-s0") or k == "benchmark"}
     fair = cells["fair_baseline-s1"].kwargs["config"]
@@ -108,7 +110,7 @@ def test_suite_cells_train_both_baselines_and_the_topic_task():
 
 
 def test_suite_states_the_claim_as_stated_and_non_inferiority_for_both_baselines():
-    out = suite.summarise(SETTINGS, _results(), fig_dir=None)
+    out = suite.summarise(SETTINGS, _results(), CTX)
     by_text = {c.text: c for c in out.claims}
     fam = {c.text: c for c in out.claims if c.is_family}
     members = {m.text: m for c in fam.values() for m in c.members}
@@ -154,7 +156,7 @@ def test_suite_bench_cell_reads_encoder_only_ratios_into_a_table(monkeypatch):
     title, header, rows = suite.bench_table(value)
     assert "no verdict" in title and rows[0][0] == "16" and rows[0][2] == "n/a"
     out = suite.summarise(SETTINGS, {**_results(), "benchmark": CellResult("benchmark", value)},
-                          fig_dir=None)
+                          CTX)
     assert any(t[0] == title for t in out.tables)
 
 

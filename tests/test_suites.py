@@ -1,8 +1,7 @@
 """Every built-in reproduce suite runs end to end at a micro size and writes its claims."""
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import pytest
 from test_report_json import validate_report

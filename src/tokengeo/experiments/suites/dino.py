@@ -9,28 +9,30 @@ architectures give the floor.
 Settings: ``ks``, ``seeds``, ``n_heads`` (H of the model), ``main_k`` (the k compared with
 k = 0 in the segmentation and spectrum claims; the paper's 5 of 6 heads is H - 1 when
 absent), ``evaluation`` (``n_train``, ``n_test``), ``cell_cost`` (estimated 1-thread CPU
-seconds of one pre-training, a scheduling hint), ``full_only`` (a reason: no cells run),
-``train`` (TrainConfig fields; ``task_options`` are DINOConfig fields).
+seconds of one pre-training, a scheduling hint),
+``train`` (TrainConfig fields; ``task_options`` are DINOConfig fields); ``skip`` (a
+reason: no cell runs, every claim is reported as not run).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
-
-import math
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import family
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, keys, train_table_with
+from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.sweep import (
+    Sweep,
     SweepResults,
-    config_digest,
     difference_claim,
     line_figure,
     metric_table,
     model_label,
+    run_folder,
 )
 
 SETTINGS = {  # suites/dino.toml: [common] + [quick] or [full]
@@ -38,7 +40,6 @@ SETTINGS = {  # suites/dino.toml: [common] + [quick] or [full]
     "ks": Setting("int_list"),
     "n_heads": Setting("int", lo=1),
     "evaluation": Setting("table", check=keys(n_train="int", n_test="int")),
-    "full_only": Setting("str", required=False),
     "train": Setting("table", check=train_table_with(task="dino")),
     "cell_cost": Setting("number", required=False),
     "main_k": Setting("int", required=False),
@@ -102,26 +103,28 @@ def _labels(settings: dict) -> list[str]:
     return [f"k={k}" for k in settings["ks"]]
 
 
-def cells(settings: dict) -> list[Cell]:
-    if settings.get("full_only"):
-        return []
-    runs = Path(settings["_out_dir"]) / "runs" / NAME
-    base = {**settings["train"], "task": "dino"}
+RANDOM = "random-"  # label prefix of the randomly initialised backbones
+
+
+def _sweep(settings: dict) -> Sweep:
+    """DINO pre-trainings and random backbones, one of each per (k, seed), same config."""
+    ks = {f"k={k}": {"n_laplacian": k} for k in settings["ks"]}
+    variants = {**ks, **{RANDOM + lab: v for lab, v in ks.items()}}
+    return Sweep(NAME, variants, tuple(settings["seeds"]),
+                 {**settings["train"], "task": "dino"}, parse=dict,
+                 cost=float(settings.get("cell_cost", 1.0)))
+
+
+def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
     evaluation = dict(settings["evaluation"])
-    cost = float(settings.get("cell_cost", 1.0))
-    out = []
-    for k in settings["ks"]:
-        for seed in settings["seeds"]:
-            cfg = {**base, "n_laplacian": k, "seed": seed}
-            run = runs / f"k={k}-s{seed}-{config_digest(cfg)}"
-            out.append(Cell(NAME, f"k={k}-s{seed}", dino_cell,
-                            {"run_dir": str(run), "config": cfg, "evaluation": evaluation},
-                            label=f"DINO k={k}, seed {seed}", fields=DINO_FIELDS, cost=cost))
-            out.append(Cell(NAME, f"random-k={k}-s{seed}", random_cell,
-                            {"config": cfg, "evaluation": evaluation},
-                            label=f"random init k={k}, seed {seed}",
-                            fields=RANDOM_FIELDS))
-    return out
+
+    def make(label: str, seed: int, cfg: dict):
+        if label.startswith(RANDOM):
+            return random_cell, {"config": cfg, "evaluation": evaluation}, RANDOM_FIELDS, 1.0
+        run = run_folder(ctx, NAME, label, seed, cfg)
+        return dino_cell, {"run_dir": run, "config": cfg, "evaluation": evaluation}, \
+            DINO_FIELDS, float(settings.get("cell_cost", 1.0))
+    return _sweep(settings).cells(make)
 
 
 def _main_k(settings: dict) -> int:
@@ -178,7 +181,7 @@ def referee(settings: dict) -> Referee:
              ("seeds", "not stated", str(len(settings["seeds"])))])
 
 
-def _pca_figure(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> Path | None:
+def _pca_figure(settings: dict, sweep: SweepResults, fig_dir: Path) -> Path | None:
     import torch
 
     from tokengeo.data import load_dataset
@@ -187,8 +190,7 @@ def _pca_figure(settings: dict, results: dict[str, CellResult], fig_dir: Path) -
 
     seed, H = settings["seeds"][0], settings["n_heads"]
     shown = [k for k in (0, H // 2, H - 1, H) if k in settings["ks"]]
-    rows = {f"k={k}": torch.tensor(results[f"k={k}-s{seed}"].value["pca_patches"])
-            for k in shown}
+    rows = {f"k={k}": torch.tensor(sweep.raw(f"k={k}", seed)["pca_patches"]) for k in shown}
     data = load_dataset(settings["train"]["data"])
     images, _ = data.split("test")[evenly_spaced(len(data.split("test")), PCA_IMAGES)]
     grid = int(next(iter(rows.values())).shape[1] ** 0.5)
@@ -197,12 +199,10 @@ def _pca_figure(settings: dict, results: dict[str, CellResult], fig_dir: Path) -
                            f"{seed}")
 
 
-def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
+def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
     labels = _labels(settings)
-    if settings.get("full_only"):  # every claim is reported as not run, with the reason
-        results = {"_": CellResult("_", None, not_run=settings["full_only"])}
-    sweep = SweepResults(results, labels + [f"random-{lab}" for lab in labels],
-                         list(settings["seeds"]))
+    fig_dir = ctx.figure_dir
+    sweep = _sweep(settings).results(results, ctx.skipped)
     out = SuiteOutput(NAME, TITLE, PAPER, _claims(settings, sweep), paper_key=PAPER_KEY,
                       referee=referee(settings))
     if sweep.not_run():
@@ -220,7 +220,7 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
                                 ("linear (DINO)", "", "linear_accuracy"),
                                 ("k-NN (random)", "random-", "knn_accuracy"))},
         "Laplacian heads per layer (k)", "test accuracy", "frozen-feature accuracy")
-    out.add_figure(_pca_figure, settings, results, fig_dir)
+    out.add_figure(_pca_figure, settings, sweep, fig_dir)
     warnings = sorted({w for r in results.values() for w in r.value.get("warnings", [])})
     ev = settings["evaluation"]
     out.notes.append(
@@ -231,3 +231,6 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         "at 0, its sign matched to the mask (so a random backbone is the chance level).")
     out.notes.extend(f"Warning from a run: {w}" for w in warnings)
     return out
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)

@@ -12,43 +12,24 @@ tokens in one cloud) is shown next to it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import math
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import family
 from tokengeo.experiments.report import Referee, SuiteOutput
-from tokengeo.experiments.settings import Setting, train_table
-from tokengeo.experiments.sweep import (
-    SweepResults,
-    difference_claim,
-    k_variants,
-    line_figure,
-    metric_table,
-    model_label,
-    training_cells,
-)
-from tokengeo.experiments.sweep import (
-    geometry_metric as geo,
-)
+from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.suites import laplacian_sweep as lap
+from tokengeo.experiments.sweep import difference_claim, model_label
+from tokengeo.experiments.sweep import geometry_metric as geo
 
-SETTINGS = {  # suites/laplacian-language.toml: [common] + [quick] or [full]
-    "seeds": Setting("int_list"),
-    "ks": Setting("int_list"),
-    "geometry_split": Setting("str", required=False),
-    "geometry_examples": Setting("int", required=False, lo=1),
-    "train": Setting("table", check=train_table),
-    "cell_cost": Setting("number", required=False),
-}
+SETTINGS = lap.SETTINGS  # laplacian-language.toml: [common] + [quick] or [full]
 
 NAME = "laplacian-language"
 TITLE = "Laplacian heads: language modelling"
-PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
-         "Representations\", arXiv 2602.09297")
+PAPER = lap.PAPER
 SRC = "Zhang & Papyan 2026, Sec. 5.2 (GPT pre-training)"
 PER_SEQUENCE = "components_99_per_sequence"  # the paper's count; "components_99" is pooled
-PAPER_KEY = "Zhang & Papyan (Laplacian heads)"
+PAPER_KEY = lap.PAPER_KEY
 COMPONENTS_RATIO = 430.4 / 547.7  # the paper's per-sequence count, all heads Laplacian / none
 
 
@@ -72,25 +53,25 @@ def referee(settings: dict) -> Referee:
              ("seeds", "not stated", str(len(settings["seeds"])))])
 
 
-def _bpc(v: dict) -> float:
-    return v["final"]["val"]["bits_per_char"]
+GEOMETRY_KIND = "language"
+FIELDS = (f"geometry.{PER_SEQUENCE}",)  # cells cached before it existed are recomputed
 
 
-def _per_sequence(v: dict) -> float:
-    """The paper's per-sequence count (cells cached before it existed are recomputed: the
-    field is among the cells' required fields)."""
-    return v["geometry"][PER_SEQUENCE]
+def _bpc(r) -> float:
+    return r.metric("val", "bits_per_char")
 
 
-def cells(settings: dict) -> list[Cell]:
-    return training_cells(NAME, settings, k_variants(settings["ks"]), geometry="language",
-                          fields=(f"geometry.{PER_SEQUENCE}",))
+_per_sequence = geo(PER_SEQUENCE)  # the paper's per-sequence count
 
 
-def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
+def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
+    return lap.cells(NAME, settings, ctx, GEOMETRY_KIND, FIELDS)
+
+
+def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
     ks = list(settings["ks"])
-    labels = [f"k={k}" for k in ks]
-    sweep = SweepResults(results, labels, list(settings["seeds"]))
+    labels = lap.labels(settings)
+    sweep = lap.results(NAME, settings, results, ctx, GEOMETRY_KIND, FIELDS)
     full = f"k={max(ks)}"
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
     members = [
@@ -118,23 +99,20 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
     cols = {"val bits/char": _bpc, "PCs 99% per seq.": _per_sequence,
             "PCs 99% pooled": geo("components_99"),
             "decay α": geo("decay_alpha"), "CDNV": geo("cdnv_mean"),
-            "next-token NM acc": geo("next_token_nm_accuracy"),
-            "train s": lambda v: v["wall_time_s"]}
-    header, rows = metric_table(sweep, cols)
-    out.tables.append(("by number of Laplacian heads (mean ± std over seeds)", header, rows))
-    out.add_figure(
-        line_figure, fig_dir / "bpc_vs_k.png", ks,
-        {"val bits/char": [sweep.values(l, _bpc) for l in labels]},
-        "Laplacian heads per layer (k)", "validation bits per character",
-        f"{model_label(settings['train'])} on {settings['train']['data']}")
-    out.add_figure(
-        line_figure, fig_dir / "components_vs_k.png", ks,
-        {"per sequence (paper)": [sweep.values(l, _per_sequence) for l in labels],
-         "pooled": [sweep.values(l, geo("components_99")) for l in labels]},
-        "Laplacian heads per layer (k)", "components for 99% variance", "spectral decay (val)")
+            "next-token NM acc": geo("next_token_nm_accuracy")}
+    out.tables.append(lap.per_k_table(sweep, cols))
+    out.add_figure(lap.k_figure, ctx.figure_dir / "bpc_vs_k.png", settings, sweep,
+                   {"val bits/char": _bpc}, "validation bits per character")
+    out.add_figure(lap.k_figure, ctx.figure_dir / "components_vs_k.png", settings, sweep,
+                   {"per sequence (paper)": _per_sequence, "pooled": geo("components_99")},
+                   "components for 99% variance",
+                   f"spectral decay (val), {model_label(settings['train'])}")
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry on "
                      f"{settings.get('geometry_examples')} validation windows. PCs for 99%: per "
                      "sequence = each window's tokens centred by its own mean, counted, then "
                      "averaged over windows (the paper's definition, used in the claim); "
                      "pooled = all windows' tokens in one cloud.")
     return out
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)

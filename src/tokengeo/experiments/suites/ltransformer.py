@@ -22,18 +22,19 @@ scheduling hints: the costliest cells start first).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Interval, Region
+from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.sweep import (
+    Sweep,
     SweepResults,
     difference_claim,
     metric_table,
     training_cells,
+    training_sweep,
 )
 
 SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
@@ -44,9 +45,8 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "accuracy_tolerance": Setting("number"),
     "l_overrides": Setting("table", required=False),
     "train": Setting("table", check=train_table),
-    "topic_alpha": Setting("str", required=False),
+    "topic_alpha": Setting("str"),
     "topic_train": Setting("table", required=False, check=train_table),
-    "topic_full_only": Setting("str", required=False),
     "cell_cost": Setting("number", required=False),
     "bench_cost": Setting("number", required=False),
     "bench": Setting("table", required=False),
@@ -70,8 +70,8 @@ BASELINES = {"fair baseline": "fair_baseline", "baseline": "baseline"}  # name -
 TOPIC = "topic"  # label prefix of the topic-task runs
 
 
-def _acc(v: dict) -> float:
-    return v["final"]["test"]["accuracy"]
+def _acc(r) -> float:
+    return r.metric("test", "accuracy")
 
 
 def _key(label: str) -> str:
@@ -91,7 +91,7 @@ def _variants(settings: dict, alphas: list[str], train: dict) -> dict[str, dict]
 
 
 def _topic_variants(settings: dict) -> dict[str, dict]:
-    variants = _variants(settings, [settings["topic_alpha"]], settings["topic_train"])
+    variants = _variants(settings, [settings["topic_alpha"]], settings.get("topic_train", {}))
     return {f"{TOPIC}_{k}": v for k, v in variants.items()}
 
 
@@ -119,12 +119,25 @@ def bench_cell(config: dict) -> dict:
     return {"widths": rows}
 
 
-def cells(settings: dict) -> list[Cell]:
-    out = training_cells(NAME, settings, _variants(settings, settings["alphas"],
-                                                   settings["train"]), geometry=None)
-    if not settings.get("topic_full_only"):
-        topic = {**settings, "train": settings["topic_train"]}
-        out += training_cells(NAME, topic, _topic_variants(settings), geometry=None)
+NO_TOPIC = ("the topic task runs only with `tokengeo reproduce --full` (these settings have "
+            "no topic_train table: nine d = 256 training runs do not fit the quick run)")
+
+
+def _sweeps(settings: dict) -> tuple[Sweep, Sweep | None]:
+    """The tweets sweep and the topic sweep (None where the settings have no topic task)."""
+    tweets = training_sweep(NAME, settings, _variants(settings, settings["alphas"],
+                                                      settings["train"]), geometry=None)
+    if "topic_train" not in settings:
+        return tweets, None
+    return tweets, training_sweep(NAME, settings, _topic_variants(settings), geometry=None,
+                                  train=settings["topic_train"])
+
+
+def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
+    out = []
+    for sweep in _sweeps(settings):
+        if sweep is not None:
+            out += training_cells(sweep, settings, ctx, geometry=None)
     out.append(Cell(NAME, "benchmark", bench_cell, {"config": dict(settings["bench"])},
                     label="encoder-only step time and memory, L / baseline",
                     cost=float(settings.get("bench_cost", 1.0))))  # ~1-thread CPU s: a hint
@@ -202,9 +215,9 @@ def bench_table(value: dict) -> tuple[str, list[str], list[list[str]]]:
 
 def _tables(out: SuiteOutput, sweep: SweepResults, topic: SweepResults,
             bench: CellResult | None) -> None:
-    cols = {"test acc": _acc, "encoder params": lambda v: v["parameters"]["encoder"],
-            "total params": lambda v: v["parameters"]["total"],
-            "train s": lambda v: v["wall_time_s"]}
+    cols = {"test acc": _acc, "encoder params": lambda r: r.parameters["encoder"],
+            "total params": lambda r: r.parameters["total"],
+            "train s": lambda r: r.wall_time_s}
     if not sweep.not_run():
         out.tables.append(("tweets: by model (mean ± std over seeds)", *metric_table(sweep, cols)))
     if not topic.not_run():
@@ -233,13 +246,16 @@ def referee(settings: dict) -> Referee:
              ("seeds", "not stated", str(len(settings["seeds"])))])
 
 
-def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
-    labels = list(_variants(settings, settings["alphas"], settings["train"]))
-    seeds, tol = list(settings["seeds"]), float(settings["accuracy_tolerance"])
-    sweep = SweepResults(results, labels, seeds)
-    skipped = settings.get("topic_full_only")  # the quick run leaves the topic task out
-    topic = SweepResults({"_": CellResult("_", None, not_run=skipped)} if skipped else results,
-                         list(_topic_variants(settings)), seeds)
+def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
+    tweets, topic_sweep = _sweeps(settings)
+    labels = list(tweets.variants)
+    tol = float(settings["accuracy_tolerance"])
+    sweep = tweets.results(results, ctx.skipped)
+    if topic_sweep is None:  # the topic claims are reported, as not run, with the reason
+        topic_sweep = training_sweep(NAME, settings, _topic_variants(settings), None, train={})
+        topic = topic_sweep.results({}, ctx.skipped or NO_TOPIC)
+    else:
+        topic = topic_sweep.results(results, ctx.skipped)
     treated = [lab for lab in labels if lab not in BASELINES.values()]
     claims = accuracy_claims(sweep, treated, tol)
     topic_l = f"{TOPIC}_" + _key(f"L alpha={settings['topic_alpha']}")
@@ -256,5 +272,9 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
     out.notes.append(f"Fair baseline: {settings['baseline_model']} with {FAIR_BASELINE} "
                      "(the L-Transformer's embedding before its transform); baseline: "
                      "learned positions, no scaling. Training: tweets "
-                     f"{settings['train']}; topic {settings['topic_train']}; seeds {seeds}.")
+                     f"{settings['train']}; topic {settings.get('topic_train', 'not run')}; "
+                     f"seeds {settings['seeds']}.")
     return out
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)

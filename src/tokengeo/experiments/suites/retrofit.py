@@ -12,7 +12,7 @@ corpus of ``study_corpora``.
 Settings (``retrofit.toml``; declared here for the settings schema): ``seeds``, ``ks`` (two
 values: the baseline first, then the retrofitted k), ``tolerance`` (the relative perplexity
 cost allowed by the claim), ``geometry_examples`` (windows for token geometry),
-``study_corpora`` (data set names), ``train`` (TrainConfig fields), ``full_only`` (a reason:
+``study_corpora`` (data set names), ``train`` (TrainConfig fields), ``skip`` (a reason:
 the quick report then states that the suite runs only with ``--full``), ``cell_cost``
 (estimated 1-thread CPU seconds of one fine-tuning, a scheduling hint).
 """
@@ -28,7 +28,8 @@ from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Region, log_ratio, mean_interval
-from tokengeo.experiments.sweep import config_digest
+from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.sweep import Sweep, SweepResults, config_digest, run_folder
 
 NAME = "retrofit"
 TITLE = "Laplacian heads retrofitted into a pretrained LM"
@@ -43,7 +44,6 @@ SETTINGS = {  # suites/retrofit.toml: [common] + [quick] or [full]
     "geometry_examples": Setting("int", lo=1),
     "study_corpora": Setting("str_list", required=False),
     "train": Setting("table", check=train_table),
-    "full_only": Setting("str", required=False),
     "cell_cost": Setting("number", required=False),
 }
 CONVERTED_FILE = "converted.json"  # the step-0 evaluation, kept beside the run
@@ -89,23 +89,23 @@ def study_cell(run_dir: str, config: dict[str, Any], geometry_examples: int) -> 
             "geometry": _geometry(trainer, geometry_examples)}
 
 
-def cells(settings: dict) -> list[Cell]:
-    if settings.get("full_only"):
-        return []
-    runs = Path(settings["_out_dir"]) / "runs" / NAME
-    base, n_geo = dict(settings["train"]), settings["geometry_examples"]
-    cost = float(settings.get("cell_cost", 1.0))  # ~1-thread CPU s of one fine-tuning: a hint
-    out = []
-    for k in settings["ks"]:
-        for seed in settings["seeds"]:
-            cfg = {**base, "n_laplacian": k, "seed": seed}
-            run = runs / f"k={k}-s{seed}-{config_digest(cfg)}"
-            out.append(Cell(NAME, f"k={k}-s{seed}", retrofit_cell,
-                            {"run_dir": str(run), "config": cfg, "geometry_examples": n_geo},
-                            label=f"retrofit k={k}, seed {seed}", cost=cost))
+def _sweep(settings: dict) -> Sweep:
+    """The fine-tunings: one per (k, seed); the seed changes the data order."""
+    return Sweep(NAME, {f"k={k}": {"n_laplacian": k} for k in settings["ks"]},
+                 tuple(settings["seeds"]), dict(settings["train"]), parse=dict,
+                 cost=float(settings.get("cell_cost", 1.0)), what="retrofit")
+
+
+def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
+    n_geo = settings["geometry_examples"]
+
+    def make(label: str, seed: int, cfg: dict):
+        return retrofit_cell, {"run_dir": run_folder(ctx, NAME, label, seed, cfg),
+                               "config": cfg, "geometry_examples": n_geo}
+    out = _sweep(settings).cells(make)
     for corpus in settings.get("study_corpora", []):
-        cfg = {**base, "data": corpus, "n_laplacian": 0, "steps": 1}
-        run = runs / f"study-{corpus}-{config_digest(cfg)}"
+        cfg = {**settings["train"], "data": corpus, "n_laplacian": 0, "steps": 1}
+        run = ctx.runs(NAME) / f"study-{corpus}-{config_digest(cfg)}"
         out.append(Cell(NAME, _study_key(corpus), study_cell,
                         {"run_dir": str(run), "config": cfg, "geometry_examples": n_geo},
                         label=f"pretrained geometry on {corpus}"))
@@ -120,7 +120,7 @@ def _ppl(value: dict, when: str) -> float:
     return float(value[when]["perplexity"])
 
 
-def _claims(settings: dict, results: dict[str, CellResult]) -> list[Claim]:
+def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
     k0, k = settings["ks"][0], settings["ks"][-1]
     tol = float(settings["tolerance"])
     main = Claim(NAME, f"k={k} Laplacian heads can be retrofitted into the pretrained LM at "
@@ -132,14 +132,13 @@ def _claims(settings: dict, results: dict[str, CellResult]) -> list[Claim]:
                     SRC, "-", f"ppl_ft(k={k}) / ppl_converted(k={k}), per seed",
                     Region.ratio_below(1.0), kind="new")
     claims = [main, recover]
-    missing = next((r.not_run for r in results.values() if r.not_run), None)
-    if missing or not results:
+    missing = sweep.not_run()
+    if missing:
         for c in claims:
-            c.not_run = missing or settings.get("full_only") or "no cells"
+            c.not_run = missing
         return claims
-    seeds = settings["seeds"]
-    ft = {kk: [_ppl(results[f"k={kk}-s{s}"].value, "final") for s in seeds] for kk in (k0, k)}
-    conv = [_ppl(results[f"k={k}-s{s}"].value, "converted") for s in seeds]
+    ft = {kk: sweep.values(f"k={kk}", lambda v: _ppl(v, "final")) for kk in (k0, k)}
+    conv = sweep.values(f"k={k}", lambda v: _ppl(v, "converted"))
     main.measured = log_ratio(ft[k], ft[k0])  # a ratio's interval stays above −100%
     main.detail = (f"fine-tuned perplexity: k={k} {mean_interval(ft[k]).fmt(3)}, "
                    f"k={k0} {mean_interval(ft[k0]).fmt(3)}")
@@ -163,10 +162,10 @@ def referee(settings: dict) -> Referee:
              ("seeds", "not stated", str(len(settings["seeds"])))])
 
 
-def _rows(settings: dict, results: dict[str, CellResult]) -> list[list[str]]:
+def _rows(settings: dict, sweep: SweepResults) -> list[list[str]]:
     rows = []
     for kk in settings["ks"]:
-        vals = [results[f"k={kk}-s{s}"].value for s in settings["seeds"]]
+        vals = [sweep.typed(f"k={kk}", s) for s in sweep.seeds]
         conv = mean_interval([_ppl(v, "converted") for v in vals])
         ft = mean_interval([_ppl(v, "final") for v in vals])
         geo = mean_interval([v["geometry"]["components_99"] for v in vals])
@@ -191,17 +190,17 @@ def _study_rows(settings: dict, results: dict[str, CellResult]) -> list[list[str
     return rows
 
 
-def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
-    train_results = {key: r for key, r in results.items() if not key.startswith("study-")}
-    out = SuiteOutput(NAME, TITLE, PAPER, _claims(settings, train_results),
+def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
+    sweep = _sweep(settings).results(results, ctx.skipped)
+    out = SuiteOutput(NAME, TITLE, PAPER, _claims(settings, sweep),
                       paper_key=PAPER_KEY, referee=referee(settings))
-    if settings.get("full_only") or any(r.not_run for r in train_results.values()):
+    if sweep.not_run():
         return out
     out.tables.append((
         "held-out perplexity (validation works): at step 0 and after fine-tuning "
         "(mean ± std over seeds)",
         ["setting", "step 0", "fine-tuned", "PCs for 99% (ft)", "train tokens", "train s"],
-        _rows(settings, results)))
+        _rows(settings, sweep)))
     if settings.get("study_corpora"):
         out.tables.append((
             "pretrained model (k=0, no fine-tuning): perplexity and final-layer token geometry",
@@ -214,3 +213,6 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         "measuring: it is about the spread of perplexity between fine-tuning seeds and "
         "small next to the cost of the conversion itself.")
     return out
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)

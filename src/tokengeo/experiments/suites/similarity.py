@@ -33,6 +33,8 @@ from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.stats import Region, mean_interval
+from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.sweep import Sweep
 
 SETTINGS = {  # suites/similarity.toml: [common] + [quick] or [full]
     "analysis": Setting("table", check=lambda table, where: _check_analysis(table, where)),
@@ -80,19 +82,23 @@ def similarity_cell(config: dict, figure_dir: str | None) -> dict:
     return draw_figures(value, lambda: save_figures(result, figure_dir))
 
 
-def _key(r: int) -> str:
-    return f"analysis-r{r}"
-
-
-def cells(settings: dict) -> list[Cell]:
+def _sweep(settings: dict) -> Sweep:
+    """One analysis per replicate: the seed draws its windows."""
     base = dict(settings["analysis"])
     seed0 = int(base.get("seed", 0))
-    return [Cell(NAME, _key(r), similarity_cell,
-                 {"config": {**base, "seed": seed0 + r},
-                  "figure_dir": settings["_figure_dir"] if r == 0 else None},
-                 label=f"replicate {r}: {base}", fields=FIELDS,
-                 cost=float(settings.get("cell_cost", 1.0)))  # ~1-thread CPU s: a hint
-            for r in range(settings["replicates"])]
+    return Sweep(NAME, {"analysis": {}}, tuple(seed0 + r for r in range(settings["replicates"])),
+                 base, FIELDS, float(settings.get("cell_cost", 1.0)), parse=dict,
+                 what="similarity")
+
+
+def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
+    sweep = _sweep(settings)
+    first = sweep.seeds[0]
+
+    def make(label: str, seed: int, cfg: dict):
+        figures = str(ctx.figure_dir) if seed == first else None  # figures of one replicate
+        return similarity_cell, {"config": cfg, "figure_dir": figures}
+    return sweep.cells(make)
 
 
 def _groups(n_layers: int) -> dict[str, list[int]]:
@@ -215,19 +221,19 @@ def referee(settings: dict) -> Referee:
              ("replication", "one corpus pass", f"{settings['replicates']} replicates")])
 
 
-def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
-    res = [results[_key(r)] for r in range(settings["replicates"])]
-    missing = next((x.not_run for x in res if x.value is None), None)
+def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
+    sweep = _sweep(settings).results(results, ctx.skipped)
+    missing = sweep.not_run()
     if missing:
         stub = Claim(NAME, "head-output similarity analysis", SRC, "—", "—", Region.above(0),
                      not_run=missing, kind="stand-in", proxy=PROXY)
         return SuiteOutput(NAME, TITLE, PAPER, [stub], paper_key=PAPER_KEY,
                            referee=referee(settings))
-    reps = [x.value["result"] for x in res]
+    reps = [sweep.raw("analysis", seed)["result"] for seed in sweep.seeds]
     r = reps[0]
-    out = SuiteOutput(NAME, TITLE, PAPER, _claims(reps),
-                      figures=[Path(f) for f in res[0].value["figures"]], paper_key=PAPER_KEY,
-                      referee=referee(settings))
+    figures = sweep.raw("analysis", sweep.seeds[0])["figures"]
+    out = SuiteOutput(NAME, TITLE, PAPER, _claims(reps), figures=[Path(f) for f in figures],
+                      paper_key=PAPER_KEY, referee=referee(settings))
     keys = ["short_range_mass", "within_sentence_share", "sentence_contrast",
             "repeated_token_share", "noise_share", "top_long_range_share", "snr",
             "separator_attention", "input_convergence"]
@@ -251,3 +257,6 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
         f"{LAYER_MAPPING}.")
     out.notes.extend(figure_notes(results))
     return out
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
