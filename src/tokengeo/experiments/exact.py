@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 ALPHA_SIDE = 0.025  # each side of a two-sided 95% interval
 ENUMERATE_UP_TO = 16
 DRAWS = 1 << 16
 
 
-def _signs(n: int):
+@lru_cache(maxsize=16)
+def _signs(n: int):  # read-only: shared between calls
     import numpy as np
 
     if n <= ENUMERATE_UP_TO:

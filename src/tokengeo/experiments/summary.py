@@ -77,9 +77,8 @@ def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
         for c in s.claims:
             if c.kind == "construction":
                 continue  # listed under "verified"
-            kind = f"stand-in ({c.proxy})" if c.kind == "stand-in" and c.proxy else c.kind
-            holm = c.verdict_holm if c.is_family else ""
-            rows.append([s.name, kind, c.text, c.paper_value, c.measured_text(), c.verdict,
+            holm = c.verdict_holm if c.is_family else ""  # the proxy is under the claim
+            rows.append([s.name, c.kind, c.text, c.paper_value, c.measured_text(), c.verdict,
                          holm, c.vs_paper or ""])
     return rows
 
