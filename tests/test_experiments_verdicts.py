@@ -157,8 +157,13 @@ def test_seeds_for_80_is_the_smallest_n_with_that_power():
 
 
 def test_claim_power_uses_the_paper_effect_and_the_boundary():
-    c = _claim([0.004, -0.006, 0.002, -0.003, 0.001], "x", Region.above(-0.01), effect=0.0125)
+    c = _claim([0.02, -0.015, 0.01, -0.012, 0.005], "x", Region.above(-0.01), effect=0.0125)
+    assert c.vs_paper == "consistent"
     assert c.power_basis == "paper"
     # distance from the boundary −0.01 to the paper's +0.0125: 0.0225
     assert c.seeds_for_80 == power.units_for(0.0225, c.measured.std)
     assert c.mde_80 == pytest.approx(power.mde(c.measured.std, 5))
+    # where the data exclude the paper's effect, the seeds detect the observed one
+    low = _claim([0.001, -0.002, 0.0, 0.002, -0.001], "y", effect=0.0125)
+    assert low.vs_paper == "smaller" and low.power_basis == "observed"
+    assert low.seeds_for_80 == power.units_for(low.measured.mean, low.measured.std)

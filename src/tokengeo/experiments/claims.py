@@ -139,18 +139,22 @@ class Claim:
 
     @property
     def power_basis(self) -> str | None:
-        """What ``seeds_for_80`` detects: the paper's effect, else the observed one."""
+        """What ``seeds_for_80`` detects: the paper's effect, unless the data already
+        exclude it (``vs_paper`` smaller or opposite); then the observed effect."""
         if self.is_family or self._spread() is None or self._boundary() is None:
             return None
-        return "paper" if self.paper_effect is not None else "observed"
+        if self.paper_effect is None or self.vs_paper in ("smaller", "opposite"):
+            return "observed"
+        return "paper"
 
     @property
     def seeds_for_80(self) -> int | None:
-        spread, b = (None, None) if self.is_family else (self._spread(), self._boundary())
-        if spread is None or b is None:
+        basis = self.power_basis
+        if basis is None:
             return None
-        target = self.paper_effect if self.paper_effect is not None else self.measured.mean
-        return power.units_for(target - b, spread[0], spread[2])
+        target = self.paper_effect if basis == "paper" else self.measured.mean
+        return power.units_for(target - self._boundary(), self._spread()[0],
+                               self._spread()[2])
 
     # ------------------------------------------------------------------ text
     @property
