@@ -143,18 +143,23 @@ def _power_text(c: Claim) -> tuple[str, str]:
     seeds = c.seeds_for_80
     mde_s = "—" if mde is None else (f"{mde:.3g} (log)" if c.measured.scale == "log"
                                     else f"{mde:.3g}")
-    basis = c.power_basis or ""
-    seeds_s = "—" if seeds is None else f"{seeds} ({basis}'s effect)"
+    basis = {"paper": "the paper's effect", "observed": "the observed effect"}.get(
+        c.power_basis or "", "")
+    seeds_s = "—" if seeds is None else f"{seeds} seeds ({basis})"
     if seeds is None and c.power_basis is not None:
         seeds_s = "beyond reach (> 100,000)"
     return mde_s, seeds_s
+
+
+def _name(c: Claim) -> str:
+    return f"{c.text} [{c.label}]" if c.label and c.label not in c.text else c.text
 
 
 def power_rows(suites: list[SuiteOutput]) -> list[list[str]]:
     rows = []
     for suite, c in _undecided(suites):
         mde_s, seeds_s = _power_text(c)
-        text = f"{c.text}" if not c.label else f"{c.text} [{c.label}]"
+        text = _name(c)
         rows.append([suite, text, c.paper_effect_text() or "—", c.measured_text(), mde_s,
                      seeds_s])
     return rows
@@ -165,7 +170,7 @@ def deciding_lines(s: SuiteOutput) -> list[str]:
     lines = []
     for _, c in _undecided([s]):
         mde_s, seeds_s = _power_text(c)
-        name = f"{c.text} [{c.label}]" if c.label else c.text
+        name = _name(c)
         if c.seeds_for_80:
             lines.append(f"{name}: the smallest effect this run detects (80% power) is "
                          f"{mde_s}; {seeds_s} would decide it.")
