@@ -74,3 +74,10 @@ def test_sweep_cells_and_results_share_one_key_scheme():
     del results["b-s4"]
     assert sweep.results(results).not_run() == "cell b-s4 missing"
     assert sweep.results(results, skipped="later").not_run() == "later"
+
+
+@pytest.mark.parametrize("name", TYPED)
+def test_full_settings_train_every_comparison_on_at_least_five_units(name):
+    full = _settings(name, "full")
+    units = full.get("seeds", list(range(full.get("replicates", 0))))
+    assert len(units) >= 5 and not full.get("skip")

@@ -111,7 +111,8 @@ def document(suites: list[SuiteOutput], title: str, preamble: list[str]) -> list
                               "effect (distance from the claim's boundary) this run's spread "
                               "detects with 80% power, and the seeds that would detect the "
                               "paper's effect with 80% power (the observed effect where the "
-                              "paper gives no number or the data already exclude it)."), _table("", POWER_HEADER, rows)]
+                              "paper gives no number or the data already exclude it)."),
+                   _table("", POWER_HEADER, rows)]
     for s in suites:
         blocks += [Block("h2", s.title, path=None), Block("em", s.paper),
                    *_referee_blocks(s)]
