@@ -17,6 +17,9 @@ JSON_FORMAT = "tokengeo-report/1"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run")
 
 
+UNRECORDED = "not recorded in tokengeo (see the paper)"  # a paper setting we do not cite
+
+
 @dataclass
 class Referee:
     """A paragraph a referee can read: the paper's question, what this run can say about

@@ -25,6 +25,7 @@ from tokengeo.experiments.claims import family
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, keys, train_table_with
 from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
@@ -174,11 +175,11 @@ def referee(settings: dict) -> Referee:
         can_say="k-NN / linear-probe accuracy and a PCA foreground IoU of a tiny DINO ViT "
                 "on small grey images, against k = 0 and random backbones; the IoU is a "
                 "stand-in for segmentation mIoU, compared as a ratio.",
-        gap=[("model", "ViT-S/16, 6 heads", model_label(t)),
+        gap=[("model", "ViT-S, 6 heads", model_label(t)),
              ("data", "ImageNet-1k; ADE20K", t.get("data", "—")),
-             ("steps", "100+ epochs", str(t.get("steps", "—"))),
+             ("steps", UNRECORDED, str(t.get("steps", "—"))),
              ("k of H", "5 of 6", f"{_main_k(settings)} of {settings['n_heads']}"),
-             ("seeds", "not stated", str(len(settings["seeds"])))])
+             ("seeds", UNRECORDED, str(len(settings["seeds"])))])
 
 
 def _pca_figure(settings: dict, sweep: SweepResults, fig_dir: Path) -> Path | None:

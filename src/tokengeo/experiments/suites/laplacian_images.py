@@ -22,6 +22,7 @@ from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.suites import laplacian_sweep as lap
+from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import difference_claim, model_label
 from tokengeo.experiments.sweep import geometry_metric as geo
 
@@ -64,9 +65,9 @@ def referee(settings: dict) -> Referee:
                 "detectable effect in the power table.",
         gap=[("model", "ViT (ImageNet-1k, CIFAR-100)", model_label(t)),
              ("data", "ImageNet-1k / CIFAR-100", t.get("data", "—")),
-             ("steps", "full ImageNet schedules", str(t.get("steps", "—"))),
-             ("seeds", "not stated", str(len(settings["seeds"]))),
-             ("k of H", "several", ", ".join(map(str, settings["ks"])) + " of 4")])
+             ("steps", UNRECORDED, str(t.get("steps", "—"))),
+             ("seeds", UNRECORDED, str(len(settings["seeds"]))),
+             ("k of H", UNRECORDED, ", ".join(map(str, settings["ks"])) + " of 4")])
 
 
 GEOMETRY_KIND = "classification"

@@ -19,6 +19,7 @@ from tokengeo.experiments.claims import family
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.suites import laplacian_sweep as lap
+from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import difference_claim, model_label
 from tokengeo.experiments.sweep import geometry_metric as geo
 
@@ -46,11 +47,11 @@ def referee(settings: dict) -> Referee:
         can_say="validation bits per character of a small character-level GPT (a proxy "
                 "for downstream averages, which a model this size cannot be scored on) and "
                 "the paper's per-sequence component count, as a ratio to k = 0.",
-        gap=[("model", "GPT (nanochat scale), 10 heads", model_label(t)),
-             ("data", "web-scale pre-training text", t.get("data", "—")),
-             ("steps", "full pre-training", str(t.get("steps", "—"))),
+        gap=[("model", "GPT, 5 of 10 heads Laplacian", model_label(t)),
+             ("data", UNRECORDED, t.get("data", "—")),
+             ("steps", UNRECORDED, str(t.get("steps", "—"))),
              ("metric", "downstream task averages", "validation bits per char"),
-             ("seeds", "not stated", str(len(settings["seeds"])))])
+             ("seeds", UNRECORDED, str(len(settings["seeds"])))])
 
 
 GEOMETRY_KIND = "language"

@@ -28,6 +28,7 @@ from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Interval, Region
 from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
@@ -241,9 +242,9 @@ def referee(settings: dict) -> Referee:
         gap=[("model width", "d = 128 (IMDB), 256 / 768 (AG News)", f"d = {d} (tweets), "
               f"{settings['topic_train'].get('model_overrides', {}).get('d_model', '—')} "
               "(topics)" if "topic_train" in settings else f"d = {d}"),
-             ("data", "IMDB (25k reviews), AG News (120k)", "tweets-binary, fortunes-topics"),
-             ("steps", "several epochs", str(t.get("steps", "—"))),
-             ("seeds", "not stated", str(len(settings["seeds"])))])
+             ("data", "IMDB, AG News", "tweets-binary, fortunes-topics"),
+             ("steps", UNRECORDED, str(t.get("steps", "—"))),
+             ("seeds", UNRECORDED, str(len(settings["seeds"])))])
 
 
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:

@@ -29,6 +29,7 @@ from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Region, log_ratio, mean_interval
 from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import Sweep, SweepResults, config_digest, run_folder
 
 NAME = "retrofit"
@@ -156,10 +157,10 @@ def referee(settings: dict) -> Referee:
         can_say="the fine-tuned perplexity ratio of k Laplacian heads per layer to k = 0, "
                 "paired by fine-tuning seed, on a held-out split; not a statement about the "
                 "paper.",
-        gap=[("model", "trained from scratch (GPT, nanochat scale)", str(t.get("model", "—"))),
+        gap=[("model", "trained from scratch", str(t.get("model", "—"))),
              ("data", "pre-training corpus", t.get("data", "—")),
              ("steps", "full pre-training", f"{t.get('steps', '—')} fine-tuning steps"),
-             ("seeds", "not stated", str(len(settings["seeds"])))])
+             ("seeds", UNRECORDED, str(len(settings["seeds"])))])
 
 
 def _rows(settings: dict, sweep: SweepResults) -> list[list[str]]:
