@@ -206,11 +206,12 @@ class Claim:
         if self.is_family:
             out["family_rule"] = self.rule_of_family
             out["members"] = [dict(m.to_dict(paper), label=m.label, verdict_holm=h)
-                              for m, h in zip(self.members, self._member_holm_or_none(),
+                              for m, h in zip(self.members, self.members_holm(),
                                               strict=True)]
         return out
 
-    def _member_holm_or_none(self) -> list[str]:
+    def members_holm(self) -> list[str]:
+        """The members' Holm-adjusted verdicts (their raw ones where some did not run)."""
         if self._missing():
             return [m.verdict for m in self.members]
         return self.member_holm()

@@ -76,7 +76,7 @@ def _claim_blocks(c) -> list[Block]:
                       f"({c.quantity}): {c.measured_text()}. {verdicts}."
                       + (f" {c.detail}" if c.detail else ""))]
     if c.is_family:
-        holm = c._member_holm_or_none()
+        holm = c.members_holm()
         rows = [[m.label, m.measured_text(), m.verdict, h, m.vs_paper or ""]
                 for m, h in zip(c.members, holm, strict=True)]
         out.append(_table("members", ["member", "measured", "verdict", "Holm", "vs paper"],
