@@ -167,3 +167,10 @@ def test_claim_power_uses_the_paper_effect_and_the_boundary():
     low = _claim([0.001, -0.002, 0.0, 0.002, -0.001], "y", effect=0.0125)
     assert low.vs_paper == "smaller" and low.power_basis == "observed"
     assert low.seeds_for_80 == power.units_for(low.measured.mean, low.measured.std)
+
+
+def test_exact_tests_need_six_seeds_before_any_effect_is_detectable():
+    c = Claim("t", "fewer components", "src", "-", "count difference", Region.below(0),
+              measured=mean_interval([-1, -1, 0, -2, -1], discrete=True))
+    assert c.verdict == INCONCLUSIVE and c.mde_80 is None
+    assert c.seeds_for_80 >= 6

@@ -29,6 +29,7 @@ from tokengeo.experiments.verdicts import holm_verdicts, vs_paper
 CLAIM_KINDS = ("paper", "stand-in", "sanity", "construction", "new")
 TALLIED_KINDS = ("paper", "stand-in")  # the headline tally per paper
 FAMILY_RULES = ("any", "all")
+EXACT_MIN_UNITS = 6  # the fewest seeds an exact sign-flip test can decide with (2^-6 < 2.5%)
 
 
 @dataclass
@@ -131,11 +132,17 @@ class Claim:
         ends = [b for b in (r.low, r.high) if math.isfinite(b)]
         return min(ends, key=lambda b: abs(b - m)) if ends else None
 
+    def _exact_test(self) -> bool:
+        return self.measured is not None and self.measured.method.endswith("sign-flip")
+
     @property
     def mde_80(self) -> float | None:
-        """Smallest distance from the region's boundary detected at 80% power."""
+        """Smallest distance from the region's boundary detected at 80% power (t
+        approximation); None where no effect is detectable (an exact test on n ≤ 5 seeds)."""
         spread = None if self.is_family else self._spread()
-        return None if spread is None else power.mde(spread[0], spread[1], spread[2])
+        if spread is None or (self._exact_test() and spread[1] < EXACT_MIN_UNITS):
+            return None
+        return power.mde(spread[0], spread[1], spread[2])
 
     @property
     def power_basis(self) -> str | None:
@@ -153,8 +160,10 @@ class Claim:
         if basis is None:
             return None
         target = self.paper_effect if basis == "paper" else self.measured.mean
-        return power.units_for(target - self._boundary(), self._spread()[0],
-                               self._spread()[2])
+        n = power.units_for(target - self._boundary(), self._spread()[0], self._spread()[2])
+        if n is not None and self._exact_test():
+            return max(n, EXACT_MIN_UNITS)  # 2^-n < 2.5% needs 6 seeds
+        return n
 
     # ------------------------------------------------------------------ text
     @property
