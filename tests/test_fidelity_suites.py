@@ -11,6 +11,7 @@ import torch
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
 from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, ReproduceConfig, plan_suite
+from tokengeo.experiments.suite import SuiteContext
 from tokengeo.experiments.suites import dino, laplacian_images
 from tokengeo.probes.spectrum import per_item_components
 
@@ -79,7 +80,8 @@ def _fake_image_results(settings: dict, nc2: dict[int, list[float]]) -> dict:
         for i, s in enumerate(settings["seeds"]):
             geo = {"within_sequence_share": 0.5, "between_class_share": 0.2, "nc1": 1.0,
                    "nc2_etf_error": nc2[k][i], "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
-                   "components_99": 20, "components_99_per_image": 10.0 - k + 0.1 * i}
+                   "components_99": 20,  # per image: not tied over seeds
+                   "components_99_per_image": 10.0 - k + 0.1 * i * (1 + k)}
             value = {"final": {"test": {"accuracy": 0.8}}, "geometry": geo, "wall_time_s": 1}
             results[f"k={k}-s{s}"] = CellResult(f"k={k}-s{s}", value)
     return results
@@ -89,13 +91,14 @@ def test_images_suite_judges_nc2_and_per_image_spectra(tmp_path):
     settings = {"ks": [0, 2], "seeds": [0, 1, 2], "geometry_k": 2,
                 "train": {"model": "vit-tiny", "data": "fashion-mnist"}}
     closer = {0: [0.9, 0.8, 0.85], 2: [0.5, 0.45, 0.52]}  # k=2 nearer the ETF every seed
-    out = laplacian_images.summarise(settings, _fake_image_results(settings, closer), tmp_path)
+    ctx = SuiteContext.under(tmp_path, "laplacian-images")
+    out = laplacian_images.summarise(settings, _fake_image_results(settings, closer), ctx)
     by_text = {c.text: c for c in out.claims}
     nc2 = next(c for t, c in by_text.items() if "simplex ETF" in t)
     per_image = next(c for t, c in by_text.items() if "each image" in t)
     assert nc2.verdict == "reproduced" and per_image.verdict == "reproduced"
     farther = {0: closer[2], 2: closer[0]}
-    out = laplacian_images.summarise(settings, _fake_image_results(settings, farther), tmp_path)
+    out = laplacian_images.summarise(settings, _fake_image_results(settings, farther), ctx)
     nc2 = next(c for c in out.claims if "simplex ETF" in c.text)
     assert nc2.verdict == "not reproduced"
     header = out.tables[0][1]
@@ -111,13 +114,12 @@ def test_quick_ks_are_none_half_all_and_full_has_five_seeds(suite, heads):
 
 def test_dino_runs_in_the_quick_setting_with_none_and_all_heads(tmp_path):
     quick, full = _settings("dino", "quick"), _settings("dino", "full")
-    assert not quick.get("full_only")
+    assert not quick.get("skip")
     assert quick["ks"] == [0, quick["n_heads"]] and quick["main_k"] == quick["n_heads"]
     assert len(full["seeds"]) >= 5
     plan = plan_suite("dino", ReproduceConfig(out=tmp_path, mode="quick"))
     assert len(plan.cells) == 2 * len(quick["ks"]) * len(quick["seeds"])  # DINO + random
-    not_run = {"_": CellResult("_", None, not_run="not yet")}
-    claims = dino._claims(quick, dino.SweepResults(not_run, [], []))
+    claims = dino._claims(quick, dino._sweep(quick).results({}, skipped="not yet"))
     assert any(f"k={quick['n_heads']}: PCA" in c.text for c in claims)
 
 
@@ -128,9 +130,9 @@ def test_long_quick_cells_carry_their_cost_hint(tmp_path):
         assert all(c.cost == _settings(suite, "quick")["cell_cost"] > 1 for c in trained)
 
 
-def test_full_only_still_reports_every_claim_not_run(tmp_path):
+def test_a_skipped_suite_still_reports_every_claim_not_run(tmp_path):
     text = (BUILTIN_CONFIG_DIR / "dino.toml").read_text()
-    text = text.replace("[quick]", '[quick]\nfull_only = "too long here"', 1)
+    text = text.replace("[quick]", '[quick]\nskip = "too long here"', 1)
     (tmp_path / "dino.toml").write_text(text)
     cfg = ReproduceConfig(out=tmp_path / "out", only=("dino",), config_dir=Path(tmp_path))
     from tokengeo.experiments.reproduce import reproduce

@@ -41,7 +41,7 @@ def test_report_renders_tables_and_embedded_images(tmp_path):
     fig.unlink()  # the report must not depend on the PNG file: it is embedded
 
     dom = dump_dom(html)
-    assert dom.count("<table") == 2 and "reproduced" in dom
+    assert dom.count("<table") == 3 and "reproduced" in dom  # tally, summary, numbers
     assert "data:image/png;base64," in dom
 
     png = screenshot(html, tmp_path / "out" / "report.png")

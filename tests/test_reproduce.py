@@ -23,7 +23,8 @@ def _measure(seed: int, setting: str) -> dict:
     if setting == "missing":
         raise DataNotFoundError("source 'x' is not installed; install it with: apt-get install x")
     CALLS.append(f"{setting}-{seed}")
-    return {"acc": 0.8 + (0.1 if setting == "treated" else 0.0) + 0.001 * seed}
+    treated = setting == "treated"  # differences not tied over seeds (an exact test's case)
+    return {"acc": 0.8 + (0.1 if treated else 0.0) + 0.001 * seed * (2 if treated else 1)}
 
 
 def _cells(settings):

@@ -1,5 +1,7 @@
 """Per-item spectra (the papers' components for 99%): hand-made ranks, a slow reference."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -114,10 +116,15 @@ def test_language_claim_uses_the_per_sequence_count_and_old_cells_are_recomputed
             3.0, per_seq[k][s], pooled={0: 10, 4: 30}[k])) for k in (0, 4) for s in (0, 1)}
 
     # per sequence falls with k = 4 while the pooled count rises: the claim follows the paper's
-    out = suite.summarise(settings, results({0: [20.5, 21.0], 4: [15.25, 15.5]}), tmp_path)
+    from tokengeo.experiments.suite import SuiteContext
+
+    ctx = SuiteContext.under(tmp_path, suite.NAME)
+    out = suite.summarise(settings, results({0: [20.5, 21.0], 4: [15.25, 15.5]}), ctx)
     (spectral,) = [c for c in out.claims if "components" in c.text]
     assert "per sequence" in spectral.quantity
-    assert spectral.measured.mean == pytest.approx(-5.375) and spectral.verdict == "reproduced"
+    # a ratio, on the log scale: per seed 15.25 / 20.5 and 15.5 / 21.0
+    expected = (math.log(15.25 / 20.5) + math.log(15.5 / 21.0)) / 2
+    assert spectral.measured.mean == pytest.approx(expected) and spectral.verdict == "reproduced"
     # a cell cached before the per-sequence count lacks a required field: it is recomputed
-    cells = suite.cells({**settings, "_out_dir": str(tmp_path), "_figure_dir": str(tmp_path)})
+    cells = suite.cells(settings, ctx)
     assert all(f"geometry.{suite.PER_SEQUENCE}" in c.fields for c in cells)

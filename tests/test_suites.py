@@ -1,8 +1,10 @@
 """Every built-in reproduce suite runs end to end at a micro size and writes its claims."""
 
+import json
 from pathlib import Path
 
 import pytest
+from test_report_json import validate_report
 
 from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, SUITES, ReproduceConfig, reproduce
 
@@ -45,6 +47,7 @@ preset = { T = 0.2, dt = 0.02, n_tokens = 12, n_paths = 3, record_every = 2 }
 """,
     "similarity": """
 [quick]
+replicates = 2
 analysis = { model = "minilm", corpus = "shakespeare", samples = 8, seq_len = 32, batch_size = 4 }
 """,
     "dino": """
@@ -92,9 +95,11 @@ def test_suite_runs_at_micro_size(suite, tmp_path):
     path, outputs = reproduce(cfg, log=lambda m: None)
     (out,) = outputs
     assert out.claims, "a suite must state claims"
-    allowed = ("reproduced", "not reproduced", "inconclusive")
+    allowed = ("reproduced", "not reproduced", "inconclusive", "no change")
     assert all(c.verdict in allowed for c in out.claims), [c.verdict for c in out.claims]
-    assert all(c.measured is not None for c in out.claims)
+    measured = [m for c in out.claims for m in (c.members or [c])]  # a family's members
+    assert all(c.measured is not None for c in measured)
+    validate_report(json.loads(path.with_name("report.json").read_text()))
     assert all(Path(f).exists() for f in out.figures)
     html = path.read_text()
     assert html.count("<h3>") == len(out.claims)

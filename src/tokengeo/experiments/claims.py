@@ -1,13 +1,35 @@
-"""A claim of a paper, what tokengeo measured for it, and the verdict."""
+"""A claim of a paper, what tokengeo measured for it, and its verdicts.
+
+Each claim has a kind (:data:`CLAIM_KINDS`), a direction verdict (the region rule of
+:mod:`tokengeo.experiments.stats`), a Holm-adjusted verdict when it belongs to a family, a
+verdict against the paper's own effect (``vs_paper``) when the paper gives one, and, for
+undecided ones, the power numbers (:mod:`tokengeo.experiments.power`). A *family* (five α,
+several k) is one claim whose ``members`` are claims: one row in the summary, its members in
+a detail table, judged by ``rule`` ("any": reproduced if some member is, after Holm; "all":
+reproduced if every member is).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from tokengeo.experiments.stats import Interval, Region, verdict
-
+from tokengeo.experiments import power
+from tokengeo.experiments.stats import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Interval,
+    Region,
+    standard_error,
+    verdict,
+)
+from tokengeo.experiments.verdicts import holm_verdicts, vs_paper
 
 CLAIM_KINDS = ("paper", "stand-in", "sanity", "construction", "new")
+TALLIED_KINDS = ("paper", "stand-in")  # the headline tally per paper
+FAMILY_RULES = ("any", "all")
+EXACT_MIN_UNITS = 6  # the fewest seeds an exact sign-flip test can decide with (2^-6 < 2.5%)
 
 
 @dataclass
@@ -22,7 +44,7 @@ class Claim:
     model, data set or metric, named in ``proxy``), ``sanity`` (a precondition the other
     claims need), ``construction`` (holds by construction or is pinned by a unit test) or
     ``new`` (tokengeo's own question). ``paper_effect`` is the paper's own number in the
-    unit of ``measured``, when the paper gives one.
+    unit of ``measured`` (on the log scale for a ratio), when the paper gives one.
     """
 
     suite: str
@@ -38,25 +60,186 @@ class Claim:
     kind: str = "paper"
     proxy: str | None = None
     paper_effect: float | None = None
+    members: list[Claim] = field(default_factory=list)
+    rule_of_family: str = "any"
+    label: str = ""  # a member's name in its family's table (k=2, α=linear)
+
+    def __post_init__(self) -> None:
+        if self.kind not in CLAIM_KINDS:
+            raise ValueError(f"claim kind {self.kind!r}; choose one of {CLAIM_KINDS}")
+        if self.rule_of_family not in FAMILY_RULES:
+            raise ValueError(f"family rule {self.rule_of_family!r}; choose {FAMILY_RULES}")
+
+    # ------------------------------------------------------------------ verdicts
+    @property
+    def is_family(self) -> bool:
+        return bool(self.members)
+
+    def _missing(self) -> str | None:
+        if self.not_run is not None:
+            return f"not run: {self.not_run}"
+        if self.is_family:
+            return next((m._missing() for m in self.members if m._missing()), None)
+        if self.measured is None:
+            return "not run: no measurement"
+        return None
 
     @property
     def verdict(self) -> str:
-        if self.not_run is not None:
-            return f"not run: {self.not_run}"
-        if self.measured is None:
-            return "not run: no measurement"
+        missing = self._missing()
+        if missing:
+            return missing
+        if self.is_family:
+            return _combine([m.verdict for m in self.members], self.rule_of_family)
         return verdict(self.measured, self.region)
 
+    def member_holm(self) -> list[str]:
+        """The members' verdicts, Holm-adjusted across the family."""
+        return holm_verdicts([(m.measured, m.region) for m in self.members])
+
+    @property
+    def verdict_holm(self) -> str:
+        missing = self._missing()
+        if missing or not self.is_family:
+            return missing or self.verdict
+        return _combine(self.member_holm(), self.rule_of_family)
+
+    @property
+    def vs_paper(self) -> str | None:
+        if self._missing() or self.paper_effect is None:
+            return None
+        if self.is_family:
+            seen = {m.vs_paper for m in self.members} - {None}
+            return seen.pop() if len(seen) == 1 else ("mixed" if seen else None)
+        return vs_paper(self.measured, self.paper_effect)
+
+    # ------------------------------------------------------------------ power
+    def _spread(self) -> tuple[float, int, int] | None:
+        """(σ per unit, units per group, groups) of the measurement, or None."""
+        iv = self.measured
+        if iv is None or iv.exact or iv.n < 2:
+            return None
+        if iv.method == "welch":
+            per_group = max(2, iv.n // 2)
+            return iv.std * math.sqrt(per_group / 2), per_group, 2
+        if iv.std > 0 and iv.method in ("t", "log-ratio", "sign-flip", "log-ratio sign-flip"):
+            return iv.std, iv.n, 1
+        se = standard_error(iv)
+        return (se * math.sqrt(iv.n), iv.n, 1) if se else None
+
+    def _boundary(self) -> float | None:
+        r, m = self.region, self.measured.mean if self.measured else 0.0
+        ends = [b for b in (r.low, r.high) if math.isfinite(b)]
+        return min(ends, key=lambda b: abs(b - m)) if ends else None
+
+    def _exact_test(self) -> bool:
+        return self.measured is not None and self.measured.method.endswith("sign-flip")
+
+    @property
+    def mde_80(self) -> float | None:
+        """Smallest distance from the region's boundary detected at 80% power (t
+        approximation); None where no effect is detectable (an exact test on n ≤ 5 seeds)."""
+        spread = None if self.is_family else self._spread()
+        if spread is None or (self._exact_test() and spread[1] < EXACT_MIN_UNITS):
+            return None
+        return power.mde(spread[0], spread[1], spread[2])
+
+    @property
+    def power_basis(self) -> str | None:
+        """What ``seeds_for_80`` detects: the paper's effect, unless the data already
+        exclude it (``vs_paper`` smaller or opposite); then the observed effect."""
+        if self.is_family or self._spread() is None or self._boundary() is None:
+            return None
+        if self.paper_effect is None or self.vs_paper in ("smaller", "opposite"):
+            return "observed"
+        return "paper"
+
+    @property
+    def seeds_for_80(self) -> int | None:
+        basis = self.power_basis
+        if basis is None:
+            return None
+        target = self.paper_effect if basis == "paper" else self.measured.mean
+        n = power.units_for(target - self._boundary(), self._spread()[0], self._spread()[2])
+        if n is not None and self._exact_test():
+            return max(n, EXACT_MIN_UNITS)  # 2^-n < 2.5% needs 6 seeds
+        return n
+
+    # ------------------------------------------------------------------ text
     @property
     def rule(self) -> str:
-        return (f"reproduced if the 95% interval of {self.quantity} lies {self.region.text}; "
-                "not reproduced if it lies outside; inconclusive otherwise")
+        if self.is_family:
+            quant = ("some member is" if self.rule_of_family == "any"
+                     else "every member is")
+            return (f"reproduced if {quant} reproduced; each member: {self.members[0].rule}. "
+                    "Holm's adjustment across the members is shown beside the raw verdict")
+        how = {"sign-flip": " (exact sign-flip test)",
+               "worst run": " (the worst run: a claim about every run)",
+               "log-ratio": " (log scale, shown as a ratio)"}.get(
+                   self.measured.method if self.measured else "", "")
+        return (f"reproduced if the 95% interval of {self.quantity}{how} lies "
+                f"{self.region.text}; not reproduced if it lies outside; inconclusive "
+                "otherwise")
 
-    def to_dict(self) -> dict:
-        return {
-            "suite": self.suite, "claim": self.text, "source": self.source,
-            "paper": self.paper_value, "quantity": self.quantity,
-            "region": self.region.text,
-            "measured": self.measured.to_dict() if self.measured else None,
-            "verdict": self.verdict, "rule": self.rule, "detail": self.detail,
+    def measured_text(self) -> str:
+        if self.is_family:
+            done = [m for m in self.members if m.measured is not None]
+            if not done:
+                return "—"
+            return "; ".join(f"{m.label}: {m.measured.fmt()}" for m in done)
+        return self.measured.fmt() if self.measured is not None else "—"
+
+    def paper_effect_text(self) -> str:
+        if self.paper_effect is None:
+            return ""
+        scale = self.measured.scale if self.measured else (
+            self.members[0].measured.scale if self.members and self.members[0].measured
+            else "linear")
+        if scale == "log":
+            return f"×{math.exp(self.paper_effect):.3g}"
+        return f"{self.paper_effect:+.3g}"
+
+    def to_dict(self, paper: str = "") -> dict:
+        """The claim as ``report.json`` holds it (``report.schema.json``)."""
+        out = {
+            "suite": self.suite, "paper": paper, "claim": self.text, "kind": self.kind,
+            "proxy": self.proxy, "source": self.source, "paper_value": self.paper_value,
+            "quantity": self.quantity, "region": self.region.text,
+            "interval": self.measured.to_dict() if self.measured is not None else None,
+            "verdict": self.verdict, "verdict_holm": self.verdict_holm,
+            "paper_effect": self.paper_effect, "vs_paper": self.vs_paper,
+            "mde_80": self.mde_80, "seeds_for_80": self.seeds_for_80,
+            "power_basis": self.power_basis,
+            "not_run": self._missing(), "rule": self.rule, "detail": self.detail,
         }
+        if self.is_family:
+            out["family_rule"] = self.rule_of_family
+            out["members"] = [dict(m.to_dict(paper), label=m.label, verdict_holm=h)
+                              for m, h in zip(self.members, self.members_holm(),
+                                              strict=True)]
+        return out
+
+    def members_holm(self) -> list[str]:
+        """The members' Holm-adjusted verdicts (their raw ones where some did not run)."""
+        if self._missing():
+            return [m.verdict for m in self.members]
+        return self.member_holm()
+
+
+def _combine(verdicts: list[str], rule: str) -> str:
+    """A family's verdict from its members' (``any`` or ``all`` of them)."""
+    hit = [v == REPRODUCED for v in verdicts]
+    miss = [v == NOT_REPRODUCED for v in verdicts]
+    if rule == "any":
+        return REPRODUCED if any(hit) else NOT_REPRODUCED if all(miss) else INCONCLUSIVE
+    return REPRODUCED if all(hit) else NOT_REPRODUCED if any(miss) else INCONCLUSIVE
+
+
+def family(suite: str, text: str, members: list[Claim], rule: str = "any",
+           **fields) -> Claim:
+    """One row for a family of related claims; fields default to the first member's."""
+    first = members[0]
+    base = {"source": first.source, "paper_value": first.paper_value,
+            "quantity": first.quantity, "region": first.region, "kind": first.kind,
+            "proxy": first.proxy, "paper_effect": first.paper_effect}
+    return Claim(suite, text, **{**base, **fields}, members=members, rule_of_family=rule)

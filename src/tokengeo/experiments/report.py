@@ -1,4 +1,6 @@
-"""The reproduction report: a summary table of verdicts, then one section per paper.
+"""The reproduction report: tallies and a summary table of verdicts, then one section per
+paper; ``report.md``, ``report.html`` and ``report.json`` are written from the same objects
+(the blocks of :func:`document`, and :func:`tokengeo.experiments.summary.report_json`).
 
 ``report.html`` is self-contained (figures embedded as base64 PNG, inline CSS, no
 scripts, nothing fetched), so it opens offline; ``report.md`` links the PNG files.
@@ -12,57 +14,29 @@ from __future__ import annotations
 import base64
 import html
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from tokengeo.errors import TokengeoError
-from tokengeo.experiments.claims import Claim
-from tokengeo.io import write_text
+from tokengeo.experiments.summary import (  # noqa: F401  (re-exported: the report's API)
+    POWER_HEADER,
+    SUMMARY_HEADER,
+    Referee,
+    SuiteOutput,
+    deciding_lines,
+    figure_error,
+    power_rows,
+    report_json,
+    source_commit,
+    summary_rows,
+    tally,
+    tally_tables,
+)
+from tokengeo.io import write_json, write_text
+
+TEXT_WIDTHS = (12, 10, 44, 22, 30, 14, 14, 10)
 
 
-@dataclass
-class SuiteOutput:
-    name: str
-    title: str
-    paper: str
-    claims: list[Claim]
-    figures: list[Path] = field(default_factory=list)
-    tables: list[tuple[str, list[str], list[list[str]]]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def add_figure(self, make: Callable[..., Path | None], *args, **kwargs) -> None:
-        """Append the figure ``make(*args, **kwargs)`` draws; if drawing fails (matplotlib
-        missing, a plotting error) the numbers stay and a note says why there is no figure."""
-        try:
-            path = make(*args, **kwargs)
-        except Exception as exc:  # a figure never costs the report its numbers
-            self.notes.append(f"Figure not drawn: {figure_error(exc)}")
-            return
-        if path is not None:
-            self.figures.append(Path(path))
-
-
-def figure_error(exc: BaseException) -> str:
-    """One line saying why a figure was not drawn."""
-    if isinstance(exc, TokengeoError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
-
-
-SUMMARY_HEADER = ["suite", "claim", "paper", "tokengeo (mean [95% interval])", "verdict"]
-
-
-def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
-    rows = []
-    for s in suites:
-        for c in s.claims:
-            measured = c.measured.fmt() if c.measured is not None else "—"
-            rows.append([s.name, c.text, c.paper_value, measured, c.verdict])
-    return rows
-
-
-def text_table(header: list[str], rows: list[list[str]], widths=(12, 48, 26, 34, 16)) -> str:
+def text_table(header: list[str], rows: list[list[str]], widths=TEXT_WIDTHS) -> str:
     def cut(s: str, w: int) -> str:
         return s if len(s) <= w else s[: w - 1] + "…"
 
@@ -73,38 +47,84 @@ def text_table(header: list[str], rows: list[list[str]], widths=(12, 48, 26, 34,
     return "\n".join(lines)
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(r) + " |" for r in esc]
-    return "\n".join(out)
+# ---------------------------------------------------------------------- blocks
+@dataclass(frozen=True)
+class Block:
+    """One piece of the report: ``kind`` in h1 h2 h3 p em rule table figure; ``text`` (or
+    the caption); ``header`` and ``rows`` for a table; ``path`` for a figure."""
+
+    kind: str
+    text: str = ""
+    header: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+    path: Path | None = None
 
 
-def _html_table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = []
-    for r in rows:
-        tds = []
-        for c in r:
-            klass = _verdict_class(c)
-            tds.append(f"<td{f' class={klass!r}' if klass else ''}>{html.escape(c)}</td>")
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    rows_html = "".join(body)
-    return f"<table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{rows_html}</tbody></table>"
+def _table(caption: str, header, rows) -> Block:
+    return Block("table", caption, tuple(header), tuple(tuple(r) for r in rows))
 
 
-def _verdict_class(cell: str) -> str:
-    if cell == "reproduced":
-        return "ok"
-    if cell == "not reproduced":
-        return "bad"
-    if cell == "inconclusive":
-        return "meh"
-    if cell.startswith("not run"):
-        return "skip"
-    return ""
+def _claim_blocks(c) -> list[Block]:
+    kind = f"{c.kind}, proxy: {c.proxy}" if c.proxy else c.kind
+    verdicts = f"**{c.verdict}**"
+    if c.is_family:
+        verdicts += f" (Holm-adjusted: {c.verdict_holm})"
+    if c.vs_paper:
+        verdicts += f"; against the paper's effect {c.paper_effect_text()}: {c.vs_paper}"
+    out = [Block("h3", c.text),
+           Block("p", f"[{kind}] {c.source}. Paper: {c.paper_value}. Measured "
+                      f"({c.quantity}): {c.measured_text()}. {verdicts}."
+                      + (f" {c.detail}" if c.detail else ""))]
+    if c.is_family:
+        holm = c.members_holm()
+        rows = [[m.label, m.measured_text(), m.verdict, h, m.vs_paper or ""]
+                for m, h in zip(c.members, holm, strict=True)]
+        out.append(_table("members", ["member", "measured", "verdict", "Holm", "vs paper"],
+                          rows))
+    out.append(Block("rule", f"Rule: {c.rule}"))
+    return out
 
 
+def _referee_blocks(s: SuiteOutput) -> list[Block]:
+    out = []
+    if s.referee is not None:
+        out += [Block("p", f"Question: {s.referee.question}"),
+                Block("p", f"What this run can say: {s.referee.can_say}")]
+        if s.referee.gap:
+            out.append(_table("settings: the paper's and ours", ["setting", "paper", "ours"],
+                              s.referee.gap))
+    lines = deciding_lines(s)
+    if lines:
+        out.append(Block("p", "What would decide the undecided claims: " + " ".join(lines)))
+    return out
+
+
+def document(suites: list[SuiteOutput], title: str, preamble: list[str]) -> list[Block]:
+    """Every block of the report, in order."""
+    blocks = [Block("h1", title), *(Block("p", p) for p in preamble), Block("h2", "Tally")]
+    blocks += [_table(cap, h, r) for cap, h, r in tally_tables(tally(suites))]
+    blocks += [Block("h2", "Summary"), _table("", SUMMARY_HEADER, summary_rows(suites))]
+    rows = power_rows(suites)
+    if rows:
+        blocks += [Block("h2", "Power of the undecided claims"),
+                   Block("p", "For each inconclusive paper or stand-in claim: the smallest "
+                              "effect (distance from the claim's boundary) this run's spread "
+                              "detects with 80% power, and the seeds that would detect the "
+                              "paper's effect with 80% power (the observed effect where the "
+                              "paper gives no number or the data already exclude it)."),
+                   _table("", POWER_HEADER, rows)]
+    for s in suites:
+        blocks += [Block("h2", s.title, path=None), Block("em", s.paper),
+                   *_referee_blocks(s)]
+        for c in s.claims:
+            blocks += _claim_blocks(c)
+        blocks += [_table(cap, h, r) for cap, h, r in s.tables]
+        blocks += [Block("p", n) for n in s.notes]
+        blocks += [Block("figure", path=Path(f)) for f in s.figures]
+    return blocks
+
+
+# ---------------------------------------------------------------------- HTML
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:14px;width:100%}
@@ -113,6 +133,31 @@ th{background:#f0f0f0} td.ok{background:#d9f2d9} td.bad{background:#f6d5d5}
 td.meh{background:#fff3cd} td.skip{background:#e8e8e8;color:#555}
 img{max-width:100%;border:1px solid #ddd;margin:0.5em 0} .rule{color:#555;font-size:13px}
 """
+
+
+def _verdict_class(cell: str) -> str:
+    if cell == "reproduced":
+        return "ok"
+    if cell == "not reproduced":
+        return "bad"
+    if cell in ("inconclusive", "no change"):
+        return "meh"
+    if cell.startswith("not run"):
+        return "skip"
+    return ""
+
+
+def _html_table(b: Block) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
+    body = []
+    for r in b.rows:
+        tds = []
+        for c in r:
+            klass = _verdict_class(c)
+            tds.append(f"<td{f' class={klass!r}' if klass else ''}>{html.escape(c)}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    cap = f"<h4>{html.escape(b.text)}</h4>" if b.text else ""
+    return f"{cap}<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -151,49 +196,40 @@ def _html_figure(fig: Path, out: Path) -> str:
             f"<figcaption>{name}</figcaption></figure>")
 
 
+def _html_text(text: str) -> str:
+    """Escaped text with ``**bold**`` spans (the only markup blocks carry)."""
+    parts = html.escape(text).split("**")
+    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _html_block(b: Block, out: Path) -> str:
+    if b.kind in ("h1", "h2", "h3"):
+        return f"<{b.kind}>{html.escape(b.text)}</{b.kind}>"
+    if b.kind == "em":
+        return f"<p><em>{html.escape(b.text)}</em></p>"
+    if b.kind == "rule":
+        return f"<p class='rule'>{html.escape(b.text)}</p>"
+    if b.kind == "table":
+        return _html_table(b)
+    if b.kind == "figure":
+        return _html_figure(b.path, out)
+    return f"<p>{_html_text(b.text)}</p>"
+
+
 def render_html(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path) -> str:
     """The self-contained HTML report; figures are embedded only from ``out/figures/``."""
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-             f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
-    parts += [f"<p>{html.escape(p)}</p>" for p in preamble]
-    parts.append("<h2>Summary</h2>")
-    parts.append(_html_table(SUMMARY_HEADER, summary_rows(suites), "summary"))
-    for s in suites:
-        parts.append(f"<h2 id='{s.name}'>{html.escape(s.title)}</h2>"
-                     f"<p><em>{html.escape(s.paper)}</em></p>")
-        for c in s.claims:
-            parts.append(f"<h3>{html.escape(c.text)}</h3><p>{html.escape(c.source)}. Paper: "
-                         f"{html.escape(c.paper_value)}. Measured ({html.escape(c.quantity)}): "
-                         f"{html.escape(c.measured.fmt() if c.measured else '—')}. "
-                         f"<b>{html.escape(c.verdict)}</b>.</p>")
-            if c.detail:
-                parts.append(f"<p>{html.escape(c.detail)}</p>")
-            parts.append(f"<p class='rule'>Rule: {html.escape(c.rule)}</p>")
-        for caption, header, rows in s.tables:
-            parts.append(f"<h4>{html.escape(caption)}</h4>{_html_table(header, rows)}")
-        for note in s.notes:
-            parts.append(f"<p>{html.escape(note)}</p>")
-        for fig in s.figures:
-            parts.append(_html_figure(Path(fig), out))
-    parts.append("</body></html>")
-    return "".join(parts)
+    head = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title><style>{CSS}</style></head><body>")
+    body = "".join(_html_block(b, out) for b in document(suites, title, preamble))
+    return head + body + "</body></html>"
 
 
-def render_markdown(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path) -> str:
-    md = [f"# {title}", "", *preamble, "", "## Summary", "",
-          _md_table(SUMMARY_HEADER, summary_rows(suites)), ""]
-    for s in suites:
-        md += [f"## {s.title}", "", f"*{s.paper}*", ""]
-        for c in s.claims:
-            md += [f"- **{c.text}** ({c.source}). Paper: {c.paper_value}. Measured "
-                   f"({c.quantity}): {c.measured.fmt() if c.measured else '—'}. "
-                   f"**{c.verdict}**. {c.detail}", f"  Rule: {c.rule}"]
-        for caption, header, rows in s.tables:
-            md += ["", f"**{caption}**", "", _md_table(header, rows)]
-        md += ["", *s.notes, ""]
-        md += [_md_figure(Path(f), out) for f in s.figures]
-        md.append("")
-    return "\n".join(md)
+# ---------------------------------------------------------------------- Markdown
+def _md_table(b: Block) -> list[str]:
+    esc = [[c.replace("|", "\\|") for c in r] for r in b.rows]
+    out = [f"**{b.text}**", ""] if b.text else []
+    out += ["| " + " | ".join(b.header) + " |", "|" + "---|" * len(b.header)]
+    return out + ["| " + " | ".join(r) + " |" for r in esc]
 
 
 def _md_figure(fig: Path, out: Path) -> str:
@@ -204,9 +240,32 @@ def _md_figure(fig: Path, out: Path) -> str:
     return f"![{fig.stem}]({Path(os.path.relpath(fig.resolve(), Path(out).resolve())).as_posix()})"
 
 
-def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: list[str]) -> Path:
-    """Write ``report.html`` and ``report.md`` under ``out``; return the HTML path."""
+def _md_block(b: Block, out: Path) -> list[str]:
+    if b.kind in ("h1", "h2", "h3"):
+        return ["#" * int(b.kind[1]) + " " + b.text, ""]
+    if b.kind == "em":
+        return [f"*{b.text}*", ""]
+    if b.kind == "table":
+        return [*_md_table(b), ""]
+    if b.kind == "figure":
+        return [_md_figure(b.path, out)]
+    return [b.text, ""]
+
+
+def render_markdown(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path) -> str:
+    return "\n".join(line for b in document(suites, title, preamble)
+                     for line in _md_block(b, out))
+
+
+def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: list[str],
+                 mode: str = "quick") -> Path:
+    """Write ``report.json``, ``report.md`` and ``report.html`` under ``out``; return the
+    HTML path."""
+    from tokengeo import __version__
+
     out = Path(out)
+    write_json(out / "report.json", report_json(suites, mode, __version__, source_commit()),
+               indent=1)
     write_text(out / "report.md", render_markdown(suites, title, preamble, out))
     path = out / "report.html"
     write_text(path, render_html(suites, title, preamble, out))

@@ -1,12 +1,12 @@
 """``tokengeo reproduce``: run the declarative suites and write the report.
 
-Each suite is a module with ``TITLE``, ``PAPER``, ``cells(settings) -> list[Cell]`` and
-``summarise(settings, results, fig_dir) -> SuiteOutput``; its settings are the ``[quick]``
-or ``[full]`` table of ``suites/<name>.toml`` (copy the folder and pass ``--config-dir`` to
-edit them). Each suite module declares its settings schema (``SETTINGS``, see
-:mod:`tokengeo.experiments.settings`); every suite's settings are checked before any folder
-is created, and then cross-checked as a whole (:mod:`tokengeo.experiments.validation`).
-Finished cells are cached under ``OUT/cells`` and never recomputed.
+Each suite is a :class:`~tokengeo.experiments.suite.Suite` (``SUITE`` in its module: the
+settings schema, ``cells(settings, ctx)``, ``summarise(settings, results, ctx)``); its
+settings are the ``[quick]`` or ``[full]`` table of ``suites/<name>.toml`` (copy the folder
+and pass ``--config-dir`` to edit them). Every suite's settings are checked against its
+schema before any folder is created, and then cross-checked as a whole
+(:mod:`tokengeo.experiments.validation`). Finished cells are cached under ``OUT/cells`` and
+never recomputed.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.experiments.settings import check_settings
 from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
+from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.io import write_bytes
 from tokengeo.outmarker import claim_output
 
@@ -93,26 +94,46 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
 
 @dataclass
 class SuitePlan:
-    """One suite's settings, figure folder and cells, before anything runs."""
+    """One suite's settings, context and cells, before anything runs."""
 
     name: str
-    module: ModuleType
+    suite: Suite
     settings: dict
-    fig_dir: Path
+    ctx: SuiteContext
     cells: list[Cell]
+
+    @property
+    def fig_dir(self) -> Path:
+        return self.ctx.figure_dir
+
+    def summarise(self, results: dict[str, CellResult]) -> SuiteOutput:
+        return self.suite.summarise(self.settings, results, self.ctx)
+
+
+def _module_suite(name: str, module: ModuleType) -> Suite:
+    """A module without ``SUITE`` (the older protocol: ``cells(settings)``,
+    ``summarise(settings, results, fig_dir)``, paths passed as ``_out_dir`` / ``_figure_dir``
+    settings) as a :class:`Suite`."""
+    def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
+        return module.cells({**settings, "_figure_dir": str(ctx.figure_dir),
+                             "_out_dir": str(ctx.out_dir)})
+
+    def summarise(settings: dict, results: dict, ctx: SuiteContext) -> SuiteOutput:
+        return module.summarise(settings, results, ctx.figure_dir)
+
+    return Suite(name, getattr(module, "TITLE", name), getattr(module, "PAPER", ""),
+                 getattr(module, "SETTINGS", None) or {}, cells, summarise)
 
 
 def plan_suite(name: str, cfg: ReproduceConfig) -> SuitePlan:
     module = importlib.import_module(SUITES[name])
+    suite = getattr(module, "SUITE", None) or _module_suite(name, module)
     settings = load_settings(cfg.config_dir, name, cfg.mode)
-    schema = getattr(module, "SETTINGS", None)  # every built-in suite declares one
-    if schema is not None:
-        check_settings(name, Path(cfg.config_dir) / f"{name}.toml", settings, schema)
+    if suite.settings or hasattr(module, "SUITE"):  # every built-in suite declares a schema
+        check_settings(name, Path(cfg.config_dir) / f"{name}.toml", settings, suite.schema)
         check_suite(name, Path(cfg.config_dir) / f"{name}.toml", settings)  # as a whole
-    fig_dir = cfg.out / "figures" / name
-    settings["_figure_dir"] = str(fig_dir)
-    settings["_out_dir"] = str(cfg.out)
-    return SuitePlan(name, module, settings, fig_dir, module.cells(settings))
+    ctx = SuiteContext.under(cfg.out, name, settings)
+    return SuitePlan(name, suite, settings, ctx, suite.plan(settings, ctx))
 
 
 def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
@@ -169,14 +190,18 @@ def reproduce(cfg: ReproduceConfig, log=None,
         plan.fig_dir.mkdir(parents=True, exist_ok=True)
     store = CellStore(cfg.out)
     results = compute_cells([c for p in plans for c in p.cells], store, executor, log)
-    outputs = [p.module.summarise(p.settings, {c.key: results[p.name, c.key] for c in p.cells},
-                                  p.fig_dir) for p in plans]
+    outputs = [p.summarise({c.key: results[p.name, c.key] for c in p.cells}) for p in plans]
     preamble = [
-        f"Mode: {cfg.mode}. Suites: {', '.join(names)}. Intervals are 95% Student-t intervals "
-        "over seeds or Monte Carlo paths; each verdict follows the rule written under its claim.",
+        f"Mode: {cfg.mode}. Suites: {', '.join(names)}. Intervals are 95% intervals over seeds, "
+        "independent draws of inputs or Monte Carlo paths (Student-t; an exact sign-flip test "
+        "for integer or tied measures; ratios on the log scale); each verdict follows the rule "
+        "written under its claim. The tally counts the claims a paper makes (as stated or "
+        "through a named stand-in); sanity checks and tokengeo's own questions are counted "
+        "apart.",
         "Laptop scale: small models, offline stand-in data sets; honest negatives are results.",
     ]
-    path = write_report(cfg.out, outputs, "tokengeo reproduction report", preamble)
+    path = write_report(cfg.out, outputs, "tokengeo reproduction report", preamble,
+                        mode=cfg.mode)
     return path, outputs
 
 

@@ -1,4 +1,4 @@
-"""Intervals over seeds / Monte Carlo paths, and the verdict rule every claim uses.
+"""Intervals over seeds / inputs / Monte Carlo paths, and the verdict rule every claim uses.
 
 A claim names a *region of agreement* for a measured quantity (e.g. "difference > 0",
 "exponent within −1 ± 0.25"). With the 95% interval ``[lo, hi]`` of the measurement:
@@ -6,20 +6,40 @@ A claim names a *region of agreement* for a measured quantity (e.g. "difference 
 * **reproduced**      the interval lies inside the region;
 * **not reproduced**  the interval lies entirely outside it;
 * **inconclusive**    it straddles the region's boundary, or there is one noisy value and
-  so no interval (deterministic quantities are marked ``exact`` and judged on their value).
+  so no interval (deterministic quantities are marked ``exact`` and judged on their value);
+* **no change**       every unit (seed) measured exactly 0: "no change in n of n seeds".
 
-Intervals are Student-t intervals of the mean, ``m ± t_{0.975, n−1} s / √n``; paired
-differences (same seed, two settings) use the per-seed differences; unpaired ones Welch's
-interval. The t quantiles come from ``scipy.stats`` (``pip install 'tokengeo[data]'``).
+The same rule as one-sided tests at 2.5% on each finite boundary of the region
+(:func:`p_inside`, :func:`p_outside`), which is what families need for Holm's adjustment
+(:mod:`tokengeo.experiments.verdicts`).
+
+How an interval is made (``Interval.method``):
+
+* ``t``: Student-t interval of the mean, ``m ± t_{0.975, n−1} s / √n`` (paired differences
+  use the per-seed differences); ``welch``: Welch's interval of an unpaired difference;
+* ``sign-flip``: the exact permutation test of :mod:`tokengeo.experiments.exact`, used for
+  integer (``discrete``) measures and whenever the values are tied (zero spread), so no
+  interval has zero width by accident;
+* ``log-ratio``: a t interval of per-seed ``log(treated / baseline)``, shown back as a ratio
+  (``scale = "log"``), so a ratio's interval never crosses −100%;
+* ``worst run``: a claim about *every* run judged on the worst one (deterministic);
+* ``exact``: a deterministic quantity (a parameter count);
+* ``bootstrap`` / others built by a suite: p-values from the interval's width (normal).
+
+t quantiles come from ``scipy.stats`` (``pip install 'tokengeo[data]'``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+
+from tokengeo.experiments import exact as _exact
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
+NO_CHANGE = "no change"
+ALPHA_SIDE = _exact.ALPHA_SIDE  # 2.5% each side: a two-sided 95% interval
 
 
 def _scipy_stats():
@@ -40,8 +60,10 @@ def t975(df: float) -> float:
 class Interval:
     """Mean and 95% interval of ``n`` values (``lo = hi = mean`` when n = 1).
 
-    ``exact`` marks a deterministic quantity (a parameter count, a closed-form ratio):
-    its single value is decisive on its own.
+    ``exact`` marks a deterministic quantity (a parameter count, a closed-form ratio, the
+    worst of n runs): its single value is decisive on its own. ``values`` keeps the
+    per-unit values where a test needs them (sign-flip) and ``df`` the t degrees of
+    freedom (Welch's are fractional). ``scale = "log"``: the numbers are logs of a ratio.
     """
 
     mean: float
@@ -50,58 +72,130 @@ class Interval:
     n: int
     std: float
     exact: bool = False
+    method: str = "t"
+    scale: str = "linear"
+    df: float | None = None
+    values: tuple[float, ...] = field(default=(), repr=False)
 
     @classmethod
     def exact_value(cls, x: float) -> Interval:
-        return cls(float(x), float(x), float(x), 1, 0.0, True)
+        return cls(float(x), float(x), float(x), 1, 0.0, True, "exact")
 
     @property
     def has_spread(self) -> bool:
         return self.n >= 2 or self.exact
 
+    @property
+    def no_change(self) -> bool:
+        """Every unit measured exactly 0 (a tied, integer measure)."""
+        return (self.method == "sign-flip" and len(self.values) >= 2
+                and all(v == 0 for v in self.values))
+
+    @property
+    def tied(self) -> bool:
+        return self.method == "sign-flip" and len(set(self.values)) == 1
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"mean": self.mean, "low": _num(self.lo), "high": _num(self.hi), "n": self.n,
+                "method": self.method, "scale": self.scale, "std": self.std}
+
+    def _shown(self, x: float, digits: int) -> str:
+        if self.scale == "log":
+            return "∞" if x == math.inf else f"×{math.exp(x):.{digits}g}"
+        return {math.inf: "∞", -math.inf: "−∞"}.get(x, f"{x:.{digits}g}")
 
     def fmt(self, digits: int = 3) -> str:
+        m = self._shown(self.mean, digits)
+        if self.method == "worst run":
+            return f"{m} (worst of {self.n} runs)"
         if self.exact:
-            return f"{self.mean:.{digits}g}"
+            return m
         if not self.has_spread:
-            return f"{self.mean:.{digits}g} (n=1)"
-        return f"{self.mean:.{digits}g} [{self.lo:.{digits}g}, {self.hi:.{digits}g}] (n={self.n})"
+            return f"{m} (n=1)"
+        if self.no_change:
+            return f"no change in {self.n} of {self.n} seeds"
+        if self.tied:
+            return f"{m} in {self.n} of {self.n} seeds (exact sign-flip test)"
+        return f"{m} [{self._shown(self.lo, digits)}, {self._shown(self.hi, digits)}] (n={self.n})"
 
 
-def mean_interval(values: Sequence[float]) -> Interval:
-    """``m ± t_{0.975,n−1} · s/√n`` with the sample standard deviation ``s``."""
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None  # JSON has no infinity: null = unbounded
+
+
+def _std(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+
+
+def sign_flip_mean(values: Sequence[float]) -> Interval:
+    """Mean with the exact sign-flip interval (:mod:`tokengeo.experiments.exact`)."""
+    xs = [float(v) for v in values]
+    lo, hi = _exact.sign_flip_interval(xs)
+    return Interval(sum(xs) / len(xs), lo, hi, len(xs), _std(xs), method="sign-flip",
+                    values=tuple(xs))
+
+
+def mean_interval(values: Sequence[float], discrete: bool = False) -> Interval:
+    """``m ± t_{0.975,n−1} · s/√n`` with the sample standard deviation ``s``; the exact
+    sign-flip interval instead when ``discrete`` (integer measures) or the values are tied."""
     xs = [float(v) for v in values]
     if not xs:
         raise ValueError("mean_interval needs at least one value")
     n, m = len(xs), sum(xs) / len(xs)
     if n == 1:
-        return Interval(m, m, m, 1, 0.0)
-    s = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+        return Interval(m, m, m, 1, 0.0, values=tuple(xs))
+    s = _std(xs)
+    if discrete or s == 0 or len(set(xs)) == 1:
+        return sign_flip_mean(xs)
     half = t975(n - 1) * s / math.sqrt(n)
-    return Interval(m, m - half, m + half, n, s)
+    return Interval(m, m - half, m + half, n, s, df=n - 1, values=tuple(xs))
 
 
-def paired_difference(treated: Sequence[float], baseline: Sequence[float]) -> Interval:
+def paired_difference(treated: Sequence[float], baseline: Sequence[float],
+                      discrete: bool = False) -> Interval:
     """Interval of the mean per-seed difference ``treated − baseline``."""
     if len(treated) != len(baseline):
         raise ValueError("paired difference needs the same seeds on both sides")
-    return mean_interval([t - b for t, b in zip(treated, baseline, strict=True)])
+    return mean_interval([t - b for t, b in zip(treated, baseline, strict=True)], discrete)
+
+
+def log_ratio(treated: Sequence[float], baseline: Sequence[float]) -> Interval:
+    """Interval of the mean per-seed ``log(treated / baseline)`` (positive quantities);
+    shown as a ratio ``exp(·)``, so its lower end stays above −100%."""
+    if len(treated) != len(baseline):
+        raise ValueError("a log ratio needs the same seeds on both sides")
+    if any(not (t > 0 and b > 0) for t, b in zip(treated, baseline, strict=True)):
+        raise ValueError("a log ratio needs positive values on both sides")
+    iv = mean_interval([math.log(t / b) for t, b in zip(treated, baseline, strict=True)])
+    method = "log-ratio" if iv.method == "t" else f"log-ratio {iv.method}"
+    return Interval(iv.mean, iv.lo, iv.hi, iv.n, iv.std, iv.exact, method, "log", iv.df,
+                    iv.values)
+
+
+def worst_run(values: Sequence[float], worst_is_high: bool = True) -> Interval:
+    """A claim about *every* run, judged on its worst one (a deterministic statement
+    about the runs made: all lie in the region iff the worst does)."""
+    xs = [float(v) for v in values]
+    w = max(xs) if worst_is_high else min(xs)
+    return Interval(w, w, w, len(xs), _std(xs), True, "worst run", values=tuple(xs))
 
 
 def welch_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
     """Welch interval of ``mean(a) − mean(b)`` for unpaired samples:
     ``d ± t_{0.975, ν} √(s_a²/n_a + s_b²/n_b)`` with the Welch–Satterthwaite ``ν``
-    (``scipy.stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)``)."""
+    (``scipy.stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)``).
+    ``std`` holds the standard error."""
     ia, ib = mean_interval(a), mean_interval(b)
     if ia.n < 2 or ib.n < 2:
         raise ValueError("welch_difference needs at least 2 values on each side")
-    diff, se = ia.mean - ib.mean, math.sqrt(ia.std**2 / ia.n + ib.std**2 / ib.n)
+    va, vb = ia.std**2 / ia.n, ib.std**2 / ib.n
+    diff, se = ia.mean - ib.mean, math.sqrt(va + vb)
     if se == 0:
-        return Interval(diff, diff, diff, ia.n + ib.n, 0.0)
-    ci = _scipy_stats().ttest_ind(list(a), list(b), equal_var=False).confidence_interval(0.95)
-    return Interval(diff, float(ci.low), float(ci.high), ia.n + ib.n, se)
+        return Interval(diff, -math.inf, math.inf, ia.n + ib.n, 0.0, method="welch")
+    df = (va + vb) ** 2 / (va**2 / (ia.n - 1) + vb**2 / (ib.n - 1))
+    half = t975(df) * se
+    return Interval(diff, diff - half, diff + half, ia.n + ib.n, se, method="welch", df=df)
 
 
 @dataclass(frozen=True)
@@ -124,13 +218,94 @@ class Region:
     def around(cls, target: float, tol: float) -> Region:
         return cls(target - tol, target + tol, f"within {target:g} ± {tol:g}")
 
+    @classmethod
+    def ratio_below(cls, ratio: float) -> Region:
+        """A log-scale region: the ratio below ``ratio``."""
+        return cls(high=math.log(ratio), text=f"ratio < {ratio:g}")
+
+    @classmethod
+    def ratio_above(cls, ratio: float) -> Region:
+        return cls(low=math.log(ratio), text=f"ratio > {ratio:g}")
+
+
+def standard_error(iv: Interval) -> float | None:
+    """The interval's standard error: from its values (t), as stored (Welch), or from its
+    width (``(hi − lo) / (2 · 1.96)``, normal) for intervals a suite built itself."""
+    if iv.method in ("t", "log-ratio") and iv.n >= 2 and iv.std > 0:
+        return iv.std / math.sqrt(iv.n)
+    if iv.method == "welch":
+        return iv.std or None
+    if math.isfinite(iv.lo) and math.isfinite(iv.hi) and iv.hi > iv.lo:
+        return (iv.hi - iv.lo) / (2 * 1.959964)
+    return None
+
+
+def _p_above(iv: Interval, b: float) -> float:
+    """One-sided p-value of "the measured quantity lies above ``b``"."""
+    if iv.exact:
+        return 0.0 if iv.mean > b else 1.0
+    if iv.method.endswith("sign-flip"):
+        return _exact.p_above(iv.values, b)
+    se = standard_error(iv)
+    if se is None:
+        return 1.0  # one noisy value: no evidence
+    z = (iv.mean - b) / se
+    if iv.df is not None:
+        return float(_scipy_stats().t.sf(z, iv.df))
+    return float(_scipy_stats().norm.sf(z))
+
+
+def _p_below(iv: Interval, b: float) -> float:
+    if iv.exact:
+        return 0.0 if iv.mean < b else 1.0
+    if iv.method.endswith("sign-flip"):
+        return _exact.p_below(iv.values, b)
+    return 1.0 - _p_above(iv, b) if standard_error(iv) is not None else 1.0
+
+
+def p_inside(iv: Interval, region: Region) -> float:
+    """p-value of "inside the region": the larger of the one-sided tests on its finite
+    boundaries (an intersection–union test)."""
+    ps = [0.0]
+    if math.isfinite(region.low):
+        ps.append(_p_above(iv, region.low))
+    if math.isfinite(region.high):
+        ps.append(_p_below(iv, region.high))
+    return max(ps)
+
+
+def p_outside(iv: Interval, region: Region) -> float:
+    """p-value of "outside the region": the smaller of the one-sided tests beyond it."""
+    ps = [1.0]
+    if math.isfinite(region.low):
+        ps.append(_p_below(iv, region.low))
+    if math.isfinite(region.high):
+        ps.append(_p_above(iv, region.high))
+    return min(ps)
+
 
 def verdict(measured: Interval, region: Region) -> str:
-    """reproduced / not reproduced / inconclusive (see the module docstring)."""
+    """reproduced / not reproduced / inconclusive / no change (see the module docstring)."""
     if not measured.has_spread:
         return INCONCLUSIVE  # one noisy value: no interval, no verdict
+    if measured.no_change:
+        return NO_CHANGE
+    if measured.exact:
+        inside = region.low < measured.mean < region.high
+        return REPRODUCED if inside else NOT_REPRODUCED
+    if measured.method.endswith("sign-flip") or measured.method not in ("t", "welch",
+                                                                         "log-ratio"):
+        return verdict_from_p(p_inside(measured, region), p_outside(measured, region))
     if region.low < measured.lo and measured.hi < region.high:
         return REPRODUCED
     if measured.hi <= region.low or measured.lo >= region.high:
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def verdict_from_p(p_in: float, p_out: float, alpha: float = ALPHA_SIDE) -> str:
+    if p_in < alpha:
+        return REPRODUCED
+    if p_out < alpha:
         return NOT_REPRODUCED
     return INCONCLUSIVE

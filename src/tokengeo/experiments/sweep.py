@@ -1,40 +1,109 @@
-"""Helpers for suites that train one model over settings × seeds and compare settings."""
+"""Sweeps: one cell function over variants × seeds, with typed results, and the claims and
+tables that compare variants paired by seed."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim
-from tokengeo.experiments.stats import Region, mean_interval, paired_difference
+from tokengeo.experiments.stats import Region, log_ratio, mean_interval, paired_difference
+from tokengeo.experiments.suite import SuiteContext
 from tokengeo.experiments.training import TRAIN_FIELDS, train_cell
 
 
-def training_cells(suite: str, settings: dict, variants: dict[str, dict],
-                   geometry: str | None, fields: tuple[str, ...] = ()) -> list[Cell]:
-    """One cell per (variant, seed); ``variants`` maps a label to TrainConfig overrides.
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`~tokengeo.experiments.training.train_cell` returns, typed."""
 
-    ``fields``: further (dotted) result fields the suite reads; a cached cell without them
-    is recomputed (its training run resumes at its final checkpoint)."""
-    runs = Path(settings["_out_dir"]) / "runs" / suite
-    base = dict(settings["train"])
+    final: dict[str, dict[str, float]]  # split -> metric -> value
+    parameters: dict[str, int]
+    wall_time_s: float
+    step: int
+    geometry: dict[str, float] | None = None
+
+    @classmethod
+    def from_value(cls, v: dict) -> TrainResult:
+        return cls(v["final"], v.get("parameters", {}), float(v.get("wall_time_s", 0.0)),
+                   int(v.get("step", 0)), v.get("geometry"))
+
+    def metric(self, split: str, name: str) -> float:
+        return float(self.final[split][name])
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Variants × seeds of one cell function; every cell key is built here, once.
+
+    ``variants`` maps a label to the overrides of the base config; ``cell(label, seed,
+    config) -> (fn, kwargs)`` makes a cell's work (default: a training run in the suite's
+    run folder); ``parse`` turns a cell's stored value into the typed result the suite
+    reads (default :class:`TrainResult`)."""
+
+    suite: str
+    variants: dict[str, dict]
+    seeds: tuple[int, ...]
+    base: dict
+    fields: tuple[str, ...] = ()
+    cost: float = 1.0
+    parse: Callable[[dict], Any] = TrainResult.from_value
+    what: str = ""  # the cells' label prefix ("DINO", "retrofit")
+
+    def key(self, label: str, seed: int) -> str:
+        return f"{label}-s{seed}"
+
+    def config(self, label: str, seed: int) -> dict:
+        return {**self.base, **self.variants[label], "seed": seed}
+
+    def cells(self, make: Callable[[str, int, dict], tuple]) -> list[Cell]:
+        """One cell per (variant, seed): ``make(label, seed, config)`` gives ``(fn, kwargs)``
+        or ``(fn, kwargs, fields, cost)`` where variants differ in what they return."""
+        out = []
+        for label in self.variants:
+            for seed in self.seeds:
+                fn, kwargs, *more = make(label, seed, self.config(label, seed))
+                fields, cost = more if more else (self.fields, self.cost)
+                name = f"{self.what} {label}".strip()
+                out.append(Cell(self.suite, self.key(label, seed), fn, kwargs,
+                                label=f"{name}, seed {seed}", fields=fields, cost=cost))
+        return out
+
+    def results(self, results: dict[str, CellResult], skipped: str | None = None,
+                labels: list[str] | None = None) -> SweepResults:
+        return SweepResults(self, results, labels or list(self.variants), skipped)
+
+
+def run_folder(ctx: SuiteContext, suite: str, label: str, seed: int, cfg: dict) -> str:
+    """A training run's folder: edited settings give a new folder (a digest of the config)."""
+    return str(ctx.runs(suite) / f"{label}-s{seed}-{config_digest(cfg)}")
+
+
+def training_sweep(suite: str, settings: dict, variants: dict[str, dict],
+                   geometry: str | None, fields: tuple[str, ...] = (),
+                   train: dict | None = None) -> Sweep:
+    """A sweep of :func:`train_cell` over ``variants`` × the settings' seeds; ``fields``:
+    further (dotted) result fields the suite reads (a cached cell without them is
+    recomputed, its run resuming at its final checkpoint)."""
     fields = TRAIN_FIELDS + (("geometry",) if geometry is not None else ()) + tuple(fields)
-    cost = float(settings.get("cell_cost", 1.0))  # ~1-thread CPU s of one run: long ones first
-    cells = []
-    for label, overrides in variants.items():
-        for seed in settings["seeds"]:
-            cfg = {**base, **overrides, "seed": seed}
-            run = f"{label}-s{seed}-{config_digest(cfg)}"  # edited settings: a new run
-            cells.append(Cell(suite, f"{label}-s{seed}", train_cell,
-                              {"run_dir": str(runs / run), "config": cfg,
-                               "geometry": geometry,
-                               "geometry_split": settings.get("geometry_split", "test"),
-                               "geometry_examples": settings.get("geometry_examples", 1000)},
-                              label=f"{label}, seed {seed}", fields=fields, cost=cost))
-    return cells
+    return Sweep(suite, variants, tuple(settings["seeds"]),
+                 dict(train if train is not None else settings["train"]), fields,
+                 float(settings.get("cell_cost", 1.0)))  # ~1-thread CPU s: long ones first
+
+
+def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
+                   geometry: str | None) -> list[Cell]:
+    """The sweep's cells, each training its config in its own run folder."""
+    def make(label: str, seed: int, cfg: dict):
+        return train_cell, {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg),
+                            "config": cfg, "geometry": geometry,
+                            "geometry_split": settings.get("geometry_split", "test"),
+                            "geometry_examples": settings.get("geometry_examples", 1000)}
+    return sweep.cells(make)
 
 
 def k_variants(ks: list[int]) -> dict[str, dict]:
@@ -42,9 +111,9 @@ def k_variants(ks: list[int]) -> dict[str, dict]:
     return {f"k={k}": {"n_laplacian": k} for k in ks}
 
 
-def geometry_metric(key: str) -> Callable[[dict], float]:
+def geometry_metric(key: str) -> Callable[[TrainResult], float]:
     """Getter of a token-geometry number from a training cell's result."""
-    return lambda v: v["geometry"][key]
+    return lambda r: r.geometry[key]
 
 
 def config_digest(cfg: dict) -> str:
@@ -52,37 +121,71 @@ def config_digest(cfg: dict) -> str:
 
 
 class SweepResults:
-    """Per-variant lists over seeds of any metric, and the first reason a cell did not run."""
+    """Per-variant lists over seeds of any metric of the typed results, and the first
+    reason a cell did not run (the suite skipped, a cell missing or not run)."""
 
-    def __init__(self, results: dict[str, CellResult], labels: list[str], seeds: list[int]):
-        self.results, self.labels, self.seeds = results, labels, seeds
+    def __init__(self, sweep: Sweep, results: dict[str, CellResult], labels: list[str],
+                 skipped: str | None = None):
+        self.sweep, self.results, self.labels, self.skipped = sweep, results, labels, skipped
+        self.seeds = list(sweep.seeds)
 
     def not_run(self) -> str | None:
-        return next((r.not_run for r in self.results.values() if r.not_run), None)
+        if self.skipped:
+            return self.skipped
+        for label in self.labels:
+            for seed in self.seeds:
+                r = self.results.get(self.sweep.key(label, seed))
+                if r is None:
+                    return f"cell {self.sweep.key(label, seed)} missing"
+                if r.not_run:
+                    return r.not_run
+        return None
 
-    def values(self, label: str, get: Callable[[dict], float]) -> list[float]:
-        return [float(get(self.results[f"{label}-s{s}"].value)) for s in self.seeds]
+    def typed(self, label: str, seed: int):
+        return self.sweep.parse(self.results[self.sweep.key(label, seed)].value)
+
+    def values(self, label: str, get: Callable[[Any], float]) -> list[float]:
+        return [float(get(self.typed(label, s))) for s in self.seeds]
+
+    def raw(self, label: str, seed: int) -> dict:
+        return self.results[self.sweep.key(label, seed)].value
 
 
 def difference_claim(suite: str, sweep: SweepResults, text: str, source: str, paper: str,
                      treated: str, baseline: str, metric: str, get: Callable[[dict], float],
-                     higher: bool) -> Claim:
-    """Claim that ``metric`` is higher (or lower) for ``treated`` than ``baseline``."""
-    region = Region.above(0.0) if higher else Region.below(0.0)
-    claim = Claim(suite, text, source, paper, f"{metric}({treated}) − {metric}({baseline}), "
-                  "paired by seed", region)
+                     higher: bool, discrete: bool = False, ratio: bool = False,
+                     **fields) -> Claim:
+    """Claim that ``metric`` is higher (or lower) for ``treated`` than ``baseline``, paired
+    by seed: a difference (the exact sign-flip test when ``discrete``), or with ``ratio`` a
+    log ratio shown as a ratio. ``fields``: further :class:`Claim` fields (kind, proxy,
+    paper_effect, label)."""
+    if ratio:
+        region = Region.ratio_above(1.0) if higher else Region.ratio_below(1.0)
+        quantity = f"{metric}({treated}) / {metric}({baseline}), paired by seed"
+    else:
+        region = Region.above(0.0) if higher else Region.below(0.0)
+        quantity = f"{metric}({treated}) − {metric}({baseline}), paired by seed"
+    claim = Claim(suite, text, source, paper, quantity, region, **fields)
     missing = sweep.not_run()
     if missing:
         claim.not_run = missing
         return claim
     t, b = sweep.values(treated, get), sweep.values(baseline, get)
-    claim.measured = paired_difference(t, b)
+    claim.measured = log_ratio(t, b) if ratio else paired_difference(t, b, discrete)
     claim.detail = (f"{metric}: {treated} {mean_interval(t).fmt(4)}, "
                     f"{baseline} {mean_interval(b).fmt(4)}")
     return claim
 
 
-def metric_table(sweep: SweepResults, columns: dict[str, Callable[[dict], float]],
+def model_label(train: dict) -> str:
+    """The trained model as a figure title names it: its registry name and the overrides
+    that change it (``vit-tiny (d_model=32, patch_size=7)``), so no title names a model
+    that was not trained."""
+    over = ", ".join(f"{k}={v}" for k, v in sorted(train.get("model_overrides", {}).items()))
+    return f"{train.get('model', '—')} ({over})" if over else str(train.get("model", "—"))
+
+
+def metric_table(sweep: SweepResults, columns: dict[str, Callable[[Any], float]],
                  digits: int = 4) -> tuple[list[str], list[list[str]]]:
     """Rows: variant; columns: mean ± std over seeds of each metric."""
     header = ["setting", *columns]

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 
-def _trainer(run_dir: Path, config: dict[str, Any]):
+def open_trainer(run_dir: Path, config: dict[str, Any]):
+    """A :class:`~tokengeo.train.Trainer` of ``config`` in ``run_dir`` on the CPU, resuming
+    from its last checkpoint (a run folder without one is started afresh): what every
+    training cell of a suite opens."""
     from tokengeo.train import TrainConfig, Trainer, latest_checkpoint
 
     run_dir = Path(run_dir)
@@ -30,7 +33,7 @@ TRAIN_FIELDS = ("final", "parameters", "wall_time_s", "step")  # what train_cell
 def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None,
                geometry_split: str = "test", geometry_examples: int = 1000) -> dict:
     """Train ``config`` in ``run_dir`` and return its final metrics (and geometry)."""
-    trainer = _trainer(Path(run_dir), config)
+    trainer = open_trainer(Path(run_dir), config)
     summary = trainer.fit()
     out = {"final": summary["final"], "parameters": summary["parameters"],
            "wall_time_s": summary["wall_time_s"], "step": summary["step"]}

@@ -1,0 +1,94 @@
+"""report.json: written beside report.md / report.html from the same claims, valid against
+its schema; the tally counts only paper and stand-in claims."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokengeo.experiments.claims import Claim, family
+from tokengeo.experiments.report import SuiteOutput, render_markdown, write_report
+from tokengeo.experiments.stats import Interval, Region, log_ratio, mean_interval
+
+SCHEMA = Path(__file__).parents[1] / "src" / "tokengeo" / "experiments" / "report.schema.json"
+
+
+def validate_report(data: dict) -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="pip install 'tokengeo[dev]'")
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+
+
+def _suites() -> list[SuiteOutput]:
+    up = Region.above(0)
+    a = Claim("s1", "paper claim", "src", "+1", "d", up, measured=mean_interval([1, 1.2, 0.9]),
+              paper_effect=1.0)
+    b = Claim("s1", "stand-in claim", "src", "+1", "d", up,
+              measured=mean_interval([0.1, -0.2, 0.15]), kind="stand-in", proxy="tiny model",
+              paper_effect=0.5)
+    sane = Claim("s1", "trains above chance", "src", "-", "d", up,
+                 measured=mean_interval([1, 1.1, 1.2]), kind="sanity")
+    built = Claim("s1", "1/p parameters", "src", "25%", "ratio", Region(0.24, 0.27),
+                  measured=Interval.exact_value(0.25), kind="construction")
+    new = Claim("s1", "our question", "src", "-", "ratio", Region.ratio_below(1.05),
+                measured=log_ratio([1.0, 1.1, 0.02], [1.0, 1.0, 1.0]), kind="new")
+    fam = family("s1", "some α helps", [
+        Claim("s1", f"α={x}", "src", "+1", "d", up, measured=mean_interval(v), label=f"α={x}",
+              kind="stand-in", proxy="tiny model")
+        for x, v in (("a", [1, 2, 1.5]), ("b", [0.1, -0.1, 0.0]))])
+    missing = Claim("s2", "not run claim", "src", "-", "d", up, not_run="needs --full")
+    return [SuiteOutput("s1", "Suite one", "Paper A", [a, b, sane, built, new, fam],
+                        tables=[("t", ["x"], [["1"]])], paper_key="A"),
+            SuiteOutput("s2", "Suite two", "Paper B", [missing], paper_key="B")]
+
+
+def test_report_json_is_valid_and_matches_the_markdown(tmp_path):
+    suites = _suites()
+    write_report(tmp_path, suites, "r", ["pre"], mode="full")
+    data = json.loads((tmp_path / "report.json").read_text())
+    validate_report(data)
+    assert data["mode"] == "full" and len(data["claims"]) == 7
+    md = render_markdown(suites, "r", ["pre"], tmp_path)
+    assert md == (tmp_path / "report.md").read_text()
+    for c in data["claims"]:
+        assert c["claim"] in md and c["verdict"].split(":")[0] in md
+    fam = next(c for c in data["claims"] if c["claim"] == "some α helps")
+    assert [m["label"] for m in fam["members"]] == ["α=a", "α=b"]
+    ratio = next(c for c in data["claims"] if c["claim"] == "our question")
+    assert ratio["interval"]["scale"] == "log"
+
+
+def test_a_bad_report_fails_the_schema():
+    jsonschema = pytest.importorskip("jsonschema", reason="pip install 'tokengeo[dev]'")
+    from tokengeo.experiments.summary import report_json
+
+    data = report_json(_suites(), "quick", "0", None)
+    data["claims"][0]["kind"] = "anecdote"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(data)
+
+
+def test_tally_counts_only_paper_and_stand_in_claims():
+    from tokengeo.experiments.summary import tally
+
+    t = tally(_suites())
+    # paper A: "paper claim" (reproduced), "stand-in claim" (inconclusive), the family
+    # (reproduced: α=a) - not the sanity, construction or new claims
+    assert t["papers"]["A"] == {"reproduced": 2, "not reproduced": 0, "inconclusive": 1,
+                                "no change": 0, "not run": 0}
+    assert t["papers"]["B"]["not run"] == 1
+    assert t["kinds"]["sanity"]["reproduced"] == 1 and t["kinds"]["new"]["inconclusive"] == 1
+    assert [v["claim"] for v in t["verified"]] == ["1/p parameters"]
+
+
+def test_construction_claims_are_listed_as_verified_not_in_the_summary(tmp_path):
+    md = render_markdown(_suites(), "r", [], tmp_path)
+    summary = md.split("## Summary")[1].split("## ")[0]
+    assert "1/p parameters" not in summary
+    assert "Verified" in md.split("## Summary")[0]
+
+
+def test_power_table_lists_the_undecided_paper_claims(tmp_path):
+    md = render_markdown(_suites(), "r", [], tmp_path)
+    power = md.split("## Power of the undecided claims")[1].split("\n## ")[0]
+    assert "stand-in claim" in power and "our question" not in power
+    assert "paper's effect" in power

@@ -1,0 +1,83 @@
+"""Suites as types: every built-in suite is a Suite whose claims have kinds (stand-ins name
+their proxy), a skipped suite reports every claim as not run, a sweep's cells and results
+share one key scheme, and the L-Transformer states at most 12 rows."""
+
+import tomllib
+
+import pytest
+
+from tokengeo.experiments.cells import CellResult
+from tokengeo.experiments.claims import CLAIM_KINDS
+from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, SUITES, ReproduceConfig, plan_suite
+from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.sweep import Sweep, TrainResult
+
+TYPED = [name for name in SUITES if name != "flows"]  # flows: its own helper's module
+
+
+def _settings(suite: str, mode: str) -> dict:
+    data = tomllib.loads((BUILTIN_CONFIG_DIR / f"{suite}.toml").read_text())
+    return {**data.get("common", {}), **data[mode]}
+
+
+def _suite(name: str) -> Suite:
+    import importlib
+
+    return importlib.import_module(SUITES[name]).SUITE
+
+
+@pytest.mark.parametrize("name", TYPED)
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_skipped_suite_reports_kinds_and_not_run(name, mode, tmp_path):
+    suite = _suite(name)
+    assert isinstance(suite, Suite) and suite.name == name
+    settings = _settings(name, mode)
+    assert not any(k.startswith("_") for k in settings)  # no magic keys
+    ctx = SuiteContext(tmp_path, tmp_path / "figures", skipped="not today")
+    assert suite.plan(settings, ctx) == []
+    out = suite.summarise(settings, {}, ctx)
+    measured = [c for c in out.claims if c.kind != "construction"]  # need no cell
+    assert measured and all(c.verdict == "not run: not today" for c in measured)
+    for c in out.claims:
+        for m in [c, *c.members]:
+            assert m.kind in CLAIM_KINDS
+            assert m.kind != "stand-in" or m.proxy, m.text
+    if name == "ltransformer":
+        assert len(out.claims) <= 12
+
+
+def test_quick_ltransformer_reports_the_topic_task_as_not_run(tmp_path):
+    settings = _settings("ltransformer", "quick")
+    assert "topic_train" not in settings
+    plan = plan_suite("ltransformer", ReproduceConfig(out=tmp_path, mode="quick"))
+    assert not any(c.key.startswith("topic") for c in plan.cells)
+    results = {c.key: CellResult(c.key, None, not_run="n/a") for c in plan.cells}
+    out = plan.summarise(results)
+    topic = [c for c in out.claims if c.text.startswith("topic task")]
+    assert topic and all("runs only with `tokengeo reproduce --full`" in c.verdict
+                         for c in topic)
+
+
+def test_sweep_cells_and_results_share_one_key_scheme():
+    sweep = Sweep("s", {"a": {"x": 1}, "b": {"x": 2}}, (3, 4), {"y": 0})
+    cells = sweep.cells(lambda label, seed, cfg: (dict, {"cfg": cfg}))
+    assert [c.key for c in cells] == ["a-s3", "a-s4", "b-s3", "b-s4"]
+    assert cells[1].kwargs["cfg"] == {"y": 0, "x": 1, "seed": 4}
+    value = {"final": {"test": {"accuracy": 0.5}}, "parameters": {}, "wall_time_s": 1,
+             "step": 2}
+    results = {c.key: CellResult(c.key, {**value, "final": {"test": {"accuracy": i}}})
+               for i, c in enumerate(cells)}
+    res = sweep.results(results)
+    assert res.not_run() is None
+    assert res.values("b", lambda r: r.metric("test", "accuracy")) == [2.0, 3.0]
+    assert isinstance(res.typed("a", 3), TrainResult)
+    del results["b-s4"]
+    assert sweep.results(results).not_run() == "cell b-s4 missing"
+    assert sweep.results(results, skipped="later").not_run() == "later"
+
+
+@pytest.mark.parametrize("name", TYPED)
+def test_full_settings_train_every_comparison_on_at_least_five_units(name):
+    full = _settings(name, "full")
+    units = full.get("seeds", list(range(full.get("replicates", 0))))
+    assert len(units) >= 5 and not full.get("skip")
