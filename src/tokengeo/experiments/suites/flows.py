@@ -22,7 +22,8 @@ from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_no
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.settings import Setting
-from tokengeo.experiments.stats import Interval, Region, mean_interval
+from tokengeo.experiments.stats import Interval, Region, mean_interval, worst_run
+from tokengeo.experiments.summary import Referee
 
 THEORY_KEYS = {"n_tokens": int, "T": float, "dt": float, "heads": int, "dt_heads": list,
                "dts": list, "eps": list, "deltas": list, "directions": int,
@@ -75,6 +76,7 @@ def _check_preset(table: dict, where: str) -> None:
 TITLE = "Transformer PDE: multi-head attention as a time-dependent Wasserstein gradient flow"
 PAPER = ("Massucco, Del Grande, Carioni, Brune, Schönlieb, \"Multi-Headed Transformer "
          "Architectures as Time-dependent Wasserstein Gradient Flows\", arXiv 2605.18870")
+PAPER_KEY = "Massucco et al. (Transformer PDE)"
 SOURCE = "Massucco et al. 2026, Sec. 6 (S² experiment)"
 THEORY_SOURCE = "Massucco et al. 2026, Sec. 3–5 (energy identity, stability, Γ-convergence)"
 DRIFTS = {"ou": "s2-ou", "inphase": "s2-oscillating-inphase", "oscillating": "s2-oscillating"}
@@ -406,12 +408,43 @@ def _theory_claims(settings: dict, results: dict[str, CellResult]) -> list[Claim
     return claims
 
 
+def _paths(value: dict) -> list[tuple[float, float]]:
+    """(residual, ∫G²) at T of each path of one run."""
+    s = value["summary"]
+    return list(zip(s["residual_T"], s["terms_T"]["G2_int"], strict=True))
+
+
+def _residual_over_dissipation(path: tuple[float, float]) -> float:
+    """|E(T) − E(0) + ∫G² − Itô − M| / ∫G²: the balance residual relative to the energy
+    the flow dissipated (Massucco et al., Eq. 5), not to the sum of terms that cancel."""
+    residual, dissipated = path
+    return abs(residual) / max(abs(dissipated), 1e-300)
+
+
+def _referee(settings: dict) -> Referee:
+    p = settings["preset"]
+    return Referee(
+        question="Do multi-head attention dynamics with time-dependent weights behave as the "
+                 "paper's gradient-flow theory says (energy identity, stability), and does "
+                 "the dissipation G² fall like 1/H with OU weights but not with oscillating "
+                 "ones?",
+        can_say="the paper's own S² experiment with its authors' simulator reproduced to "
+                "machine precision; both versions of the authors' oscillating drift (the "
+                "figures' code, 496b2f6, and the current code, 693474c); intervals over "
+                "Monte Carlo paths for OU weights, exact values for the deterministic drifts.",
+        gap=[("tokens, dimension", "200 on S² (d = 3)", f"{p.get('n_tokens')} on S²"),
+             ("heads", "H in {1, 10, 100}", f"H in {list(settings['heads'])}"),
+             ("time, step", "T = 20, dt = 0.005", f"T = {p.get('T')}, dt = {p.get('dt')}"),
+             ("paths", "10", f"{p.get('n_paths')} (OU); 1 for deterministic drifts")])
+
+
 def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
     heads = list(settings["heads"])
     table = ("runs", ["drift", "H", "paths", "seconds", "mean avg G² [T/2,T]",
                       "G² trend (decades)", "max rel. residual", "clusters at T",
                       "mean ⟨xi,xj⟩ at T", "tokens"], [])
-    out = SuiteOutput("flows", TITLE, PAPER, [], [], [table], [])
+    out = SuiteOutput("flows", TITLE, PAPER, [], [], [table], [], paper_key=PAPER_KEY,
+                      referee=_referee(settings))
     residuals: list[float] = []
     for drift in DRIFTS:
         res = [results.get(f"{drift}-H{H}") for H in heads]
@@ -425,14 +458,17 @@ def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> 
             continue
         vals = [r.value for r in res]
         _drift_claims(drift, settings, vals, out, fig_dir)
-        residuals += [x for v in vals for x in v["summary"]["relative_residual_T"]]
+        residuals += [_residual_over_dissipation(r) for v in vals for r in _paths(v)]
     if residuals:
         out.claims.append(Claim(
             "flows", "the energy-dissipation balance closes in every run", SOURCE,
-            "closes (Eq. 5 / EDI)", "|residual| / sum of |terms| at T, all runs and paths",
+            "closes (Eq. 5 / EDI)", "|residual| / ∫G² at T, worst run and path",
             Region.below(float(settings["residual_tolerance"])),
-            measured=mean_interval(residuals), kind="sanity",
-            detail=f"largest relative residual {max(residuals):.2e}"))
+            measured=worst_run(residuals), kind="sanity",
+            detail=f"residual relative to the dissipated energy ∫G²: worst {max(residuals):.2e},"
+                   f" median {sorted(residuals)[len(residuals) // 2]:.2e} over "
+                   f"{len(residuals)} runs × paths (with H > 1 the multi-head velocity is not "
+                   "the gradient of E in G²'s metric: see the dt-convergence claims)"))
     if "theory" in settings:
         out.claims += _theory_claims(settings, results)
     out.notes[:0] = NOTES + [f"Settings: {settings['preset']}, H in {heads}."]

@@ -21,7 +21,7 @@ from tokengeo.train.config import TrainConfig
 from tokengeo.train.tasks import ImageClassification
 from tokengeo.train.trainer import Trainer
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 CONFIG = dict(model="vit-tiny", data="digits", steps=4, batch_size=32, warmup=1,
               eval_every=2, eval_batches=2, checkpoint_every=2,
               model_overrides={"d_model": 32, "n_layers": 2, "mlp_ratio": 2.0})

@@ -11,7 +11,7 @@ import tokengeo
 from tokengeo.errors import ConfigError
 from tokengeo.nn.heads import HeadKinds, choose_heads
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "tokengeo"
+SRC = Path(__file__).resolve().parents[2] / "src" / "tokengeo"
 
 # (heads spec, message) on 2 layers x 4 heads; the same message wherever heads are chosen.
 BAD_HEADS = [

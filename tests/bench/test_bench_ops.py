@@ -61,7 +61,7 @@ def test_benchmark_scripts_are_thin_entry_points():
     import ast
     from pathlib import Path
 
-    scripts = sorted((Path(__file__).parents[1] / "benchmarks").glob("*.py"))
+    scripts = sorted((Path(__file__).parents[2] / "benchmarks").glob("*.py"))
     assert len(scripts) == 8
     for path in scripts:
         tree = ast.parse(path.read_text())

@@ -168,6 +168,7 @@ def test_classify_settling_bad_input():
 def _cell(t, g2, H):
     P = g2.shape[0]
     summary = {"n_heads": H, "seconds": 0.0, "relative_residual_T": [0.01] * P,
+               "residual_T": [0.01] * P, "terms_T": {"G2_int": [1.0] * P},
                "clusters_T": [1] * P, "mean_cosine_T": [0.9] * P, "mean_cosine_0": 0.0,
                "clusters_0": 6,
                "g2_avg": g2[:, t >= t[-1] / 2].mean(1).tolist()}

@@ -10,7 +10,7 @@ from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.report import SuiteOutput, render_markdown, write_report
 from tokengeo.experiments.stats import Interval, Region, log_ratio, mean_interval
 
-SCHEMA = Path(__file__).parents[1] / "src" / "tokengeo" / "experiments" / "report.schema.json"
+SCHEMA = Path(__file__).parents[2] / "src" / "tokengeo" / "experiments" / "report.schema.json"
 
 
 def validate_report(data: dict) -> None:

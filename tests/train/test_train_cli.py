@@ -14,7 +14,7 @@ from tokengeo.cli import main
 from tokengeo.train.tasks import ImageClassification
 from tokengeo.train.trainer import Trainer
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
         "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
         "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]

@@ -29,7 +29,7 @@ from tokengeo.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-BUILTIN_SUITES = Path(__file__).parents[1] / "src" / "tokengeo" / "experiments" / "suites"
+BUILTIN_SUITES = Path(__file__).parents[2] / "src" / "tokengeo" / "experiments" / "suites"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -501,7 +501,7 @@ def test_flow_overwrites_only_its_own_output_when_told(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- interrupts
 
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src"),
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
        "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
 
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     shutil.which("chromium") is None,
     reason="needs Debian's chromium (make test installs it as root; else apt-get install chromium)",
 )
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # 1,024 tokens must draw a head's panels within this (measured in the page, loaded machine)
 RENDER_LIMIT_MS = 3000
 

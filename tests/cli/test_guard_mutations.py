@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-R2 = "tests/test_bad_inputs_round2.py"
+R2 = "tests/cli/test_bad_inputs_round2.py"
 NOOP = "lambda *a, **k: None"
 # name: (patch lines run in the child before its tests, test file, -k expression)
 MUTATIONS = {
@@ -76,10 +76,10 @@ MUTATIONS = {
     "model cache: checked": (
         ["import tokengeo.models.pretrained as m",
          "m.cache_problem = lambda folder, record: None if folder.is_dir() else 'missing'"],
-        "tests/test_model_cache_trust.py", "damaged"),
+        "tests/models/test_model_cache_trust.py", "damaged"),
     "model cache: umask": (
         ["import tokengeo.io as m", f"m.follow_umask = {NOOP}"],
-        "tests/test_model_cache_trust.py", "umask"),
+        "tests/models/test_model_cache_trust.py", "umask"),
     "ray: address probed": (
         ["import tokengeo.experiments.executors as m", f"m.probe_address = {NOOP}"], R2,
         "ray_address"),
@@ -89,7 +89,7 @@ MUTATIONS = {
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_removing_a_guard_fails_a_test(tmp_path, name):
     lines, target, select = MUTATIONS[name]
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     plugin = tmp_path / "guard_mutation.py"
     plugin.write_text("\n".join(lines) + "\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root / "src")])}

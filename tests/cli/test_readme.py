@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 # the site's pages; incoming/ holds notes not yet folded in, results/ a run's own output
 DOC_PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md")

@@ -26,7 +26,7 @@ from tokengeo.train import checkpoint as ckpt
 from tokengeo.train import sidecar as sc
 from tokengeo.train.trainer import SIDECAR_FIELDS, Trainer
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
         "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
         "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]
