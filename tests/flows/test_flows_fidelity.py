@@ -188,7 +188,9 @@ def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse():
                for H, s in zip(heads, series, strict=True)}
     settings = {"heads": heads, "preset": {}, "exponent_tolerance": 0.3,
                 "residual_tolerance": 0.05, "settling_tolerance": 0.5}
-    out = suite.summarise(settings, results, Path("."))
+    from tokengeo.experiments.suite import SuiteContext
+
+    out = suite.summarise(settings, results, SuiteContext(Path("."), Path(".")))
     settle = {c.text.split(":")[0]: c for c in out.claims if "settle" in c.text}
     ou, osc = settle["OU weights"], settle[suite.DRIFT_LABEL["oscillating"]]
     inphase = settle[suite.DRIFT_LABEL["inphase"]]

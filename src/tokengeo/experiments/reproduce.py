@@ -111,7 +111,8 @@ class SuitePlan:
 
 
 def _module_suite(name: str, module: ModuleType) -> Suite:
-    """A module without ``SUITE`` (the older protocol: ``cells(settings)``,
+    """A module without ``SUITE`` (every built-in suite has one; this keeps suites written
+    to the older protocol working: ``cells(settings)``,
     ``summarise(settings, results, fig_dir)``, paths passed as ``_out_dir`` / ``_figure_dir``
     settings) as a :class:`Suite`."""
     def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:

@@ -23,6 +23,7 @@ from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.stats import Interval, Region, mean_interval, worst_run
+from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.summary import Referee
 
 THEORY_KEYS = {"n_tokens": int, "T": float, "dt": float, "heads": int, "dt_heads": list,
@@ -167,7 +168,7 @@ def _resolved(preset: str, overrides: dict) -> dict:
     return {k: v for k, v in fields.items() if k not in ("name", "notes", "scaling_heads")}
 
 
-def cells(settings: dict) -> list[Cell]:
+def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
     fig_h = settings.get("figure_heads")
     theory = dict(settings.get("theory", {}))
     seed = int(settings["preset"].get("seed", 0))
@@ -175,7 +176,7 @@ def cells(settings: dict) -> list[Cell]:
     for drift, preset in DRIFTS.items():
         overrides = _resolved(preset, dict(settings["preset"]))
         for H in settings["heads"]:
-            fig_dir = settings.get("_figure_dir") if H == fig_h else None
+            fig_dir = str(ctx.figure_dir) if H == fig_h else None
             out.append(Cell("flows", f"{drift}-H{H}", flow_cell,
                             {"preset": preset, "n_heads": H, "overrides": overrides,
                              "figure_dir": fig_dir}, label=f"{DRIFT_LABEL[drift]}, H={H}",
@@ -438,7 +439,12 @@ def _referee(settings: dict) -> Referee:
              ("paths", "10", f"{p.get('n_paths')} (OU); 1 for deterministic drifts")])
 
 
-def summarise(settings: dict, results: dict[str, CellResult], fig_dir: Path) -> SuiteOutput:
+def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
+              ) -> SuiteOutput:
+    fig_dir = ctx.figure_dir
+    if ctx.skipped:  # every claim not run, for the settings' reason
+        planned = cells(settings, SuiteContext(ctx.out_dir, fig_dir))
+        results = {c.key: CellResult(c.key, None, ctx.skipped) for c in planned}
     heads = list(settings["heads"])
     table = ("runs", ["drift", "H", "paths", "seconds", "mean avg G² [T/2,T]",
                       "G² trend (decades)", "max rel. residual", "clusters at T",
@@ -499,3 +505,6 @@ NOTES = [
     "cluster or spread is stated separately from the mean ⟨xi,xj⟩ and the clusters at "
     "cos ≥ 0.99 (8.1°), at 0 and at T.",
 ]
+
+
+SUITE = Suite("flows", TITLE, PAPER, SETTINGS, cells, summarise)
