@@ -37,8 +37,11 @@ __all__ = ["KERNELS", "KernelPlan", "compose", "head_runs", "laplacian_attention
            "plan_kernel", "run_plan"]
 
 KERNELS = ("auto", "lean", "compose", "triton")
-# Whether "auto" takes the Triton kernel on CUDA. Off until the GPU benchmark
-# (`tokengeo bench laplacian --device cuda`) shows it faster than the lean path.
+# Whether "auto" takes the Triton kernel on CUDA. Off: on an H200 (2026-12-04, torch 2.11,
+# triton 3.6; make gpu-check, docs/benchmarks/gpu_check_2026-12-04.json) it was slower than
+# the lean path in every case, e.g. all heads Laplacian, time over SDPA, bf16 T=8192: 1.44
+# vs 1.08; fp32 T=4096: 1.11 vs 1.02 (bf16 T=1024: 2.11 vs 2.20, both far from SDPA).
+# Set it when a GPU run of `make gpu-check` shows the kernel faster.
 _TRITON_ON_CUDA = False
 
 
