@@ -1,4 +1,4 @@
-"""tokengeo.io: the one atomic writer (issue #13 item 4)."""
+"""tokengeo.io: the one atomic writer."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Bad input to flow, reproduce, bench, similarity, list-models and the Python entry points
-``simulate`` / ``head_output_similarity`` (issue #14 "Hardening", item 1), and Ctrl-C
+``simulate`` / ``head_output_similarity``, and Ctrl-C
 (item 7).
 
 Every CLI case runs ``tokengeo.cli.main`` in-process and asserts: exit status 2, exactly one

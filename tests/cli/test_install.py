@@ -1,5 +1,5 @@
-"""A core-only install (``pip install tokengeo``, no extras) trains and simulates
-(issue #13, item 11). The optional packages are made unimportable in a subprocess by a
+"""A core-only install (``pip install tokengeo``, no extras) trains and simulates.
+The optional packages are made unimportable in a subprocess by a
 ``sitecustomize`` shim on PYTHONPATH (``sys.modules[name] = None``)."""
 
 from __future__ import annotations

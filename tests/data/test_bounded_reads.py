@@ -1,4 +1,4 @@
-"""Bounded reads (issue #14, item 6): a few bytes on disk never turn into gigabytes.
+"""Bounded reads: a few bytes on disk never turn into gigabytes.
 
 The numpy-only unpickler checks every shape against what the data can hold before it
 allocates; gzip'd idx files and pickles are decompressed no further than the data set's

@@ -1,4 +1,4 @@
-"""Caches and reports that trust nothing on disk (issue #14, item 4).
+"""Caches and reports that trust nothing on disk.
 
 A reproduce cell file that is unreadable, not UTF-8, not JSON or of the wrong structure is
 recomputed with one log line saying why; a moved or copied output folder still finds its

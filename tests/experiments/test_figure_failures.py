@@ -1,5 +1,5 @@
 """A figure that cannot be drawn (matplotlib missing, a plotting error) never costs a
-reproduce cell or a report its numbers (issue #13, item 11)."""
+reproduce cell or a report its numbers."""
 
 from __future__ import annotations
 

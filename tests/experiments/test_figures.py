@@ -1,4 +1,4 @@
-"""Figures fit for a paper (issue #13, items 8 and 9), checked on the Figure objects the plot
+"""Figures fit for a paper, checked on the Figure objects the plot
 functions return: no clipped text, fits the report's width with readable fonts, bands and
 error bars named in the figure, integer ticks on integer axes, one colour scale per heat-map
 figure with a colour bar, a colour map and a key for more than 10 per-head curves."""

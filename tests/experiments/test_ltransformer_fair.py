@@ -1,5 +1,5 @@
 """The L-Transformer compared fairly: the fair baseline's embedding, the suite's claims and
-regions, and the benchmark's encoder-only measurements (issue #17, item 5)."""
+regions, and the benchmark's encoder-only measurements."""
 
 import math
 from pathlib import Path

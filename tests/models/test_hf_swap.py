@@ -1,4 +1,4 @@
-"""The fast Laplacian swap of ``laplacianize`` (issue 15): head blocks, in-place edits, the
+"""The fast Laplacian swap of ``laplacianize``: head blocks, in-place edits, the
 value tap that replaced the value projection's forward hook, and per-step op counts."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark: tokengeo.flows.simulate vs a straightforward materialising implementation.
 
-Claim (issue 16): at n = 200 tokens, H = 100 heads, 10 paths, d = 3, float64, the chunked
+Claim: at n = 200 tokens, H = 100 heads, 10 paths, d = 3, float64, the chunked
 simulator takes >= 20x fewer seconds per Euler step than the authors' per-step computation (a
 direct transcription that materialises every (paths, H, n, n) kernel, Euler), with
 trajectories agreeing to 1e-9. Both run in this process, each warmed up once, then

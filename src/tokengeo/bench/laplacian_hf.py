@@ -1,6 +1,6 @@
 """Benchmark: a pretrained LLM with Laplacian heads vs plain, forward and generate tokens/s.
 
-Claim (issue 15): SmolLM2-135M with k=3 Laplacian heads per layer
+Claim: SmolLM2-135M with k=3 Laplacian heads per layer
 (``tokengeo.laplacianize(model, n_laplacian=3)``) keeps >= 0.97 of the plain model's
 throughput, for a forward pass (batch 4 x 128 tokens) and for greedy generation
 (32 new tokens, ``DynamicCache``).

@@ -1,6 +1,6 @@
 """Benchmark: head-output similarity analysis vs the plain forward pass, and its memory.
 
-Claims (issue 5): the streaming analysis runs at >= 0.75 of the throughput of a plain
+Claims: the streaming analysis runs at >= 0.75 of the throughput of a plain
 eager forward pass of the same model on the same batches, and its peak memory does not
 grow with the number of samples.
 

@@ -1,6 +1,6 @@
 """Trainer overhead: data loading + logging + checkpointing as a fraction of step time.
 
-Claim (issue 3): at the tiny sizes the trainer adds <= 5% to the time of a bare step.
+Claim: at the tiny sizes the trainer adds <= 5% to the time of a bare step.
 
 In one process, alternating ``--repeats`` times, this times
 

@@ -35,7 +35,7 @@ from tokengeo.experiments.sweep import Sweep, SweepResults, config_digest, run_f
 NAME = "retrofit"
 TITLE = "Laplacian heads retrofitted into a pretrained LM"
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
-         "Representations\", arXiv 2602.09297 (retrofitting: tokengeo issue #15)")
+         "Representations\", arXiv 2602.09297 (retrofitting: a question of tokengeo's own)")
 SRC = "Zhang & Papyan 2026 train from scratch; retrofitting a trained LM is our question"
 PAPER_KEY = "Zhang & Papyan (Laplacian heads)"
 SETTINGS = {  # suites/retrofit.toml: [common] + [quick] or [full]
