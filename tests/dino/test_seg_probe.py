@@ -4,7 +4,8 @@ patch tokens that carry the mask (high mIoU) and on noise (chance)."""
 import pytest
 import torch
 
-from tokengeo.dino.seg_probe import constant_miou, fit_seg_probe, foreground_share, miou
+from tokengeo.dino.seg_probe import constant_miou, fit_seg_probe, miou
+from tokengeo.dino.segmentation import foreground_share
 from tokengeo.errors import ConfigError
 
 

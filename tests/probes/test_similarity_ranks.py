@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rank_reference import brute_auc
 
 from tokengeo.probes.similarity.ranks import (
     auc,
@@ -15,16 +16,6 @@ from tokengeo.probes.similarity.ranks import (
     conditional_auc,
     spearman,
 )
-
-
-def brute_auc(s, pos):
-    """P(s+ > s-) + 1/2 P(s+ = s-) over all (positive, negative) pairs."""
-    plus, minus = s[pos], s[~pos]
-    if len(plus) == 0 or len(minus) == 0:
-        return math.nan
-    diff = plus[:, None] - minus[None, :]
-    return float(((diff > 0).double() + 0.5 * (diff == 0).double()).mean())
-
 
 rows = st.lists(st.tuples(st.integers(0, 4), st.booleans(), st.booleans()),
                 min_size=1, max_size=30)

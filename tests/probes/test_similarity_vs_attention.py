@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from rank_reference import brute_auc
 
 from tokengeo.errors import ConfigError
 from tokengeo.probes.similarity.vs_attention import (
@@ -13,14 +14,6 @@ from tokengeo.probes.similarity.vs_attention import (
     relation_pairs,
     wordpiece_word_ids,
 )
-
-
-def brute_auc(s, pos):
-    plus, minus = s[pos], s[~pos]
-    if len(plus) == 0 or len(minus) == 0:
-        return math.nan
-    diff = plus[:, None] - minus[None, :]
-    return float(((diff > 0).double() + 0.5 * (diff == 0).double()).mean())
 
 
 def test_relation_pairs_by_hand():

@@ -165,8 +165,8 @@ def evaluate_backbone(backbone: nn.Module, data, n_train: int = 10000, n_test: i
     penalty), the spectrum and PCA-foreground IoU of the test images' patch tokens, and the
     mIoU of a linear segmentation probe fitted on ``n_seg_train`` training images' patch
     tokens (:mod:`tokengeo.dino.seg_probe`)."""
-    from tokengeo.dino.seg_probe import fit_seg_probe, foreground_share
-    from tokengeo.dino.segmentation import foreground_masks, pca_iou
+    from tokengeo.dino.seg_probe import fit_seg_probe
+    from tokengeo.dino.segmentation import foreground_masks, foreground_share, pca_iou
     from tokengeo.probes.spectrum import spectral_decay
 
     train, y_train, _ = _split_features(backbone, data, "train", n_train)

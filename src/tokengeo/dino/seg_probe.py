@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from tokengeo.dino.segmentation import iou
 from tokengeo.errors import ConfigError
 
 PENALTIES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)  # λ per patch: the fit shrinks by about 1/(1 + λ)
@@ -49,25 +49,13 @@ class SegProbeResult:
         return asdict(self)
 
 
-def foreground_share(images: Tensor, patch_size: int) -> Tensor:
-    """(N, C, H, W) images -> (N, H/p · W/p) fraction of each patch's pixels above 0 in any
-    channel, in [0, 1]."""
-    if images.dim() != 4 or images.shape[-1] % patch_size or images.shape[-2] % patch_size:
-        raise ConfigError(f"images shaped {tuple(images.shape)} do not tile into "
-                          f"{patch_size}x{patch_size} patches; pass (N, C, H, W) with H and "
-                          f"W multiples of the patch size")
-    nonzero = (images > 0).any(dim=1, keepdim=True).double()  # (N, 1, H, W)
-    return F.avg_pool2d(nonzero, patch_size).flatten(1)  # (N, P)
-
-
 def miou(pred: Tensor, truth: Tensor) -> tuple[float, float, float]:
-    """(mIoU, IoU_fg, IoU_bg) of boolean predictions against boolean truth, any equal shapes;
-    a class absent from both has IoU 1."""
-    ious = []
-    for p, t in ((pred, truth), (~pred, ~truth)):
-        union = (p | t).sum().item()
-        ious.append((p & t).sum().item() / union if union else 1.0)
-    return (ious[0] + ious[1]) / 2, ious[0], ious[1]
+    """(mIoU, IoU_fg, IoU_bg) of boolean predictions against boolean truth, any equal shapes,
+    over all their elements (:func:`tokengeo.dino.segmentation.iou`: a class absent from
+    both has IoU 1)."""
+    p, t = pred.reshape(1, -1), truth.reshape(1, -1)
+    fg, bg = iou(p, t).item(), iou(~p, ~t).item()
+    return (fg + bg) / 2, fg, bg
 
 
 def constant_miou(train_share: Tensor, test_share: Tensor) -> float:

@@ -21,14 +21,24 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tokengeo.data.splits import evenly_spaced
+from tokengeo.errors import ConfigError
+
+
+def foreground_share(images: Tensor, patch_size: int) -> Tensor:
+    """(N, C, H, W) images -> (N, H/p · W/p) fraction of each patch's pixels above 0 in any
+    channel, in [0, 1]."""
+    if images.dim() != 4 or images.shape[-1] % patch_size or images.shape[-2] % patch_size:
+        raise ConfigError(f"images shaped {tuple(images.shape)} do not tile into "
+                          f"{patch_size}x{patch_size} patches; pass (N, C, H, W) with H and "
+                          f"W multiples of the patch size")
+    nonzero = (images > 0).any(dim=1, keepdim=True).double()  # (N, 1, H, W)
+    return F.avg_pool2d(nonzero, patch_size).flatten(1)  # (N, P)
 
 
 def foreground_masks(images: Tensor, patch_size: int, min_fraction: float = 0.5) -> Tensor:
     """uint8/float images (N, C, H, W) -> (N, H/p * W/p) bool: patches with more than
     ``min_fraction`` of their pixels above 0 in any channel."""
-    nonzero = (images > 0).any(dim=1, keepdim=True).float()  # (N, 1, H, W)
-    frac = F.avg_pool2d(nonzero, patch_size)  # (N, 1, h, w)
-    return (frac > min_fraction).flatten(1)
+    return foreground_share(images, patch_size) > min_fraction
 
 
 def iou(pred: Tensor, mask: Tensor) -> Tensor:

@@ -63,15 +63,12 @@ def _matrix(values: Mapping[int, Sequence[float]]) -> tuple[tuple[int, ...], tor
 
 
 def _ranks(y: torch.Tensor) -> torch.Tensor:
-    """Mid-ranks (1-based) of each row of y (S, J): ties share their mean rank."""
-    S, J = y.shape
-    r = torch.empty_like(y)
-    for s in range(S):
-        row = y[s]
-        for j in range(J):
-            below, equal = (row < row[j]).sum().item(), (row == row[j]).sum().item()
-            r[s, j] = below + (equal + 1) / 2
-    return r
+    """Mid-ranks (1-based) of each row of y (S, J): ties share their mean rank
+    (``scipy.stats.rankdata``)."""
+    from tokengeo._deps import require
+
+    ranks = require("scipy.stats").rankdata(y.numpy(), axis=1)
+    return torch.from_numpy(ranks).to(torch.float64)
 
 
 def _page_null(ranks: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, str]:
