@@ -17,7 +17,7 @@ Three kernels compute it, and :func:`plan_kernel` chooses one, by name or automa
   when asked for, or in ``"auto"`` on CUDA once :data:`_TRITON_ON_CUDA` is set.
 
 :func:`laplacian_attention` plans and runs per call; tokengeo's attention modules plan once
-per input signature (:class:`tokengeo.nn.attention.AttentionKernel`) and call
+per input signature (:class:`tokengeo.nn.attention.HeadAttention`) and call
 :func:`run_plan`.
 """
 
