@@ -199,3 +199,42 @@ def test_minilm_corpus_window_laplacianized(tmp_path):
     P = torch.frombuffer(bytearray(raw[: 20 * 20]), dtype=torch.uint8).double().view(20, 20)
     rows = (P / 255 * head["p_scale"]).sum(1)
     assert torch.allclose(rows, torch.ones(20, dtype=torch.float64), atol=20 * head["p_scale"] / 510)
+
+
+@pytest.fixture(scope="module")
+def tiny_flow(tmp_path_factory):
+    """A finished `tokengeo flow` run folder (0.2 time units, one path): a valid view input."""
+    flow = tmp_path_factory.mktemp("flowrun") / "flow"
+    assert main(["flow", "--preset", "s2-ou", "--T", "0.2", "--dt", "0.05", "--n-paths", "1",
+                 "--scaling-heads", "none", "--record-every", "1", "--no-plots", "--quiet",
+                 "--out", str(flow)]) == 0
+    return flow
+
+
+@pytest.mark.parametrize("plant", ["user-page", "user-file-in-folder", "symlink", "folder"])
+def test_out_never_replaces_what_view_did_not_write(plant, tiny_flow, tmp_path, capsys):
+    out = tmp_path / "p.html"
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("the user's notes")
+    if plant == "user-page":
+        out.write_text("<html>my own page</html>")
+    elif plant == "user-file-in-folder":
+        (tmp_path / "p_files").mkdir()
+        (tmp_path / "p_files" / "notes.txt").write_text("mine")
+    elif plant == "symlink":
+        out.symlink_to(theirs)
+    else:
+        out.mkdir()
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    code, err = run_cli(["--flow", str(tiny_flow), "--out", str(out)], capsys)
+    assert code == 2 and len(err) == 1 and "did not write" in err[0], err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_out_rewrites_its_own_page(tiny_flow, tmp_path, capsys):
+    out = tmp_path / "p.html"
+    assert main(["view", "--flow", str(tiny_flow), "--out", str(out)]) == 0
+    first = out.read_text()
+    assert main(["view", "--flow", str(tiny_flow), "--out", str(out)]) == 0
+    assert out.read_text() == first and '<meta name="generator" content="tokengeo view">' in first

@@ -93,6 +93,12 @@ def _check_out(text: str) -> Path:
         raise ConfigError(f"--out {text!r} must name an .html file, e.g. --out view.html")
     if not out.parent.exists():
         raise ConfigError(f"the folder of --out {text!r} does not exist; create it first")
+    from tokengeo.view.page import foreign_file
+
+    foreign = foreign_file(out)
+    if foreign is not None:
+        raise ConfigError(f"--out {text!r} would replace {str(foreign)!r}, which tokengeo view "
+                          "did not write; choose another --out or move it away")
     return out
 
 

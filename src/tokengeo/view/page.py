@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -31,8 +32,33 @@ def _script_json(obj) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+GENERATOR = '<meta name="generator" content="tokengeo view">'  # marks a page tokengeo wrote
+CHUNK_NAME = re.compile(r"c-[A-Za-z0-9_-]+\.js")  # the files of a page's folder
+
+
 def files_folder(out: Path) -> Path:
     return out.with_name(out.stem + "_files")
+
+
+def foreign_file(out: Path) -> Path | None:
+    """What writing a page at ``out`` would replace that tokengeo did not write: ``out``
+    itself (not a regular file, or without the generator mark) or something in its
+    ``_files`` folder other than chunk files; None when nothing would be lost."""
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        return out
+    if out.is_file():
+        with open(out, "rb") as f:
+            head = f.read(4096)
+        if GENERATOR.encode() not in head:
+            return out
+    folder = files_folder(out)
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        return folder
+    if folder.is_dir():
+        return next((c for c in sorted(folder.iterdir())
+                     if c.is_symlink() or not c.is_file() or not CHUNK_NAME.fullmatch(c.name)),
+                    None)
+    return None
 
 
 def render(payload: dict, chunks: dict[str, str], *, title: str, out: Path,
@@ -45,6 +71,7 @@ def render(payload: dict, chunks: dict[str, str], *, title: str, out: Path,
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        GENERATOR,
         # no network at view time: forbid every fetch except this page's own files
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
