@@ -66,3 +66,42 @@ def test_monte_carlo_branch_agrees_with_scipy():
 def test_bad_inputs(values, match):
     with pytest.raises(ConfigError, match=match):
         trend_over_k(values)
+
+
+def _sweep_of(values: dict[int, list[float]]):
+    """A SweepResults whose cells hold ``values`` {k: per-seed metric} as test accuracy."""
+    from tokengeo.experiments.cells import CellResult
+    from tokengeo.experiments.sweep import Sweep, k_variants
+
+    ks = sorted(values)
+    seeds = tuple(range(len(values[ks[0]])))
+    sweep = Sweep("t", k_variants(ks), seeds, {})
+    results = {sweep.key(f"k={k}", s): CellResult(
+        sweep.key(f"k={k}", s), {"final": {"test": {"accuracy": values[k][s]}}})
+        for k in ks for s in seeds}
+    return sweep.results(results)
+
+
+@pytest.mark.parametrize("slope,higher,verdict", [(1.0, True, "reproduced"),
+                                                  (-1.0, True, "not reproduced"),
+                                                  (-1.0, False, "reproduced")])
+def test_trend_claim_judges_the_mean_per_seed_slope(slope, higher, verdict):
+    from tokengeo.experiments.sweep import trend_claim
+
+    values = _data(slope)
+    claim = trend_claim("t", _sweep_of(values), "acc rises with k", "src", "rises",
+                        {k: f"k={k}" for k in values}, "acc",
+                        lambda r: r.metric("test", "accuracy"), higher=higher)
+    assert claim.verdict == verdict
+    assert claim.measured.mean == pytest.approx(trend_over_k(values).slope)
+    assert "Page's L" in claim.detail
+
+
+def test_trend_claim_with_a_missing_cell_is_not_run():
+    from tokengeo.experiments.sweep import trend_claim
+
+    res = _sweep_of(_data(1.0))
+    del res.results["k=0-s0"]
+    claim = trend_claim("t", res, "acc rises", "src", "rises", {k: f"k={k}" for k in range(5)},
+                        "acc", lambda r: r.metric("test", "accuracy"), higher=True)
+    assert claim.verdict.startswith("not run") and "k=0-s0" in claim.verdict

@@ -42,6 +42,7 @@ class Trend:
     p_increasing: float  # one-sided, Page's L
     p_decreasing: float
     method: str  # "exact" or "monte carlo (20000)"
+    slopes: tuple[float, ...] = ()  # β_s, one per seed (the unit of replication)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -104,4 +105,5 @@ def trend_over_k(values: Mapping[int, Sequence[float]]) -> Trend:
     p_inc = ((null >= L - eps).double().mean()).item()
     p_dec = ((null <= L + eps).double().mean()).item()
     return Trend(ks=ks, n_seeds=S, slope=mean, slope_lo=mean - half, slope_hi=mean + half,
-                 page_l=L, p_increasing=p_inc, p_decreasing=p_dec, method=method)
+                 page_l=L, p_increasing=p_inc, p_decreasing=p_dec, method=method,
+                 slopes=tuple(slopes.tolist()))
