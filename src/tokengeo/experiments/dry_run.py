@@ -57,7 +57,7 @@ WIDTHS = (18, 6, 7, 13, 16, 44)
 
 
 def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f}"
+    return f"{seconds / 3600:,.2f}"
 
 
 def render(mode: str, costs: list[SuiteCost], jobs: int) -> str:
@@ -77,7 +77,7 @@ def render(mode: str, costs: list[SuiteCost], jobs: int) -> str:
     lines = [f"Dry run of `tokengeo reproduce --{mode}`: nothing is run or written.",
              text_table(["suite", "cells", "cached", "core-h (all)", "core-h (to run)",
                          "cost from"], rows, WIDTHS),
-             f"With --jobs {jobs}: at least {left / 3600 / jobs:.2f} h of wall time here "
+             f"With --jobs {jobs}: at least {left / 3600 / jobs:,.2f} h of wall time here "
              "(core-hours / jobs; cells of more than one thread and uneven lengths add to it)."
              " Costs are this machine's core-hours, estimated from each suite's cell_cost "
              "hints (1-thread CPU seconds on a 2-core laptop) or measured where the cache "
