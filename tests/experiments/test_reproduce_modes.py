@@ -180,3 +180,35 @@ def test_builtin_paper_tables_pass_every_check_and_name_their_paths(tmp_path):
     with pytest.raises(ConfigError, match="--data-path"):
         rp.reproduce(cfg, log=print)
     assert not (tmp_path / "out").exists()
+
+
+PAPER_MICRO = """[common]
+geometry_k = 2
+[paper]
+seeds = [0, 1]
+ks = [0, 2]
+geometry_examples = 6
+train = { model = "vit-tiny", data = "cifar10:${CIFAR10}", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 1, model_overrides = { n_layers = 1, d_model = 16 } }
+"""
+
+
+@pytest.mark.slow  # ~12 s: four micro trainings
+def test_laplacian_images_trains_on_a_supplied_cifar_archive(tmp_path):
+    """The whole path of --paper: placeholder -> name:path -> CIFAR loader -> a ViT on
+    3x32x32 images -> claims (on a CIFAR-10 archive of 26 images made here)."""
+    from cifar_archive import cifar10_members, write_archive
+
+    archive = write_archive(tmp_path / "cifar-10-python.tar.gz", "cifar-10-batches-py",
+                            cifar10_members())
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "laplacian-images.toml").write_text(PAPER_MICRO)
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", mode="paper", only=("laplacian-images",),
+                             config_dir=conf, data_paths={"CIFAR10": str(archive)})
+    _, outputs = rp.reproduce(cfg, log=lambda m: None)
+    assert outputs[0].claims and not any(c.verdict.startswith("not run")
+                                         for c in outputs[0].claims if c.kind != "new")
+    runs = list((tmp_path / "out" / "runs" / "laplacian-images").iterdir())
+    assert len(runs) == 4
+    resolved = (runs[0] / "config.json").read_text()
+    assert f"cifar10:{archive}" in resolved  # the run trained on the supplied archive

@@ -1,4 +1,4 @@
-"""Small CIFAR python archives in the real format, for the loader tests.
+"""Small CIFAR python archives in the real format, for the loader and reproduce tests.
 
 The real batches are dicts pickled by Python 2 (protocol 2): keys, file names and the
 array's raw bytes are Python 2 strings (``SHORT_BINSTRING`` / ``BINSTRING`` opcodes), which
