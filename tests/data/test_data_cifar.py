@@ -150,3 +150,17 @@ def test_train_cli_refuses_a_missing_cifar_path_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "none.tar.gz does not exist" in err[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_labels_saved_as_an_array_are_read_too(tmp_path):
+    members = cifar10_members()
+    members["test_batch"]["labels"] = np.array(members["test_batch"]["labels"], np.int64)
+    path = write_archive(tmp_path / "c.tar.gz", "cifar-10-batches-py", members)
+    assert load_cifar10(str(path), val_fraction=0.2).test.labels.tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.tar.gz")
+    assert "not a regular file" in _refusal(tmp_path / "pipe.tar.gz")

@@ -212,3 +212,13 @@ def test_laplacian_images_trains_on_a_supplied_cifar_archive(tmp_path):
     assert len(runs) == 4
     resolved = (runs[0] / "config.json").read_text()
     assert f"cifar10:{archive}" in resolved  # the run trained on the supplied archive
+
+
+def test_cli_dry_run_checks_jobs_and_unknown_paths(fake_suite, tmp_path, capsys):
+    code = main(["reproduce", "--dry-run", "--config-dir", str(fake_suite), "--jobs", "-1",
+                 "--out", str(tmp_path / "out")])
+    assert code == 2 and "jobs=-1" in capsys.readouterr().err
+    code = main(["reproduce", "--dry-run", "--config-dir", str(fake_suite),
+                 "--data-path", "NOPE=/x", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--data-path NOPE is used by none" in err[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 
@@ -64,10 +63,10 @@ def run(args: argparse.Namespace) -> int:
                           data_paths=parse_data_paths(args.data_path))
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address,
                               connect_timeout=args.connect_timeout)
-    if args.dry_run:  # nothing started, locked or written
-        dry_run(cfg, jobs=args.jobs or os.cpu_count() or 1)
-        return 0
     executor.validate()
+    if args.dry_run:  # nothing started, locked or written
+        dry_run(cfg, jobs=executor.workers())
+        return 0
     lock_run_folder(cfg.out, "tokengeo reproduce")  # one run per folder (released on exit)
     path, outputs = reproduce(cfg, executor=executor)
     print(summary_text(outputs))

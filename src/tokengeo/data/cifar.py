@@ -15,7 +15,7 @@ training batches.
 from __future__ import annotations
 
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -59,8 +59,7 @@ CIFAR10 = CifarLayout("cifar10", "cifar-10-python.tar.gz", "cifar-10-batches-py"
                       "batches.meta", "labels", "label_names", 60000)
 CIFAR100 = CifarLayout("cifar100", "cifar-100-python.tar.gz", "cifar-100-python", ("train",),
                        "test", "meta", "fine_labels", "fine_label_names", 60000)
-CIFAR100_COARSE = CifarLayout(**{**CIFAR100.__dict__, "label_key": "coarse_labels",
-                                 "names_key": "coarse_label_names"})
+CIFAR100_COARSE = replace(CIFAR100, label_key="coarse_labels", names_key="coarse_label_names")
 
 
 def read_members(root: str | Path | None, layout: CifarLayout) -> dict[str, bytes]:
@@ -76,6 +75,8 @@ def read_members(root: str | Path | None, layout: CifarLayout) -> dict[str, byte
     if path.is_dir():
         folder = path / layout.folder if (path / layout.folder).is_dir() else path
         return {name: _read_file(folder / name, layout) for name in wanted}
+    if not path.is_file():  # a FIFO or a device would block the read
+        raise ConfigError(f"{path} is not a regular file; give {layout.archive} or its folder")
     return _read_archive(path, layout, wanted)
 
 
@@ -131,6 +132,8 @@ def decode_batch(raw: bytes, what: str, label_key: str,
     """One pickled batch -> images (N, 3, 32, 32) uint8 and labels (N,) int64."""
     record = _record(raw, what)
     data, labels = record.get("data"), record.get(label_key)
+    if isinstance(labels, np.ndarray) and labels.ndim == 1 and labels.dtype.kind in "iu":
+        labels = labels.tolist()  # a re-saved batch may hold its labels as an array
     if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 \
             or data.shape[1] != PIXELS:
         got = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
