@@ -164,3 +164,10 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
 
     os.mkfifo(tmp_path / "pipe.tar.gz")
     assert "not a regular file" in _refusal(tmp_path / "pipe.tar.gz")
+
+
+def test_an_archive_under_its_own_name_is_recognised(cifar10_tar, tmp_path):
+    assert dataset_kind(str(cifar10_tar)) == "image-classification"
+    assert len(load_dataset(str(cifar10_tar), val_fraction=0.2).test) == 6
+    folder = write_folder(tmp_path / "y", "cifar-10-batches-py", cifar10_members())
+    assert load_dataset(str(folder), val_fraction=0.2).num_classes == 10

@@ -6,7 +6,8 @@ any other file or a folder of text files (language modelling).
 
 ``name:path`` gives a registered data set the location of its files (its ``root`` option):
 ``cifar10:/data/cifar-10-python.tar.gz``, ``imagenet:/data/imagenet``; the data sets the
-user supplies (CIFAR, ImageNet, any image folder) are read only that way.
+user supplies (CIFAR, ImageNet, any image folder) are read that way, and a CIFAR archive or
+folder under its own name (``/data/cifar-100-python.tar.gz``) is recognised as such.
 """
 
 from __future__ import annotations
@@ -183,14 +184,25 @@ def load_path(path: str | Path, kind: str | None = None, **options: Any):
 
 def split_location(name: str) -> tuple[str, dict[str, str]]:
     """``"cifar10:/data/x.tar.gz"`` -> ``("cifar10", {"root": "/data/x.tar.gz"})`` when the
-    part before the first ``:`` is a registered data set read from a ``root``; any other
-    name -> ``(name, {})``."""
+    part before the first ``:`` is a registered data set read from a ``root``; a CIFAR
+    download under its own name (``.../cifar-10-python.tar.gz``) -> ``("cifar10", {"root":
+    ...})``; any other name -> ``(name, {})``."""
     head, sep, tail = name.partition(":")
     if not sep or head not in _REGISTRY or "root" not in _REGISTRY[head].options():
-        return name, {}
+        by_file = _known_archive(name)  # cifar-10-python.tar.gz or cifar-10-batches-py
+        return (by_file, {"root": name}) if by_file is not None else (name, {})
     if not tail:
         raise ConfigError(f"{name!r} names no path after ':'; write {head}:/path/to/data")
     return head, {"root": tail}
+
+
+def _known_archive(name: str) -> str | None:
+    """The data set whose download (archive or extracted folder) is called like ``name``."""
+    base = Path(name).name
+    for layout in (cifar.CIFAR10, cifar.CIFAR100):
+        if base in (layout.archive, layout.folder) and layout.name in _REGISTRY:
+            return layout.name
+    return None
 
 
 def _resolve(name_or_path: str | Path) -> DatasetInfo:
