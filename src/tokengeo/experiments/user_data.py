@@ -49,7 +49,7 @@ def _hint(value: str) -> str:
     head = value.partition(":")[0]
     if head not in list_datasets():
         return ""
-    return f" (of your copy of {head}: {dataset_info(head).install})"
+    return f" ({head}: {dataset_info(head).install})"
 
 
 def parse_data_paths(items: list[str]) -> dict[str, str]:
