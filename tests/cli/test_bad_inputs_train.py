@@ -90,7 +90,7 @@ FLAG_CASES = [
     (["--task", "language-modeling"], "task 'language-modeling' needs language-modeling data"),
     (["--model", "vit-huge"], "unknown model 'vit-huge'"),
     (["--model", "gpt-tiny"], "unknown gpt-tiny option(s) ['patch_size']"),
-    (["--data", "imagenet"], "unknown dataset 'imagenet'"),
+    (["--data", "imagenet-21k"], "unknown dataset 'imagenet-21k'"),
     (["--data", "no/such/file.txt"], "no such file or folder"),
     (["--out", ""], "out must name a run directory"),
 ]

@@ -16,7 +16,8 @@ from tokengeo.errors import ConfigError, DataNotFoundError
 EXPECTED = {
     "fashion-mnist", "digits", "animal-mnist", "shakespeare", "shakespeare-char",
     "shakespeare-gpt2", "shakespeare-bpe", "tweets", "tweets-binary", "fortunes-topics",
-    "python-docs", "rotten-tomatoes", "spam-assassin",
+    "python-docs", "rotten-tomatoes", "spam-assassin", "cifar10", "cifar100", "imagenet",
+    "image-folder",
 }  # fmt: skip
 
 # dataset -> the environment variable locating its source (digits ships inside scikit-learn)
@@ -55,12 +56,12 @@ def test_kind_and_options_without_loading(tmp_path):
     assert dataset_kind(tmp_path / "t.csv") == "text-classification"
     assert "max_len" in dataset_options(str(tmp_path / "t.csv"))
     with pytest.raises(ConfigError, match="unknown dataset"):
-        dataset_kind("imagenet")
+        dataset_kind("imagenet-21k")
 
 
 def test_unknown_name_and_option_are_config_errors():
     with pytest.raises(ConfigError, match="fashion-mnist") as err:
-        load_dataset("cifar10")
+        load_dataset("cifar-1000")
     assert "tweets-binary" in str(err.value)
     with pytest.raises(ConfigError, match="valid"):
         load_dataset("digits", batch_size=3)

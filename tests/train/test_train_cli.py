@@ -37,7 +37,7 @@ def one_error_line(capsys) -> str:
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "vit-huge"], "unknown model 'vit-huge'; registered models: ["),
-    (["--data", "imagenet"], "unknown dataset 'imagenet'; choose one of ["),
+    (["--data", "imagenet-21k"], "unknown dataset 'imagenet-21k'; choose one of ["),
     (["--n-laplacian", "5"], "n_laplacian=5 exceeds n_heads=4; choose 0 <= n_laplacian <= 4"),
     (["--steps", "0"], "steps=0 must be > 0"),
     (["--steps", "-3"], "steps=-3 must be > 0"),

@@ -12,7 +12,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="laptop settings (default; about 10 minutes on 2 cores)")
     mode.add_argument("--full", dest="mode", action="store_const", const="full",
                       help="larger settings, about two hours on 2 cores (docs/results/)")
+    mode.add_argument("--paper", dest="mode", action="store_const", const="paper",
+                      help="the papers' sizes ([paper] tables) on data you supply with "
+                           "--data-path; plan it first with --dry-run")
     parser.set_defaults(mode="quick")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the mode's cells per suite and their estimated cost "
+                             "(core-hours here); run and write nothing")
+    parser.add_argument("--data-path", action="append", default=[], metavar="NAME=PATH",
+                        help="fill the ${NAME} placeholder of the suites' settings (the "
+                             "papers' data and models, e.g. CIFAR100=/data/cifar-100-python"
+                             ".tar.gz); repeat for each; the environment variable NAME "
+                             "works too")
     parser.add_argument("--only", default="", help="comma-separated suites (default: all)")
     parser.add_argument("--out", default="runs/repro", help="output folder (resumable)")
     parser.add_argument("--config-dir", default=None,
@@ -36,9 +47,11 @@ def run(args: argparse.Namespace) -> int:
         BUILTIN_CONFIG_DIR,
         SUITES,
         ReproduceConfig,
+        dry_run,
         reproduce,
         summary_text,
     )
+    from tokengeo.experiments.user_data import parse_data_paths
     from tokengeo.runlock import lock_run_folder
 
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
@@ -46,10 +59,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--only {args.only!r} names no suite; give comma-separated names "
                           f"from {list(SUITES)}, or drop --only to run them all")
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
-                          config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR))
+                          config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR),
+                          data_paths=parse_data_paths(args.data_path))
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address,
                               connect_timeout=args.connect_timeout)
     executor.validate()
+    if args.dry_run:  # nothing started, locked or written
+        dry_run(cfg, jobs=executor.workers())
+        return 0
     lock_run_folder(cfg.out, "tokengeo reproduce")  # one run per folder (released on exit)
     path, outputs = reproduce(cfg, executor=executor)
     print(summary_text(outputs))

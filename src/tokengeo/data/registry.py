@@ -3,6 +3,11 @@
 A name that is not registered but is an existing path loads the user's own data:
 a ``.npz`` or image folder (image classification), a ``.csv`` (text classification),
 any other file or a folder of text files (language modelling).
+
+``name:path`` gives a registered data set the location of its files (its ``root`` option):
+``cifar10:/data/cifar-10-python.tar.gz``, ``imagenet:/data/imagenet``; the data sets the
+user supplies (CIFAR, ImageNet, any image folder) are read that way, and a CIFAR archive or
+folder under its own name (``/data/cifar-100-python.tar.gz``) is recognised as such.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Any
 
 from tokengeo.checks import MAX_SEED, check_choice, check_int, check_range
 from tokengeo.data import (
+    cifar,
+    image_folder,
     images,
     rotten_tomatoes,
     shakespeare,
@@ -107,6 +114,9 @@ _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "text_column": _check_str,
     "label_column": _check_str,
     "grayscale": _check_bool,
+    "coarse": _check_bool,
+    "image_size": lambda n, v: check_int(n, v, 1, 4096),
+    "max_per_class": lambda n, v: v is None or check_int(n, v, 1),
     "root": _check_root,
     "categories": _check_strings,
     "val_works": _check_strings,
@@ -172,9 +182,32 @@ def load_path(path: str | Path, kind: str | None = None, **options: Any):
     return _call(info, options, path=path)
 
 
+def split_location(name: str) -> tuple[str, dict[str, str]]:
+    """``"cifar10:/data/x.tar.gz"`` -> ``("cifar10", {"root": "/data/x.tar.gz"})`` when the
+    part before the first ``:`` is a registered data set read from a ``root``; a CIFAR
+    download under its own name (``.../cifar-10-python.tar.gz``) -> ``("cifar10", {"root":
+    ...})``; any other name -> ``(name, {})``."""
+    head, sep, tail = name.partition(":")
+    if not sep or head not in _REGISTRY or "root" not in _REGISTRY[head].options():
+        by_file = _known_archive(name)  # cifar-10-python.tar.gz or cifar-10-batches-py
+        return (by_file, {"root": name}) if by_file is not None else (name, {})
+    if not tail:
+        raise ConfigError(f"{name!r} names no path after ':'; write {head}:/path/to/data")
+    return head, {"root": tail}
+
+
+def _known_archive(name: str) -> str | None:
+    """The data set whose download (archive or extracted folder) is called like ``name``."""
+    base = Path(name).name
+    for layout in (cifar.CIFAR10, cifar.CIFAR100):
+        if base in (layout.archive, layout.folder) and layout.name in _REGISTRY:
+            return layout.name
+    return None
+
+
 def _resolve(name_or_path: str | Path) -> DatasetInfo:
     """The registered dataset, or a description of the user's data at a path."""
-    name = str(name_or_path)
+    name = split_location(str(name_or_path))[0]
     if name not in _REGISTRY and _looks_like_path(name):
         kind = path_kind(name_or_path)
         key = (kind, Path(name).expanduser().is_file())
@@ -204,10 +237,13 @@ def load_dataset(name_or_path: str | Path, **options: Any):
 
     Returns an :class:`ImageClassificationData`, :class:`TextClassificationData` or
     :class:`LanguageModelData`; its ``kind`` names the task."""
-    name = str(name_or_path)
+    name, location = split_location(str(name_or_path))
+    if location and "root" in options:
+        raise ConfigError(f"{name_or_path!r} gives the path; drop the root option "
+                          f"({options['root']!r}) or the ':path'")
     if name not in _REGISTRY and _looks_like_path(name):
         return load_path(name_or_path, **options)
-    return _call(dataset_info(name), options)  # unknown name: ConfigError listing valid ones
+    return _call(dataset_info(name), {**options, **location})  # unknown name: lists valid ones
 
 
 def load_python_docs(tokenizer: Any = "char", root: str | None = None,
@@ -217,6 +253,10 @@ def load_python_docs(tokenizer: Any = "char", root: str | None = None,
                             bpe_vocab_size)
     bundle.name = f"python-docs-{getattr(tokenizer, 'name', tokenizer)}"
     return bundle
+
+
+def _supplied(layout) -> str:
+    return f"download {layout.archive} from {cifar.URL}; no install, give its path"
 
 
 def _register_builtin() -> None:
@@ -253,6 +293,20 @@ def _register_builtin() -> None:
                     S.SPAM_ASSASSIN.install),
         DatasetInfo("fortunes-topics", txt, text_classification.load_fortunes,
                     "topic of a fortune, 10 categories, 3770", S.FORTUNES.install),
+        DatasetInfo("cifar10", img, cifar.load_cifar10,
+                    "CIFAR-10 3x32x32, 10 classes, 50000/10000, supplied by you "
+                    "(cifar10:/path/to/cifar-10-python.tar.gz)", _supplied(cifar.CIFAR10)),
+        DatasetInfo("cifar100", img, cifar.load_cifar100,
+                    "CIFAR-100 3x32x32, 100 classes (coarse=true: 20), 50000/10000, supplied "
+                    "by you (cifar100:/path/to/cifar-100-python.tar.gz)",
+                    _supplied(cifar.CIFAR100)),
+        DatasetInfo("imagenet", img, image_folder.load_image_folder,
+                    "ImageNet-1k as an image folder (train/ and val/ of class folders), "
+                    "resized to image_size (224), supplied by you (imagenet:/path)",
+                    "sort ImageNet's train and val images into <root>/{train,val}/<wnid>/"),
+        DatasetInfo("image-folder", img, image_folder.load_image_folder,
+                    "any folder of class subfolders of photographs, resized to image_size "
+                    "(image-folder:/path)", "put images in <root>/<class>/ (or train/, val/)"),
     ]:  # fmt: skip
         register_dataset(info)
 

@@ -13,6 +13,11 @@ caller's limit (and within the pickle's own length, which must hold them), and `
 exactly that long. Before unpickling, every opcode is scanned (``pickletools.genops``), so a
 length field promising gigabytes the data does not hold is refused before the C unpickler
 would reserve them.
+
+:func:`load_record` reads a pickled record of such arrays beside plain values (the CIFAR
+batches: a dict of ``data`` array, label lists and file names, written by Python 2): the
+same globals only, with dicts, lists, tuples, strings, bytes and numbers built by the
+unpickler's own opcodes, which call no code.
 """
 
 from __future__ import annotations
@@ -50,8 +55,8 @@ class ArrayUnpickler(pickle.Unpickler):
     """Unpickles plain numpy arrays whose data, in all, fits in ``max_bytes``."""
 
     def __init__(self, file, max_bytes: int, what: str = "pickle",
-                 bound: str = "the limit") -> None:
-        super().__init__(file)
+                 bound: str = "the limit", encoding: str = "ASCII") -> None:
+        super().__init__(file, encoding=encoding)  # "bytes": Python 2 strings stay bytes
         self.max_bytes, self.what, self.bound, self.spent = int(max_bytes), what, bound, 0
 
     def refuse(self, why: str) -> UnsafePickleError:
@@ -115,18 +120,14 @@ def _scan(data: bytes, what: str) -> None:
                                 "it (reinstall the data set if it is damaged)") from None
 
 
-def load_array(data: bytes, max_bytes: int | None = None, what: str = "pickle") -> np.ndarray:
-    """The numpy array pickled in ``data``; anything else raises ``UnsafePickleError``.
-
-    ``max_bytes`` caps the array's size (default and upper bound: ``len(data)``, since the
-    pickle must hold the array's bytes); ``what`` names the source in messages.
-    """
+def _unpickle(data: bytes, max_bytes: int | None, what: str, encoding: str = "ASCII"):
+    """What ``data`` pickles, with every array in it built and checked (see the module)."""
     if max_bytes is None or max_bytes >= len(data):
         limit, bound = len(data), "the pickle itself, which must hold the array's bytes"
     else:
         limit, bound = int(max_bytes), "what the data set can hold"
     _scan(data, what)
-    unpickler = ArrayUnpickler(io.BytesIO(data), limit, what, bound)
+    unpickler = ArrayUnpickler(io.BytesIO(data), limit, what, bound, encoding)
     try:
         obj = unpickler.load()
     except UnsafePickleError:
@@ -134,8 +135,38 @@ def load_array(data: bytes, max_bytes: int | None = None, what: str = "pickle") 
     except Exception as exc:  # malformed state, wrong argument types, ...
         raise unpickler.refuse(f"not a pickled numpy array ({type(exc).__name__}: {exc})") \
             from None
+    return _built(obj)
+
+
+def _built(obj):
+    """``obj`` with each pending array replaced by the array built from its checked state."""
     if isinstance(obj, _PendingArray):
-        obj = obj.array
+        return obj.array
+    if isinstance(obj, dict):
+        return {k: _built(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_built(v) for v in obj)
+    return obj
+
+
+def load_array(data: bytes, max_bytes: int | None = None, what: str = "pickle") -> np.ndarray:
+    """The numpy array pickled in ``data``; anything else raises ``UnsafePickleError``.
+
+    ``max_bytes`` caps the array's size (default and upper bound: ``len(data)``, since the
+    pickle must hold the array's bytes); ``what`` names the source in messages.
+    """
+    obj = _unpickle(data, max_bytes, what)
     if not isinstance(obj, np.ndarray) or obj.dtype.hasobject:
         raise UnsafePickleError(f"expected a numeric numpy array, got {type(obj).__name__}")
+    return obj
+
+
+def load_record(data: bytes, max_bytes: int | None = None, what: str = "pickle") -> dict:
+    """The dict pickled in ``data`` (keys as written: Python 2 strings come back as bytes),
+    its values numeric numpy arrays (``max_bytes`` in all, as in :func:`load_array`) or
+    plain values; any other global, or a top-level object that is not a dict, raises
+    ``UnsafePickleError``."""
+    obj = _unpickle(data, max_bytes, what, encoding="bytes")
+    if not isinstance(obj, dict):
+        raise UnsafePickleError(f"{what}: expected a pickled dict, got {type(obj).__name__}")
     return obj

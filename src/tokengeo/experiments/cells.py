@@ -186,12 +186,29 @@ class CellStore:
             value["figures"] = [under_out(f, self.out) for f in value["figures"]]
         return value, None
 
-    def save(self, cell: Cell, value: dict) -> None:
+    def save(self, cell: Cell, value: dict, seconds: float | None = None) -> None:
         """Store ``value`` in its envelope (figure paths under the output folder relative to
-        it); a folder in the cell file's place is left alone and the cell is not cached."""
+        it), with the wall ``seconds`` it took if known (``reproduce --dry-run`` reads them);
+        a folder in the cell file's place is left alone and the cell is not cached."""
         if self.path(cell).is_dir():
             return
         if "figures" in value:
             value = {**value, "figures": relative_to_out(list(value["figures"]), self.out)}
         envelope = {"format": CELL_FORMAT, "cell": f"{cell.suite}/{cell.key}", "value": value}
+        if seconds is not None:
+            envelope["seconds"] = round(float(seconds), 3)
         write_json(self.path(cell), envelope, indent=1, allow_nan=True)
+
+    def measured_seconds(self, cell: Cell) -> float | None:
+        """The wall seconds recorded with the cell's cached result, or None (no usable cached
+        result, or none recorded)."""
+        p = self.path(cell)
+        if not p.is_file():
+            return None
+        try:
+            data = json.loads(read_small(p, CELL_LIMIT).decode("utf-8"))
+        except (ConfigError, OSError, ValueError):  # UnicodeDecodeError is a ValueError
+            return None
+        seconds = data.get("seconds") if check_envelope(data, cell) is None else None
+        ok = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        return float(seconds) if ok and 0 <= seconds < float("inf") else None

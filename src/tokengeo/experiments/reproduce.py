@@ -2,11 +2,13 @@
 
 Each suite is a :class:`~tokengeo.experiments.suite.Suite` (``SUITE`` in its module: the
 settings schema, ``cells(settings, ctx)``, ``summarise(settings, results, ctx)``); its
-settings are the ``[quick]`` or ``[full]`` table of ``suites/<name>.toml`` (copy the folder
-and pass ``--config-dir`` to edit them). Every suite's settings are checked against its
+settings are the ``[quick]``, ``[full]`` or ``[paper]`` table of ``suites/<name>.toml`` (copy
+the folder and pass ``--config-dir`` to edit them); ``[paper]`` holds the papers' sizes, with
+``${NAME}`` placeholders for the data and models the user supplies
+(:mod:`tokengeo.experiments.user_data`). Every suite's settings are checked against its
 schema before any folder is created, and then cross-checked as a whole
 (:mod:`tokengeo.experiments.validation`). Finished cells are cached under ``OUT/cells`` and
-never recomputed.
+never recomputed. :func:`dry_run` lists a mode's cells and their estimated cost instead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import importlib
 import sys
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -26,6 +28,7 @@ from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.experiments.settings import check_settings
 from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.user_data import FLAG, Unresolved, fill_paths, placeholder_names
 from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import write_bytes
 from tokengeo.outmarker import claim_output
@@ -43,16 +46,20 @@ SUITES: dict[str, str] = {
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
 
 
+MODES = ("quick", "full", "paper")  # paper: the papers' sizes, on data the user supplies
+
+
 @dataclass
 class ReproduceConfig:
     out: Path
-    mode: str = "quick"  # quick | full
+    mode: str = "quick"  # one of MODES
     only: tuple[str, ...] = ()
     config_dir: Path = BUILTIN_CONFIG_DIR
+    data_paths: dict[str, str] = field(default_factory=dict)  # placeholder name -> path
 
     def suites(self) -> list[str]:
-        if self.mode not in ("quick", "full"):
-            raise ConfigError(f"mode={self.mode!r}; choose 'quick' or 'full'")
+        if self.mode not in MODES:
+            raise ConfigError(f"mode={self.mode!r}; choose one of {list(MODES)}")
         check_only(self.only)
         unknown = [s for s in self.only if s not in SUITES]
         if unknown:
@@ -60,7 +67,7 @@ class ReproduceConfig:
         return list(self.only) or list(SUITES)
 
 
-TABLES = ("common", "quick", "full")
+TABLES = ("common", *MODES)
 
 
 def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
@@ -86,7 +93,8 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
         raise ConfigError(f"{path}: unknown table(s) {unknown}; a suite file holds only "
                           f"{['[' + t + ']' for t in TABLES]}")
     if mode not in data:
-        raise ConfigError(f"{path} has no [{mode}] table")
+        raise ConfigError(f"{path} has no [{mode}] table; add one (copy {BUILTIN_CONFIG_DIR} "
+                          "and pass --config-dir) or leave this suite out with --only")
     if not all(isinstance(data.get(t, {}), dict) for t in TABLES):
         raise ConfigError(f"{path}: {list(TABLES)} must be tables")
     return {**data.get("common", {}), **data[mode]}
@@ -101,6 +109,7 @@ class SuitePlan:
     settings: dict
     ctx: SuiteContext
     cells: list[Cell]
+    unresolved: list[Unresolved] = field(default_factory=list)  # placeholders (dry run)
 
     @property
     def fig_dir(self) -> Path:
@@ -126,15 +135,43 @@ def _module_suite(name: str, module: ModuleType) -> Suite:
                  getattr(module, "SETTINGS", None) or {}, cells, summarise)
 
 
-def plan_suite(name: str, cfg: ReproduceConfig) -> SuitePlan:
+def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True) -> SuitePlan:
+    """``name``'s settings, checked, and its cells; ``${NAME}`` placeholders are filled
+    from ``cfg.data_paths`` (an unresolved one is refused unless not ``paths_required``)."""
     module = importlib.import_module(SUITES[name])
     suite = getattr(module, "SUITE", None) or _module_suite(name, module)
+    where = Path(cfg.config_dir) / f"{name}.toml"
     settings = load_settings(cfg.config_dir, name, cfg.mode)
+    settings, unresolved = fill_paths(name, where, settings, cfg.data_paths, paths_required)
     if suite.settings or hasattr(module, "SUITE"):  # every built-in suite declares a schema
-        check_settings(name, Path(cfg.config_dir) / f"{name}.toml", settings, suite.schema)
-        check_suite(name, Path(cfg.config_dir) / f"{name}.toml", settings)  # as a whole
+        check_settings(name, where, settings, suite.schema)
+        check_suite(name, where, settings)  # as a whole
     ctx = SuiteContext.under(cfg.out, name, settings)
-    return SuitePlan(name, suite, settings, ctx, suite.plan(settings, ctx))
+    return SuitePlan(name, suite, settings, ctx, suite.plan(settings, ctx), unresolved)
+
+
+def plan_all(cfg: ReproduceConfig, paths_required: bool = True) -> list[SuitePlan]:
+    """Every chosen suite planned (all settings checked) before anything is written; a
+    ``--data-path`` name that no chosen suite uses is refused (a misspelt one)."""
+    names = cfg.suites()
+    used: set[str] = set()
+    for n in names:
+        used |= placeholder_names(load_settings(cfg.config_dir, n, cfg.mode))
+    unused = sorted(set(cfg.data_paths) - used)
+    if unused:
+        raise ConfigError(f"{FLAG} {unused[0]} is used by none of the chosen suites in "
+                          f"--{cfg.mode} mode; they need {sorted(used) or 'no paths'}")
+    return [plan_suite(n, cfg, paths_required) for n in names]
+
+
+def dry_run(cfg: ReproduceConfig, jobs: int, out=print) -> list:
+    """Print the mode's cells per suite and their estimated cost (core-hours here); run
+    nothing and write nothing (:mod:`tokengeo.experiments.dry_run`)."""
+    from tokengeo.experiments.dry_run import dry_run_report
+
+    cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
+    plans = plan_all(cfg, paths_required=False)
+    return dry_run_report(cfg.mode, plans, CellStore(cfg.out), jobs, out)
 
 
 def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
@@ -165,7 +202,7 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
         for cell, outcome in run_cells(todo, executor):
             write_files(outcome.files, write_bytes)
             if outcome.not_run is None:
-                store.save(cell, outcome.value)
+                store.save(cell, outcome.value, outcome.seconds)
             results[cell.suite, cell.key] = CellResult(cell.key, outcome.value, outcome.not_run)
             how = f"not run: {outcome.not_run}" if outcome.not_run else f"{outcome.seconds:.1f} s"
             progress.done(f"[{cell.suite}] {cell.label or cell.key}: {how}", log)
@@ -185,7 +222,7 @@ def reproduce(cfg: ReproduceConfig, log=None,
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     names = cfg.suites()
     check_output_folder("--out", cfg.out)
-    plans = [plan_suite(n, cfg) for n in names]  # every setting checked before any write
+    plans = plan_all(cfg)  # every setting and supplied path checked before any write
     claim_output(cfg.out, "reproduce", resume=True)  # new, empty, or a previous reproduce
     for plan in plans:
         plan.fig_dir.mkdir(parents=True, exist_ok=True)
@@ -199,7 +236,9 @@ def reproduce(cfg: ReproduceConfig, log=None,
         "written under its claim. The tally counts the claims a paper makes (as stated or "
         "through a named stand-in); sanity checks and tokengeo's own questions are counted "
         "apart.",
-        "Laptop scale: small models, offline stand-in data sets; honest negatives are results.",
+        "Laptop scale: small models, offline stand-in data sets; honest negatives are results."
+        if cfg.mode != "paper" else "The papers' sizes ([paper] tables), on the data and "
+        "models supplied with --data-path; honest negatives are results.",
     ]
     path = write_report(cfg.out, outputs, "tokengeo reproduction report", preamble,
                         mode=cfg.mode)
