@@ -33,6 +33,7 @@ from tokengeo.probes.similarity.ranks import Bootstrap, bootstrap_mean
 
 F64 = torch.float64
 LAYER_COUNTS = ("within", "short", "long", "dm_chance")  # summed over heads per layer
+ATTENTION_STATS = ("auc_similarity", "auc_attention", "auc_conditional", "delta")
 DIGITS = 5  # rounding of floats in a payload (shares and AUCs; far below their noise)
 
 
@@ -49,14 +50,16 @@ def input_payload(counts) -> dict:
 
 
 def attention_payload(comparison) -> dict:
-    """Per input and layer, means over heads of ρ and, per relation, AUC_S, AUC_A and the
-    conditional AUC (NaN heads skipped; ``None`` where no head has a value)."""
+    """Per input and layer, means over heads of ρ and, per relation, AUC_S, AUC_A, the
+    conditional AUC and ΔAUC = AUC_S − AUC_A (NaN heads skipped; ``None`` where no head
+    has a value)."""
     out = {"rho": _rounded(_heads_mean(comparison.rho)), "relations": {}}
     for name in comparison.relations:
         out["relations"][name] = {
             "auc_similarity": _rounded(_heads_mean(comparison.auc_similarity[name])),
             "auc_attention": _rounded(_heads_mean(comparison.auc_attention[name])),
             "auc_conditional": _rounded(_heads_mean(comparison.auc_conditional[name])),
+            "delta": _rounded(_heads_mean(comparison.delta(name))),
         }
     return out
 
@@ -167,17 +170,14 @@ class PooledAttention:
         return int(self.rho.shape[0])
 
     def per_input(self, relation: str, stat: str) -> torch.Tensor:
-        """(N,) mean over layers (each a mean over heads); ``stat`` ``"delta"`` is
-        AUC_S − AUC_A. NaN where an input has no value (no related pair)."""
-        r = self.relations[relation]
-        x = r["auc_similarity"] - r["auc_attention"] if stat == "delta" else r[stat]
-        return x.nanmean(1)
+        """(N,) mean over layers (each a mean over heads) of ``stat`` (``auc_similarity``,
+        ``auc_attention``, ``auc_conditional`` or ``delta``); NaN where an input has no
+        value (no related pair)."""
+        return self.relations[relation][stat].nanmean(1)
 
     def layer_means(self, relation: str, stat: str) -> torch.Tensor:
         """(L,) means over inputs."""
-        r = self.relations[relation]
-        x = r["auc_similarity"] - r["auc_attention"] if stat == "delta" else r[stat]
-        return x.nanmean(0)
+        return self.relations[relation][stat].nanmean(0)
 
 
 def pool_attention(payloads: list[dict]) -> PooledAttention:
@@ -186,6 +186,6 @@ def pool_attention(payloads: list[dict]) -> PooledAttention:
         raise ConfigError("no shards to pool")
     names = list(payloads[0]["relations"])
     rel = {n: {s: torch.cat([_tensor(p["relations"][n][s]) for p in payloads])
-               for s in ("auc_similarity", "auc_attention", "auc_conditional")}
+               for s in ATTENTION_STATS}
            for n in names}
     return PooledAttention(torch.cat([_tensor(p["rho"]) for p in payloads]), rel)

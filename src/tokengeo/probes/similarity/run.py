@@ -175,6 +175,21 @@ def _report(done: int, total: int, seconds: float) -> None:
           file=sys.stderr, flush=True)
 
 
+def check_shard(shard: int, shards: int) -> None:
+    check_int("shards", shards, lo=1)
+    check_int("shard", shard, lo=0)
+    if shard >= shards:
+        raise ConfigError(f"shard={shard} must be in 0..{shards - 1} (shards={shards})")
+
+
+def shard_windows(windows: Windows, shard: int, shards: int) -> Windows:
+    """Every ``shards``-th window from the ``shard``-th on: the shards of one draw are
+    disjoint, and together they are the draw."""
+    check_shard(shard, shards)
+    return Windows(windows.input_ids[shard::shards], windows.sentence_ids[shard::shards],
+                   windows.special_ids)
+
+
 @dataclass
 class Prepared:
     """A loaded encoder and the windows of one analysis (:func:`prepare`)."""
@@ -192,17 +207,13 @@ def prepare(cfg: SimilarityConfig, *, shard: int = 0, shards: int = 1) -> Prepar
     ``s`` keeps every S-th of them from the s-th on: the shards of one draw are disjoint
     sets of ``cfg.samples`` inputs each, spread over the whole corpus."""
     cfg.validate()
-    check_int("shards", shards, lo=1)
-    if not 0 <= shard < shards:
-        raise ConfigError(f"shard={shard} must be in 0..{shards - 1} (shards={shards})")
+    check_shard(shard, shards)
     docs = read_corpus(cfg.corpus)  # a bad corpus is found before the model loads
     model, tokenizer = load_hf_encoder(cfg.model)
     check_seq_len(model, cfg.seq_len)
     windows = make_windows(docs, tokenizer, cfg.seq_len)
-    windows = select_windows(windows, cfg.samples * shards, seed=cfg.seed)
-    if shards > 1:
-        windows = Windows(windows.input_ids[shard::shards], windows.sentence_ids[shard::shards],
-                          windows.special_ids)
+    windows = shard_windows(select_windows(windows, cfg.samples * shards, seed=cfg.seed),
+                            shard, shards)
     seps = [tokenizer.convert_tokens_to_ids(t) for t in SEPARATOR_TOKENS]
     return Prepared(model, tokenizer, windows, [i for i in seps if i is not None])
 
