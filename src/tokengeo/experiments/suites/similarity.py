@@ -425,8 +425,8 @@ def _auc_table(analyses: dict, n_boot: int) -> tuple[str, list[str], list[list[s
                              f"{float(att.layer_means(name, 'auc_conditional')[l]):.3f}", ""])
     return ("output similarity vs attention maps: AUC for predicting a token relation "
             "(means over heads and inputs; 'all' rows: ΔAUC bootstrapped over inputs)",
-            ["model", "corpus", "relation", "layer", "AUC_S", "AUC_A", "ΔAUC", "AUC_S | A",
-             "inputs"], rows)
+            ["model", "corpus", "relation", "layer", "AUC_S", "AUC_A", "ΔAUC",
+             "AUC_S within A strata", "inputs"], rows)
 
 
 # ----------------------------------------------------------------------------- summary
