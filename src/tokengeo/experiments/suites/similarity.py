@@ -5,9 +5,9 @@ installable offline here; the stand-ins are *sentence encoders*: all-mpnet-base-
 12 x 12, the full run's main model; ``make mpnet``) and all-MiniLM-L6-v2 (6 x 12, the second
 model, and the quick run's only one). The first entry of ``models`` is the main model.
 
-Corpora: the first entry of ``corpora`` is the main analysis (prose: Shakespeare, with Jane
-Austen where that corpus is installed); every other corpus (the Python documentation) is a
-separate row of the tables, never pooled into a claim.
+Corpora: the first entry of ``corpora`` is the main analysis (prose: Shakespeare and Jane
+Austen in --full, Shakespeare alone in --quick, which needs no optional install); every other
+corpus (the Python documentation) is a separate row of the tables, never pooled into a claim.
 
 Cells: one per (model, corpus, shard). The shards of a (model, corpus) are disjoint sets of
 ``analysis.samples`` windows from one seeded draw (:func:`~tokengeo.probes.similarity.run.
