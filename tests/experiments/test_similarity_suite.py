@@ -95,7 +95,8 @@ def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_p
         assert f"attention does not: {relation}" in texts
     contrast = next(c for c in minilm if c.text.startswith("middle layers"))
     assert contrast.measured.n == 12 and contrast.measured.method == "bootstrap over inputs"
-    assert any("repetition head" in c.text and "layer" in c.text for c in minilm)
+    rep = next(c for c in minilm if "repetition head" in c.text)
+    assert "the head: layer" in rep.detail and "-layer head" in rep.detail
     titles = [t[0] for t in out.tables]
     layer_rows = out.tables[0][2]
     assert {r[1] for r in layer_rows} == {"prose", "code-docs"}  # code docs: separate rows

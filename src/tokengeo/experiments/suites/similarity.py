@@ -263,13 +263,13 @@ def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
     L = a.inputs.n_layers
     where = next(k for k, layers in g.items() if rep.layer in layers)
     out.append(_claim(
-        f"a repetition head: most of its top pairs repeat a token (chosen: layer {rep.layer} "
-        f"of 0–{L - 1}, head {rep.head}, a {where}-layer head)", "head specialisation",
+        "a repetition head: most of its top pairs repeat a token", "head specialisation",
         "a head identifies repetitions (L11H8, a final-layer head)",
-        f"repeated-token share of the top pairs of the head chosen on the even inputs "
-        f"(share there {rep.selection_share:.3f}), on the {rep.share.n} odd inputs, "
-        "bootstrap over inputs", Region.above(REPETITION_SHARE), _boot_interval(rep.share),
-        a.model, a.corpus, f"layer {rep.layer}, head {rep.head} ({where} layers; "
+        f"repeated-token share of the top pairs of the head chosen on the even inputs, on "
+        f"the {rep.share.n} odd inputs, bootstrap over inputs",
+        Region.above(REPETITION_SHARE), _boot_interval(rep.share), a.model, a.corpus,
+        f"the head: layer {rep.layer} of 0–{L - 1}, head {rep.head}, a {where}-layer head "
+        f"(share {rep.selection_share:.3f} on the inputs it was chosen on; "
         f"{LAYER_MAPPING.get(a.model, 'no BERT mapping')})"))
     return out
 
