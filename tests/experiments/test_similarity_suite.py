@@ -13,7 +13,7 @@ from tokengeo.experiments.cells import CellResult
 from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR
 from tokengeo.experiments.suite import SuiteContext
 from tokengeo.experiments.suites import similarity as suite
-from tokengeo.probes.similarity.inputs import attention_payload, input_payload
+from tokengeo.probes.similarity.inputs import attention_payload, head_payload, input_payload
 from tokengeo.probes.similarity.stats import HeadSimilarityAccumulator
 from tokengeo.probes.similarity.vs_attention import AttentionComparisonAccumulator
 
@@ -65,10 +65,12 @@ def _shard_value(L: int, n: int, seed: int) -> dict:
                                     special_ids=[0, 1], keep_inputs=True)
     acc.update(z, ids, sent, p)
     result = acc.compute()
-    comp = AttentionComparisonAccumulator(n_bins=3)
-    comp.update(z, p, ids, sent)
+    acc = AttentionComparisonAccumulator(n_bins=3)
+    acc.update(z, p, ids, sent)
+    comp = acc.compute()
     value = {"result": result.to_dict(), "inputs": input_payload(result.input_counts),
-             "attention": attention_payload(comp.compute()), "figures": []}
+             "attention": {**attention_payload(comp), "heads": head_payload(comp)},
+             "figures": []}
     return json.loads(json.dumps(value))  # as stored in a cell file
 
 
@@ -93,6 +95,8 @@ def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_p
     texts = " ".join(c.text for c in minilm)
     for relation in ("same_sentence", "repetition"):
         assert f"attention does not: {relation}" in texts
+    auc = next(c for c in minilm if "attention does not: repetition" in c.text)
+    assert "heads whose own ΔAUC interval lies above 0" in auc.detail and "of 9" in auc.detail
     contrast = next(c for c in minilm if c.text.startswith("middle layers"))
     assert contrast.measured.n == 12 and contrast.measured.method == "bootstrap over inputs"
     rep = next(c for c in minilm if "repetition head" in c.text)

@@ -13,6 +13,8 @@ from tokengeo.probes.similarity.inputs import (
     PooledInputs,
     attention_payload,
     contrast,
+    head_intervals,
+    head_payload,
     input_payload,
     layer_share,
     pool,
@@ -139,6 +141,26 @@ def test_attention_payload_summarises_per_input_means_over_heads():
     torch.testing.assert_close(delta, want, atol=1e-4, rtol=0)
     torch.testing.assert_close(pooled.layer_means("repetition", "auc_similarity"),
                                auc_s.nanmean(1).mean(-1), atol=1e-4, rtol=0)
+    payload = {**attention_payload(comp), "heads": head_payload(comp)}
+    pooled = pool_attention([json.loads(json.dumps(payload))] * 2)  # two shards
+    want = (auc_s - auc_a).permute(2, 0, 1)  # (N, L, H)
+    torch.testing.assert_close(pooled.heads["repetition"], torch.cat([want, want]),
+                               atol=1e-4, rtol=0, equal_nan=True)
+
+
+def test_head_intervals_find_the_one_informative_head():
+    g = torch.Generator().manual_seed(3)
+    n, L, H = 80, 2, 5
+    delta = 0.05 * torch.randn(n, L, H, generator=g, dtype=F64)
+    delta[:, 1, 3] += 0.2  # one head's outputs know what attention does not
+    delta[:, 0, 0] -= 0.2  # one head knows less
+    delta[7] = float("nan")  # an input without related pairs: dropped
+    iv = head_intervals(delta, n_boot=400)
+    assert iv.n == n - 1 and iv.best() == (1, 3)
+    assert iv.count_above() == 1 and iv.count_below() == 1
+    assert float(iv.low[1, 3]) > 0.15 and float(iv.high[1, 3]) < 0.25
+    empty = head_intervals(torch.full((3, L, H), float("nan")))
+    assert empty.n == 0 and torch.isnan(empty.mean).all()
 
 
 def test_shards_are_disjoint_and_together_the_draw():

@@ -112,7 +112,7 @@ def similarity_cell(config: dict, shard: int, shards: int, attention_samples: in
                     figure_dir: str | None) -> dict:
     """One shard: the corpus-level result, the per-input counts and (on its first
     ``attention_samples`` windows) the similarity-vs-attention statistics."""
-    from tokengeo.probes.similarity.inputs import attention_payload, input_payload
+    from tokengeo.probes.similarity.inputs import attention_payload, head_payload, input_payload
     from tokengeo.probes.similarity.plots import save_figures
     from tokengeo.probes.similarity.run import SimilarityConfig, analyze_prepared, prepare
 
@@ -122,7 +122,9 @@ def similarity_cell(config: dict, shard: int, shards: int, attention_samples: in
     value = {"result": result.to_dict(), "inputs": input_payload(result.input_counts),
              "figures": []}
     if attention_samples:
-        value["attention"] = attention_payload(_compare(prepared, cfg, attention_samples))
+        comparison = _compare(prepared, cfg, attention_samples)
+        value["attention"] = {**attention_payload(comparison),
+                              "heads": head_payload(comparison)}
     if figure_dir is None:
         return value
     return draw_figures(value, lambda: save_figures(result, figure_dir))
@@ -290,6 +292,7 @@ def _attention_claims(a: Analysis, n_boot: int) -> list[Claim]:
         cond = bootstrap_mean(a.attention.per_input(name, "auc_conditional"), null=0.5,
                               n_boot=n_boot)
         rho = float(a.attention.rho.nanmean())
+        per_head = _per_head_text(a, name, n_boot)
         out.append(_claim(
             f"output similarity carries information attention does not: {name} "
             f"({RELATION_TEXT[name]})", "output vectors vs attention maps",
@@ -299,8 +302,23 @@ def _attention_claims(a: Analysis, n_boot: int) -> list[Claim]:
             f"{b.n} inputs", Region.above(0), _boot_interval(b), a.model, a.corpus,
             f"AUC_S {auc_s:.3f}, AUC_A {auc_a:.3f}; AUC of S within 10 attention strata "
             f"{cond.mean:.3f} [{cond.low:.3f}, {cond.high:.3f}] (0.5 = nothing beyond "
-            f"attention); Spearman ρ(S, A) {rho:.3f}"))
+            f"attention); Spearman ρ(S, A) {rho:.3f}{per_head}"))
     return out
+
+
+def _per_head_text(a: Analysis, relation: str, n_boot: int) -> str:
+    """The heads whose own ΔAUC interval (bootstrap over inputs) lies above / below 0."""
+    from tokengeo.probes.similarity.inputs import head_intervals
+
+    if a.attention.heads is None:
+        return ""
+    iv = head_intervals(a.attention.heads[relation], n_boot=min(n_boot, 1000))
+    total = iv.mean.numel()
+    layer, head = iv.best()
+    return (f"; heads whose own ΔAUC interval lies above 0: {iv.count_above()} of {total}, "
+            f"below 0: {iv.count_below()}; largest ΔAUC: layer {layer} head {head}, "
+            f"{float(iv.mean[layer, head]):.3f} [{float(iv.low[layer, head]):.3f}, "
+            f"{float(iv.high[layer, head]):.3f}]")
 
 
 def _shard_stat(a: Analysis, stat) -> Interval:

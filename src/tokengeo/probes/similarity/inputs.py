@@ -64,6 +64,17 @@ def attention_payload(comparison) -> dict:
     return out
 
 
+def head_payload(comparison) -> dict:
+    """Per relation, ΔAUC of every head on every input: (N, L, H) nested lists."""
+    return {name: [[_row(layer) for layer in per_input] for per_input in
+                   comparison.delta(name).permute(2, 0, 1).to(F64).tolist()]
+            for name in comparison.relations}
+
+
+def _row(values: list[float]) -> list:
+    return [None if math.isnan(v) else round(v, DIGITS) for v in values]
+
+
 def _heads_mean(x: torch.Tensor) -> torch.Tensor:
     """(L, H, N) -> (N, L): mean over the heads with a value."""
     return x.nanmean(1).T
@@ -160,10 +171,12 @@ def repetition_head(p: PooledInputs, *, n_boot: int = 2000, seed: int = 0) -> Re
 
 @dataclass
 class PooledAttention:
-    """Per input and layer (N, L): ρ and, per relation, AUC_S, AUC_A, conditional AUC."""
+    """Per input and layer (N, L): ρ and, per relation, AUC_S, AUC_A, conditional AUC and
+    ΔAUC; ``heads``: per relation, ΔAUC per input and head (N, L, H), where kept."""
 
     rho: torch.Tensor
     relations: dict[str, dict[str, torch.Tensor]]
+    heads: dict[str, torch.Tensor] | None = None
 
     @property
     def n_inputs(self) -> int:
@@ -188,4 +201,49 @@ def pool_attention(payloads: list[dict]) -> PooledAttention:
     rel = {n: {s: torch.cat([_tensor(p["relations"][n][s]) for p in payloads])
                for s in ATTENTION_STATS}
            for n in names}
-    return PooledAttention(torch.cat([_tensor(p["rho"]) for p in payloads]), rel)
+    heads = None
+    if all("heads" in p for p in payloads):
+        heads = {n: torch.cat([torch.tensor([[[math.nan if v is None else v for v in row]
+                                              for row in x] for x in p["heads"][n]],
+                                            dtype=F64) for p in payloads]) for n in names}
+    return PooledAttention(torch.cat([_tensor(p["rho"]) for p in payloads]), rel, heads)
+
+
+@dataclass
+class HeadIntervals:
+    """Per head (L, H): the mean over inputs of a per-input statistic and its percentile
+    bootstrap interval (inputs resampled, the same resamples for every head)."""
+
+    mean: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+    n: int
+
+    def count_above(self, null: float = 0.0) -> int:
+        return int((self.low > null).sum())
+
+    def count_below(self, null: float = 0.0) -> int:
+        return int((self.high < null).sum())
+
+    def best(self) -> tuple[int, int]:
+        """(layer, head) with the largest mean."""
+        flat = int(torch.nan_to_num(self.mean, nan=-math.inf).argmax())
+        return divmod(flat, int(self.mean.shape[1]))
+
+
+def head_intervals(values: torch.Tensor, *, n_boot: int = 1000, seed: int = 0,
+                   chunk: int = 100) -> HeadIntervals:
+    """:class:`HeadIntervals` of ``values`` (N, L, H); inputs where every head is NaN (no
+    related pair) are dropped, a NaN head of a kept input is skipped in its mean."""
+    x = values[~torch.isnan(values).all(-1).all(-1)].to(F64)  # (N', L, H)
+    n = int(x.shape[0])
+    if n == 0:
+        nan = torch.full(values.shape[1:], math.nan, dtype=F64)
+        return HeadIntervals(nan, nan, nan, 0)
+    g = torch.Generator().manual_seed(seed)
+    means = []
+    for start in range(0, n_boot, chunk):  # (chunk, N', L, H) at a time: memory stays small
+        idx = torch.randint(0, n, (min(chunk, n_boot - start), n), generator=g)
+        means.append(x[idx].nanmean(1))
+    q = torch.quantile(torch.cat(means), torch.tensor([0.025, 0.975], dtype=F64), dim=0)
+    return HeadIntervals(x.nanmean(0), q[0], q[1], n)
