@@ -13,7 +13,8 @@ from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.sweep import Sweep, TrainResult
 
 TYPED = list(SUITES)
-TRAINED = [name for name in SUITES if name != "flows"]  # flows' unit is a Monte Carlo path
+TRAINED = [name for name in SUITES if name not in ("flows", "similarity")]  # their units:
+# a Monte Carlo path (flows), an input (similarity: tests/experiments/test_similarity_suite.py)
 
 
 def _settings(suite: str, mode: str) -> dict:

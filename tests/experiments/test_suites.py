@@ -47,8 +47,10 @@ preset = { T = 0.2, dt = 0.02, n_tokens = 12, n_paths = 3, record_every = 2 }
 """,
     "similarity": """
 [quick]
-replicates = 2
-analysis = { model = "minilm", corpus = "shakespeare", samples = 8, seq_len = 32, batch_size = 4 }
+models = ["minilm"]
+corpora = { prose = { corpus = "shakespeare", shards = 2 } }
+attention_samples = 4
+analysis = { samples = 8, seq_len = 32, batch_size = 4 }
 """,
     "dino": """
 [quick]

@@ -121,3 +121,25 @@ def test_cli_small_run_writes_results(tmp_path, capsys, tokenizer):
     code, _, err = _cli(capsys, "--corpus", str(corpus), "--samples", "3", "--seq-len", "24",
                         "--out", str(out))
     assert code == 2  # refuses to overwrite
+
+
+def test_austen_corpus_without_its_reader_names_the_install(monkeypatch):
+    import sys
+
+    from tokengeo.probes.similarity.corpus import read_corpus
+
+    monkeypatch.setitem(sys.modules, "tokengeo.data.austen", None)  # import fails
+    with pytest.raises(DataNotFoundError, match="make austen") as info:
+        read_corpus("shakespeare+austen")
+    assert "\n" not in str(info.value)
+
+
+def test_austen_corpus_is_the_six_novels_where_installed():
+    from tokengeo.probes.similarity.corpus import read_corpus
+
+    try:
+        docs = read_corpus("austen")
+    except DataNotFoundError as exc:  # reader or package not installed: the message says how
+        assert "austen" in str(exc).lower() and "\n" not in str(exc)
+        return
+    assert len(docs) == 6 and all(len(d) > 100_000 for d in docs)

@@ -24,10 +24,12 @@ from tokengeo.runlock import RunLock, lock_run_folder
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="minilm",
-                        help="'minilm' (all-MiniLM-L6-v2), 'smollm2-135m' (tokengeo "
-                             "list-models --named) or a local Hugging Face model folder")
+                        help="'minilm' (all-MiniLM-L6-v2), 'mpnet' (all-mpnet-base-v2, after "
+                             "make mpnet), 'smollm2-135m' (tokengeo list-models --named) or a "
+                             "local Hugging Face model folder")
     parser.add_argument("--corpus", default="shakespeare+python-docs",
-                        help="shakespeare, python-docs, a text file or folder, or a+b")
+                        help="shakespeare, austen, python-docs, a text file or folder, or "
+                             "a+b (e.g. shakespeare+austen)")
     parser.add_argument("--samples", type=int, default=2000, help="number of windows")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per window")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def check_arguments(cfg) -> None:
     """Refuse bad sizes, an unknown model and an unknown corpus without loading anything."""
-    from tokengeo.data.corpus import CORPORA
+    from tokengeo.probes.similarity.corpus import NAMED_CORPORA as CORPORA
     from tokengeo.probes.similarity.run import check_model_name
 
     if cfg.seq_len == 1:

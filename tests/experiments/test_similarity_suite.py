@@ -1,0 +1,108 @@
+"""The similarity suite: its settings (MPNet main in --full, MiniLM only in --quick, prose as
+the main corpus), bad settings refused in one line, and the summary on synthetic shards (a
+model whose cells did not run is reported as not run, the others measured)."""
+
+import json
+import tomllib
+
+import pytest
+import torch
+
+from tokengeo.errors import ConfigError
+from tokengeo.experiments.cells import CellResult
+from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR
+from tokengeo.experiments.suite import SuiteContext
+from tokengeo.experiments.suites import similarity as suite
+from tokengeo.probes.similarity.inputs import attention_payload, head_payload, input_payload
+from tokengeo.probes.similarity.stats import HeadSimilarityAccumulator
+from tokengeo.probes.similarity.vs_attention import AttentionComparisonAccumulator
+
+
+def _settings(mode: str) -> dict:
+    data = tomllib.loads((BUILTIN_CONFIG_DIR / "similarity.toml").read_text())
+    return {**data.get("common", {}), **data[mode]}
+
+
+def test_full_runs_mpnet_first_on_prose_with_code_docs_apart():
+    full = _settings("full")
+    assert full["models"][0] == "mpnet" and "minilm" in full["models"]
+    (main, spec), *others = full["corpora"].items()
+    assert "shakespeare" in spec["corpus"] and "python-docs" not in spec["corpus"]
+    assert any("python-docs" in o["corpus"] for _, o in others)
+    assert spec["shards"] * full["analysis"]["samples"] >= 1000  # inputs behind each claim
+    assert spec["shards"] * full["attention_samples"] >= 100
+
+
+def test_quick_needs_no_optional_model():
+    assert _settings("quick")["models"] == ["minilm"]
+
+
+@pytest.mark.parametrize("name, value, needle", [
+    ("corpora", {"prose": "shakespeare"}, "corpus ="),
+    ("corpora", {"prose": {"corpus": "shakespeare", "shards": 0}}, "shards"),
+    ("corpora", {}, "at least one corpus"),
+    ("analysis", {"model": "mpnet", "samples": 4}, "models"),
+    ("analysis", {"samples": 0}, "samples"),
+    ("cell_cost", {"mpnet": -1}, "> 0"),
+])
+def test_bad_settings_are_one_line_errors(name, value, needle):
+    with pytest.raises(ConfigError, match=needle) as info:
+        suite.SETTINGS[name].check(value, f"similarity.toml: {name}")
+    assert "\n" not in str(info.value)
+
+
+def _shard_value(L: int, n: int, seed: int) -> dict:
+    """A cell value like similarity_cell's, from random head outputs and attention."""
+    g = torch.Generator().manual_seed(seed)
+    T, H = 16, 3
+    ids = torch.randint(3, 9, (n, T), generator=g)
+    ids[:, 0], ids[:, -1] = 0, 1
+    sent = (torch.arange(T) >= 8).long().expand(n, T).clone()
+    sent[:, 0] = sent[:, -1] = -1
+    z = [torch.randn(n, T, H, 4, generator=g) for _ in range(L)]
+    p = [torch.randn(n, H, T, T, generator=g).softmax(-1) for _ in range(L)]
+    acc = HeadSimilarityAccumulator(L, H, T, 9, top_k=5, short_range=2, separator_ids=[3],
+                                    special_ids=[0, 1], keep_inputs=True)
+    acc.update(z, ids, sent, p)
+    result = acc.compute()
+    acc = AttentionComparisonAccumulator(n_bins=3)
+    acc.update(z, p, ids, sent)
+    comp = acc.compute()
+    value = {"result": result.to_dict(), "inputs": input_payload(result.input_counts),
+             "attention": {**attention_payload(comp), "heads": head_payload(comp)},
+             "figures": []}
+    return json.loads(json.dumps(value))  # as stored in a cell file
+
+
+def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_path):
+    settings = {"models": ["mpnet", "minilm"], "attention_samples": 4, "n_boot": 200,
+                "corpora": {"prose": {"corpus": "shakespeare", "shards": 2},
+                            "code-docs": {"corpus": "python-docs", "shards": 1}},
+                "analysis": {"samples": 6, "seq_len": 16}}
+    results = {}
+    for model, label, _, shard, _ in suite._units(settings):
+        key = suite._key(model, label, shard)
+        results[key] = (CellResult(key, None, not_run="all-mpnet-base-v2 is not installed")
+                        if model == "mpnet" else
+                        CellResult(key, _shard_value(3, 6, seed=shard + 10 * len(label))))
+    out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "fig"))
+    mpnet = [c for c in out.claims if "[mpnet]" in c.text]  # the main model: one stub
+    # the second model: 3 layer contrasts, sentence preference, repetition head, and the
+    # AUC difference for the 2 relations these windows have (no word pieces: no same_word)
+    minilm = [c for c in out.claims if "[minilm]" in c.text]
+    assert len(mpnet) == 1 and "not installed" in mpnet[0].not_run
+    assert len(minilm) == 7 and all(c.measured is not None for c in minilm)
+    texts = " ".join(c.text for c in minilm)
+    for relation in ("same_sentence", "repetition"):
+        assert f"attention does not: {relation}" in texts
+    auc = next(c for c in minilm if "attention does not: repetition" in c.text)
+    assert "heads whose own ΔAUC interval lies above 0" in auc.detail and "of 9" in auc.detail
+    contrast = next(c for c in minilm if c.text.startswith("middle layers"))
+    assert contrast.measured.n == 12 and contrast.measured.method == "bootstrap over inputs"
+    rep = next(c for c in minilm if "repetition head" in c.text)
+    assert "the head: layer" in rep.detail and "-layer head" in rep.detail
+    titles = [t[0] for t in out.tables]
+    layer_rows = out.tables[0][2]
+    assert {r[1] for r in layer_rows} == {"prose", "code-docs"}  # code docs: separate rows
+    assert len(layer_rows) == 2 * 3 and any("AUC" in t for t in titles)
+    assert any("mpnet on prose" in n for n in out.notes)
