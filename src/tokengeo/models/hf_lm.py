@@ -71,7 +71,8 @@ class HFLMConfig:
 
 def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
     """Refuse what the saved model cannot do, before its weights are loaded."""
-    for key in ("num_attention_heads", "vocab_size", "max_position_embeddings"):
+    for key in ("num_attention_heads", "vocab_size", "max_position_embeddings",
+                "num_hidden_layers"):
         value = saved.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):
@@ -85,6 +86,10 @@ def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
     if vocab is not None and cfg.vocab_size > vocab:
         raise ConfigError(f"the data's tokenizer has {cfg.vocab_size} tokens but {cfg.source} "
                           f"embeds {vocab}; encode the data with the model's own tokenizer")
+    layers = saved.get("num_hidden_layers")
+    if layers is not None and cfg.last_layers is not None and cfg.last_layers > layers:
+        raise ConfigError(f"last_layers={cfg.last_layers} but {cfg.source} has {layers} "
+                          f"layers; use 1..{layers}")
     positions = saved.get("max_position_embeddings")
     if positions is not None and cfg.block_size > positions:
         raise ConfigError(f"block_size={cfg.block_size} exceeds the {positions} positions of "
@@ -120,7 +125,7 @@ def _saved_config(source: str) -> dict[str, Any]:
     """The sizes of ``source`` under Hugging Face names, read before any weights load."""
     found = check_source(source)
     return {"num_attention_heads": found.n_heads, "vocab_size": found.vocab_size,
-            "max_position_embeddings": found.max_positions}
+            "max_position_embeddings": found.max_positions, "num_hidden_layers": found.n_layers}
 
 
 def source_folder(source: str) -> Path:
