@@ -1,5 +1,7 @@
 """``hf:<source>`` models: a pretrained causal LM (here a tiny random Llama saved to a
-folder), laplacianized, trained with its own tokenizer by the unchanged trainer."""
+folder), laplacianized, trained with its own tokenizer by the unchanged trainer; and the
+``retrofit`` suite built on them: its rows, its cell on the tiny Llama, its claims from fake
+cell results."""
 
 import math
 

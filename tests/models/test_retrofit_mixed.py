@@ -59,9 +59,13 @@ def test_smollm2_mixed_attention_init_keeps_the_pretrained_logits():
     ids = tok("The capital of France is", return_tensors="pt").input_ids
     with torch.no_grad():
         before = model(ids).logits
-        hf.laplacianize(model, n_laplacian=3, kind="mixed", mixed_init="attention")
-        after = model(ids).logits
-    assert torch.equal(before, after)
+        for k, last in [(3, None), (9, None), (3, 10)]:  # the suite's rows, and every head
+            hf.laplacianize(model, n_laplacian=k, kind="mixed", mixed_init="attention",
+                            last_layers=last)
+            assert torch.equal(before, model(ids).logits), (k, last)
+        hf.laplacianize(model, n_laplacian=3, last_layers=10)  # the control: Laplacian heads
+        assert hf.laplacian_heads(model) == {layer: [6, 7, 8] for layer in range(20, 30)}
+        assert not torch.allclose(before, model(ids).logits)
 
 
 # ---- through tokengeo's hf: model on the shared tiny Llama folder ------------------------
