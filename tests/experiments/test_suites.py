@@ -63,7 +63,8 @@ train = { model = "vit-tiny", data = "digits", steps = 2, batch_size = 8, warmup
     "retrofit": """
 [quick]
 seeds = [0, 1]
-ks = [0, 2]
+k = 2
+last_layers = [1]
 tolerance = 0.05
 geometry_examples = 4
 study_corpora = ["@TEXTS@"]

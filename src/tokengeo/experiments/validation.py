@@ -48,6 +48,8 @@ def check_suite(suite: str, where: str | Path, settings: dict[str, Any]) -> None
         _check_ks(suite, where, settings)
     if suite == "flows":
         _check_flow_heads(where, settings)
+    if suite == "retrofit":
+        _check_retrofit(where, settings)
 
 
 def _distinct(where: str, name: str, values: Sequence[Any]) -> None:
@@ -90,6 +92,26 @@ def _check_flow_heads(where: str, settings: dict[str, Any]) -> None:
     if figure is not None and figure not in heads:
         raise ConfigError(f"{where}: figure_heads = {figure!r} must be one of heads = "
                           f"{heads!r}")
+
+
+def _check_retrofit(where: str, settings: dict[str, Any]) -> None:
+    """The retrofit's ``k`` (heads per converted layer) and ``last_layers`` (the L of the
+    last-L rows) fit the model: k <= H, each L distinct and <= its number of layers."""
+    last = list(settings.get("last_layers", []))
+    _distinct(where, "last_layers", last)
+    heads, source = heads_of("retrofit", settings)
+    k = settings.get("k")
+    if heads is not None and isinstance(k, int) and k > heads:
+        raise ConfigError(f"{where}: k = {k} but {source} has {heads} heads per layer; k must "
+                          f"lie in 1..{heads}")
+    model = settings.get("train", {}).get("model")
+    if isinstance(model, str) and model.startswith("hf:") and last:
+        from tokengeo.models.hf_lm import check_source
+
+        layers = check_source(model[3:]).n_layers
+        if layers is not None and max(last) > layers:
+            raise ConfigError(f"{where}: last_layers = {last!r} has L = {max(last)} but "
+                              f"{source} has {layers} layers; each L must lie in 1..{layers}")
 
 
 def heads_of(suite: str, settings: dict[str, Any]) -> tuple[int | None, str]:
@@ -147,6 +169,7 @@ CELL_FIELDS: dict[str, str] = {
     "patch_components_99": "tree", "patch_decay_alpha": "tree", "embedding_spread": "tree",
     "result.short_range_mass": "tree", "result.input_distinct_share": "tree",
     "result.repeated_token_share_std": "tree",
+    "converted": "tree", "heads": "tree", "mix": "tree", "train_tokens": "number",
 }
 
 

@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from tokengeo._deps import require
-from tokengeo.checks import check_choice
+from tokengeo.checks import check_choice, is_whole
 from tokengeo.errors import ConfigError
 from tokengeo.models.hf_families import (
     FAMILIES,
@@ -63,6 +63,7 @@ from tokengeo.nn.heads import (
     HeadKinds,
     HeadSpec,
     kind_coefficients,
+    last_k_heads,
 )
 
 CONFIG_KEY = "tokengeo_laplacian_heads"
@@ -345,15 +346,40 @@ class LaplacianSwap:
                 _InputSwap(self.site.out_proj, self)]
 
 
+def last_layers_heads(n_laplacian: Any, last_layers: Any, n_layers: int,
+                      n_heads: int) -> HeadChoice:
+    """``{layer: last k heads}`` for the last ``last_layers`` of ``n_layers`` layers only.
+
+    Retrofitting Laplacian heads into the top of a trained stack leaves the lower layers'
+    attention (and what the upper layers learnt to read from it) as it was; ``last_layers =
+    n_layers`` is the paper's choice, every layer. Raises a ConfigError naming the range.
+    """
+    allowed = f"choose 1 <= last_layers <= {n_layers} (the model has {n_layers} layers)"
+    if not is_whole(last_layers):
+        raise ConfigError(f"last_layers={last_layers!r} must be an int; {allowed}")
+    if not 1 <= last_layers <= n_layers:
+        raise ConfigError(f"last_layers={last_layers} is out of range; {allowed}")
+    heads = last_k_heads(n_heads, n_laplacian)
+    return {layer: heads for layer in range(n_layers - last_layers, n_layers)}
+
+
 def resolve_heads(n_laplacian: Any, heads: Any, n_layers: int, n_heads: int, *,
-                  kind: str = LAPLACIAN, mixed_init: str = LAPLACIAN) -> HeadSpec:
+                  kind: str = LAPLACIAN, mixed_init: str = LAPLACIAN,
+                  last_layers: Any = None) -> HeadSpec:
     """The head spec from exactly one of ``n_laplacian`` or ``heads`` (the rules of
-    :meth:`tokengeo.nn.heads.HeadSpec.parse`, as for tokengeo's own models)."""
+    :meth:`tokengeo.nn.heads.HeadSpec.parse`, as for tokengeo's own models);
+    ``last_layers=L`` keeps ``n_laplacian``'s heads to the last L layers
+    (:func:`last_layers_heads`)."""
     if n_laplacian is None and heads is None:
         raise ConfigError(
             "pass exactly one of n_laplacian=k (the last k heads of every layer) or "
             "heads={layer: [head indices]}"
         )
+    if last_layers is not None:
+        if heads is not None:
+            raise ConfigError("last_layers=L goes with n_laplacian=k (the last k heads of "
+                              "the last L layers); heads={layer: [...]} names its layers itself")
+        heads, n_laplacian = last_layers_heads(n_laplacian, last_layers, n_layers, n_heads), None
     return HeadSpec.parse(n_layers, n_heads, n_laplacian=n_laplacian, heads=heads, kind=kind,
                           mixed_init=mixed_init)
 
@@ -374,14 +400,17 @@ def laplacianize(
     heads: Mapping[int, Sequence[int]] | None = None,
     kind: str = LAPLACIAN,
     mixed_init: str = LAPLACIAN,
+    last_layers: int | None = None,
 ) -> Any:
     """Make chosen heads of a Hugging Face model Laplacian, in place; returns ``model``.
 
     A Laplacian head outputs ``(I - P) V = V - P V`` instead of ``P V`` (Zhang & Papyan,
     arXiv 2602.09297). Choose heads with ``n_laplacian=k`` (the last ``k`` of ``H`` heads
-    in every layer, as the authors) or ``heads={layer: [head indices]}``. ``kind="mixed"``
+    in every layer, as the authors; with ``last_layers=L`` in the last L layers only) or
+    ``heads={layer: [head indices]}``. ``kind="mixed"``
     makes them ``a_h V + b_h P V`` with learnable ``(a_h, b_h)`` initialised as
-    ``mixed_init`` (``"laplacian"``: (1, -1), ``"attention"``: (0, 1)). A new call replaces
+    ``mixed_init`` (``"laplacian"``: (1, -1), ``"attention"``: (0, 1); the latter gives
+    the unconverted model's outputs bit for bit, ``0 V + 1 P V = P V``). A new call replaces
     the previous patch; ``n_laplacian=0`` (or ``heads={}``) leaves the model exactly as
     unpatched. Supported: the model types in ``SUPPORTED``; refused ones raise with the reason.
 
@@ -390,7 +419,7 @@ def laplacianize(
     check_choice("kind", kind, KINDS)
     sites = attention_sites(model)
     chosen = resolve_heads(n_laplacian, heads, len(sites), sites[0].n_heads, kind=kind,
-                           mixed_init=mixed_init).choice()
+                           mixed_init=mixed_init, last_layers=last_layers).choice()
     unlaplacianize(model)
     handles, mixed_modules = [], []
     for layer, indices in chosen.items():
@@ -428,6 +457,19 @@ def laplacian_heads(model: Any) -> HeadChoice:
     """The Laplacian heads active in a model, ``{layer: [heads]}`` (empty when unpatched)."""
     patch = getattr(_base_model(model), _PATCH_ATTR, None)
     return {} if patch is None else {layer: list(idx) for layer, idx in patch.heads.items()}
+
+
+def mixed_coefficients(model: Any) -> dict[int, dict[int, tuple[float, float]]]:
+    """The current ``(a_h, b_h)`` of the mixed heads, ``{layer: {head: (a, b)}}`` (empty
+    when the model has no mixed heads): head h of that layer outputs ``a_h V + b_h P V``."""
+    patch = getattr(_base_model(model), _PATCH_ATTR, None)
+    if patch is None or patch.kind != MIXED:
+        return {}
+    out = {}
+    for (layer, heads), module in zip(patch.heads.items(), patch.mixed_modules, strict=True):
+        coef = getattr(module, MIX_NAME).detach().float().cpu().tolist()  # (k, 2)
+        out[layer] = {h: (a, b) for h, (a, b) in zip(heads, coef, strict=True)}
+    return out
 
 
 def recorded_heads(config: Any) -> HeadChoice:

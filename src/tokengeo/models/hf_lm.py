@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from tokengeo._deps import require
-from tokengeo.checks import check_choice, check_positive
+from tokengeo.checks import check_choice, check_int, check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models import pretrained
@@ -42,7 +42,8 @@ class HFLMConfig:
     """A pretrained causal LM, possibly with Laplacian (or mixed) heads.
 
     ``source``: a pretrained name or a saved model folder; ``n_laplacian``: the last k heads
-    of every layer become ``head_kind`` heads; ``vocab_size``: the tokenizer's size (set from
+    of every layer (of the last ``last_layers`` layers only, when set) become ``head_kind``
+    heads; ``vocab_size``: the tokenizer's size (set from
     the data; 0 = not checked), at most the model's embedding rows; ``block_size``: tokens
     per training window (at most the model's positions).
     """
@@ -51,6 +52,7 @@ class HFLMConfig:
     n_laplacian: int = 0
     head_kind: str = LAPLACIAN
     mixed_init: str = LAPLACIAN
+    last_layers: int | None = None  # None: every layer
     vocab_size: int = 0
     block_size: int = 256
     attn_implementation: str = "sdpa"
@@ -60,6 +62,8 @@ class HFLMConfig:
         check_choice("head_kind", self.head_kind, SELECTED_KINDS)
         check_choice("mixed_init", self.mixed_init, MIXED_INITS)
         check_positive("n_laplacian", self.n_laplacian, allow_zero=True)  # ≤ H: once loaded
+        if self.last_layers is not None:  # ≤ the number of layers: once loaded
+            check_int("last_layers", self.last_layers, 1)
         check_positive("vocab_size", self.vocab_size, allow_zero=True)
         check_positive("block_size", self.block_size)
         _check_sizes(self, _saved_config(self.source))
@@ -67,7 +71,8 @@ class HFLMConfig:
 
 def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
     """Refuse what the saved model cannot do, before its weights are loaded."""
-    for key in ("num_attention_heads", "vocab_size", "max_position_embeddings"):
+    for key in ("num_attention_heads", "vocab_size", "max_position_embeddings",
+                "num_hidden_layers"):
         value = saved.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):
@@ -81,6 +86,10 @@ def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
     if vocab is not None and cfg.vocab_size > vocab:
         raise ConfigError(f"the data's tokenizer has {cfg.vocab_size} tokens but {cfg.source} "
                           f"embeds {vocab}; encode the data with the model's own tokenizer")
+    layers = saved.get("num_hidden_layers")
+    if layers is not None and cfg.last_layers is not None and cfg.last_layers > layers:
+        raise ConfigError(f"last_layers={cfg.last_layers} but {cfg.source} has {layers} "
+                          f"layers; use 1..{layers}")
     positions = saved.get("max_position_embeddings")
     if positions is not None and cfg.block_size > positions:
         raise ConfigError(f"block_size={cfg.block_size} exceeds the {positions} positions of "
@@ -116,7 +125,7 @@ def _saved_config(source: str) -> dict[str, Any]:
     """The sizes of ``source`` under Hugging Face names, read before any weights load."""
     found = check_source(source)
     return {"num_attention_heads": found.n_heads, "vocab_size": found.vocab_size,
-            "max_position_embeddings": found.max_positions}
+            "max_position_embeddings": found.max_positions, "num_hidden_layers": found.n_layers}
 
 
 def source_folder(source: str) -> Path:
@@ -186,7 +195,7 @@ class HFCausalLM(nn.Module):
         model = _load_model(config)
         if config.n_laplacian:
             laplacianize(model, config.n_laplacian, kind=config.head_kind,
-                         mixed_init=config.mixed_init)
+                         mixed_init=config.mixed_init, last_layers=config.last_layers)
         self.hf = model.to(torch.get_default_device())
         self.config = config
         self._family = family_of(model, "hf: models")
