@@ -273,13 +273,15 @@ class EfficiencyRow:
     transform_flops: int  # X ×₃ Z in and out (analytic; the counter sees the "in" half)
     saved_activation_bytes: int  # what autograd keeps for backward in one training step
     peak_bytes: int  # allocator peak (CUDA) or peak RSS added (CPU) of one training step
+    step_ms: float | None = None  # median forward+backward step, timed round-robin
 
 
 def efficiency(cfg, *, batch: int = 8, seq_len: int | None = None,
-               device: str = "cpu", seed: int = 0) -> list[EfficiencyRow]:
+               device: str = "cpu", seed: int = 0, repeats: int = 0) -> list[EfficiencyRow]:
     """Costs of the L-Transformer ``cfg`` and its two baselines
     (:func:`~tokengeo.models.lt_budget.fair_baseline`,
-    :func:`~tokengeo.models.lt_budget.param_matched_baseline`) on one random batch."""
+    :func:`~tokengeo.models.lt_budget.param_matched_baseline`) on one random batch; with
+    ``repeats`` > 0 the three training steps are also timed, interleaved (median ms)."""
     from tokengeo.models.encoder import TextEncoder
     from tokengeo.models.lt_budget import (
         fair_baseline,
@@ -295,12 +297,12 @@ def efficiency(cfg, *, batch: int = 8, seq_len: int | None = None,
     bench_cfg = LTransformerBenchConfig(batch=batch, seq_len=T, vocab_size=cfg.vocab_size,
                                         num_classes=cfg.num_classes, device=device, seed=seed)
     ids, mask, labels = _batch(bench_cfg)
-    rows = []
+    rows, steps = [], {}
     for name, c in configs.items():
         torch.manual_seed(seed)
         with torch.device(device):
             model = LTransformer(c) if name == "ltransformer" else TextEncoder(c)
-        step = _step_fn(model, ids, mask, labels)
+        step = steps[name] = _step_fn(model, ids, mask, labels)
         counted = counted_flops(model, ids, mask)
         analytic = projection_flops(c, batch * T)
         rows.append(EfficiencyRow(
@@ -313,4 +315,8 @@ def efficiency(cfg, *, batch: int = 8, seq_len: int | None = None,
             saved_activation_bytes=saved_bytes(step, model),
             peak_bytes=peak_bytes(step, torch.device(device)),
         ))
+    if repeats > 0:
+        medians = interleaved_medians(steps, repeats=repeats, device=torch.device(device))
+        for row in rows:
+            row.step_ms = 1e3 * medians[row.name]
     return rows
