@@ -262,7 +262,7 @@ def width_claim(settings: dict, sweep: SweepResults) -> Claim:
     if len(labels) < 3:
         return _trend(text, None, FULL_ONLY.format(what="widths"), quantity, True, **fields)
     missing = sweep.not_run()
-    values = None if missing else {int(math.log2(d)): _diffs(sweep, *labs)
+    values = None if missing else {round(math.log2(d), 6): _diffs(sweep, *labs)
                                    for d, labs in labels.items()}
     return _trend(text, values, missing, quantity, True, **fields)
 
@@ -497,6 +497,11 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
         long_claim.not_run = FULL_ONLY.format(what="long_train")
     claims.append(long_claim)
     claims += efficiency_claims(settings, eff)
+    if ctx.skipped:  # a skipped suite reports every measured claim as not run, with its reason
+        for c in claims:
+            for m in [c, *c.members]:
+                if m.kind != "construction" or m.measured is None:
+                    m.not_run = ctx.skipped
     out = SuiteOutput(NAME, TITLE, PAPER, claims, paper_key=PAPER_KEY,
                       referee=referee(settings))
     _tables(out, main, long, rank_rows, eff, has_long)
