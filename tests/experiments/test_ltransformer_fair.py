@@ -66,19 +66,24 @@ def test_bad_embedding_options_are_named(overrides, needle):
 # ---------------------------------------------------------------- the suite
 
 SETTINGS = {
-    "seeds": [0, 1, 2], "baseline_model": "encoder-tiny", "l_model": "ltransformer-tiny",
-    "alphas": ["identity", "linear"], "accuracy_tolerance": 0.01, "topic_alpha": "identity",
-    "train": {"data": "tweets-binary", "steps": 2},
-    "topic_train": {"data": "fortunes-topics", "steps": 2, "model_overrides": {"d_model": 256}},
-    "bench": {"widths": [16], "baseline_heads": [4], "n_layers": 1, "seq_len": 8, "batch": 2,
-              "vocab_size": 50, "repeats": 1},
+    "seeds": [0, 1, 2, 3, 4], "baseline_model": "encoder-tiny", "l_model": "ltransformer-tiny",
+    "p": 4, "head_dim": 16, "main_alpha": "identity", "alphas": ["linear", "harmonic"],
+    "accuracy_tolerance": 0.01, "widths": [256, 512], "slices": [1, 2],
+    "train": {"data": "rotten-tomatoes", "steps": 2},
+    "long_train": {"data": "spam-assassin", "steps": 2},
+    "efficiency": {"widths": [128], "n_layers": 1, "seq_len": 8, "batch": 2, "vocab_size": 50,
+                   "repeats": 1},
 }
 CTX = SuiteContext.under(Path("/tmp/unused"), "ltransformer")
-# accuracy by cell label: L is 0.5 point above the fair baseline and 2 points below the
-# learned one on tweets; on the topic task 3 points below both
-ACC = {"fair_baseline": 0.80, "baseline": 0.825, "L_alpha-identity": 0.805,
-       "L_alpha-linear": 0.805, "topic_fair_baseline": 0.60, "topic_baseline": 0.60,
-       "topic_L_alpha-identity": 0.57}
+# accuracy by cell label, chosen so every claim's answer is known: L 0.5 point above the fair
+# encoder at d = 128, 1 and 2 points at 256 and 512; 2 above the parameter-matched one; 1
+# above naive splitting; α ranked identity > linear > harmonic on the main task and the
+# reverse on the long one; accuracy falling with p
+ACC = {"fair": 0.80, "matched": 0.785, "L_alpha-identity": 0.805, "L_alpha-linear": 0.795,
+       "L_alpha-harmonic": 0.79, "L_naive": 0.795, "d256_fair": 0.80, "d256_L": 0.81,
+       "d512_fair": 0.80, "d512_L": 0.82, "p1_L": 0.83, "p2_L": 0.82,
+       "long_fair": 0.95, "long_L_alpha-identity": 0.93, "long_L_alpha-linear": 0.94,
+       "long_L_alpha-harmonic": 0.955}
 
 
 def _results():
@@ -93,71 +98,120 @@ def _results():
     return out
 
 
-def test_suite_cells_train_both_baselines_and_the_topic_task():
+def _efficiency_value(saved_l=40, saved_fair=100):
+    def row(name, d, flops, saved):
+        return {"name": name, "d_model": d, "d_model_l": 128, "encoder_params": 10,
+                "total_params_bert_vocab": 20, "flops_analytic": flops, "flops_counted": flops,
+                "transform_flops": 0, "saved_activation_bytes": saved, "peak_bytes": None,
+                "step_ms": 1.0}
+    return {"rows": [row("ltransformer", 128, 25, saved_l), row("fair_baseline", 128, 100,
+                                                                 saved_fair),
+                     row("param_matched", 64, 26, 50)]}
+
+
+def test_suite_cells_build_the_papers_comparisons():
+    from tokengeo.models.lt_budget import MATCH_TOLERANCE, standard_block_parameters
+
     cells = {c.key: c for c in suite.cells(SETTINGS, CTX)}
-    assert {f"{lab}-s0" for lab in ACC} | {"benchmark"} == {k for k in cells if k.endswith(
-        "-s0") or k == "benchmark"}
-    fair = cells["fair_baseline-s1"].kwargs["config"]
-    assert fair["model"] == "encoder-tiny" and fair["data"] == "tweets-binary"
-    assert fair["model_overrides"] == {"embed_scale": True, "positions": "sinusoidal"}
-    assert "embed_scale" not in cells["baseline-s1"].kwargs["config"]["model_overrides"]
-    topic = cells["topic_fair_baseline-s0"].kwargs["config"]
-    assert topic["data"] == "fortunes-topics"
-    assert topic["model_overrides"] == {"d_model": 256, "embed_scale": True,
-                                        "positions": "sinusoidal"}
-    topic_l = cells["topic_L_alpha-identity-s2"].kwargs["config"]["model_overrides"]
-    assert topic_l == {"d_model": 256, "alpha": "identity"}
+    assert {k for k in cells if k.endswith("-s0")} == {f"{lab}-s0" for lab in ACC}
+    assert "efficiency" in cells and len(cells) == len(ACC) * 5 + 1
+    over = {lab: cells[f"{lab}-s0"].kwargs["config"]["model_overrides"] for lab in ACC}
+    # heads of width 16 everywhere: fair 8 heads at d = 128, L 2 per slice of width 32
+    assert over["fair"] == {"d_model": 128, "n_heads": 8, "embed_scale": True,
+                            "positions": "sinusoidal"}
+    assert over["L_alpha-linear"] == {"d_model": 128, "p": 4, "n_heads": 2, "alpha": "linear",
+                                      "transform": "dct"}
+    assert over["L_naive"]["transform"] == "identity" and over["L_naive"]["alpha"] == "identity"
+    assert over["d512_L"]["n_heads"] == 8 and over["d512_fair"]["n_heads"] == 32
+    assert (over["p1_L"]["p"], over["p1_L"]["n_heads"]) == (1, 8)
+    # the parameter-matched encoder: narrower, the L-Transformer's encoder parameters ± 2 %
+    matched = over["matched"]
+    lt = suite.l_config(SETTINGS)
+    model = tokengeo.create_model("encoder-tiny", **matched)
+    ratio = model.num_parameters(only_blocks=True) / tokengeo.create_model(
+        "ltransformer-tiny", **over["L_alpha-identity"]).num_parameters(only_blocks=True)
+    assert matched["d_model"] < lt.d_model and abs(ratio - 1) <= MATCH_TOLERANCE
+    assert model.num_parameters(only_blocks=True) == standard_block_parameters(
+        matched["d_model"], model.config)
+    long = cells["long_L_alpha-harmonic-s3"].kwargs["config"]
+    assert long["data"] == "spam-assassin" and long["model_overrides"]["alpha"] == "harmonic"
 
 
-def test_suite_states_the_claim_as_stated_and_non_inferiority_for_both_baselines():
-    out = suite.summarise(SETTINGS, _results(), CTX)
+def test_suite_claims_give_the_known_answers():
+    results = {**_results(), "efficiency": CellResult("efficiency", _efficiency_value())}
+    out = suite.summarise(SETTINGS, results, CTX)
     by_text = {c.text: c for c in out.claims}
-    fam = {c.text: c for c in out.claims if c.is_family}
-    members = {m.text: m for c in fam.values() for m in c.members}
-    for alpha in ("identity", "linear"):
-        lab = f"L_alpha-{alpha}"
-        stated = members[f"{lab}: accuracy beats the fair baseline"]
-        within = members[f"{lab}: accuracy within 1 point of the fair baseline"]
-        assert (stated.region.low, within.region.low) == (0.0, -0.01)
-        assert stated.measured.mean == pytest.approx(0.005, abs=5e-4)
-        assert stated.verdict == within.verdict == "reproduced"
-        assert stated.kind == "stand-in" and stated.paper_effect == pytest.approx(0.0125)
-        assert within.kind == "new"  # non-inferiority on tweets: tokengeo's reading
-        # the learned baseline is a second row: 2 points better than L
-        worse = members[f"{lab}: accuracy within 1 point of the baseline"]
-        assert worse.measured.mean == pytest.approx(-0.02, abs=5e-4)
-        assert worse.verdict == "not reproduced"
-        assert members[f"{lab}: accuracy beats the baseline"].verdict == "not reproduced"
-    # one row per hypothesis: the α are members of one family per (baseline, test)
-    stated_fair = by_text["the L-Transformer (some α): accuracy beats the fair baseline"]
-    assert [m.label for m in stated_fair.members] == ["α=identity", "α=linear"]
-    assert stated_fair.verdict == "reproduced" and stated_fair.vs_paper == "smaller"
-    topic = [c for c in out.claims if c.text.startswith("topic task")]
-    assert [c.text for c in topic] == [
-        "topic task (d = 256): the L-Transformer (α=identity): accuracy within 1 point of "
-        "the fair baseline",
-        "topic task (d = 256): the L-Transformer (α=identity): accuracy within 1 point of "
-        "the baseline"]
-    assert all(c.region.low == -0.01 and c.verdict == "not reproduced" for c in topic)
-    assert all("AG News" in c.paper_value and c.kind == "stand-in" for c in topic)
-    (params,) = [c for c in out.claims if "1/p" in c.text]
-    assert (params.region.low, params.region.high) == (0.24, 0.27)
-    assert params.verdict == "reproduced" and params.kind == "construction"
-    assert len(out.claims) == 2 * 2 + 2 + 1 <= 12
+    assert len(out.claims) == 12
+    beats = by_text["the L-Transformer (some α): accuracy beats the fair encoder"]
+    assert [m.label for m in beats.members] == ["α=identity", "α=linear", "α=harmonic"]
+    assert beats.verdict == "reproduced" and beats.members[0].measured.mean == \
+        pytest.approx(0.005, abs=5e-4)
+    assert beats.kind == "stand-in" and beats.members[0].vs_paper == "smaller"
+    assert by_text["the L-Transformer (α=identity): accuracy beats the parameter-matched "
+                   "encoder"].verdict == "reproduced"
+    coupling = by_text["the DCT coupling beats naive splitting (identity transform)"]
+    assert coupling.measured.mean == pytest.approx(0.01, abs=5e-4)
+    rank = by_text["the ranking of the α strategies depends on the data set"]
+    assert rank.verdict == "reproduced" and "p = 0.00794" in rank.detail
+    assert "identity (main), harmonic (long)" in rank.detail
+    width = by_text["the gain over the fair encoder grows with the width d"]
+    assert width.verdict == "reproduced"
+    assert width.measured.mean == pytest.approx(0.0075, abs=1e-3)  # per doubling of d
+    assert by_text["accuracy falls as the width is split into more slices p"].verdict == \
+        "reproduced"
+    parity = by_text["accuracy within 1 point of the fair encoder at d = 768"]
+    assert "not trained in these settings" in parity.verdict
+    long = by_text["long inputs: the L-Transformer (some α): accuracy within 1 point of the "
+                   "fair encoder"]
+    assert long.verdict == "reproduced"  # harmonic is 0.5 point above
+    one_over_p = by_text["encoder parameters and projection/FFN FLOPs ≈ 1/p (p = 4)"]
+    assert one_over_p.verdict == "reproduced"
+    assert [m.measured.mean for m in one_over_p.members][1] == 0.25
+    total = by_text["total parameters L / fair with a 30,522-token vocabulary (d = 768)"]
+    assert total.verdict == "reproduced" and round(1 - total.measured.mean, 2) == 0.41
+    saved = [c for c in out.claims if c.text.startswith("saved activations")][0]
+    assert saved.measured.mean == 0.4 and saved.verdict == "reproduced"
+    titles = [t[0] for t in out.tables]
+    assert any(t.startswith("α: mean rank") for t in titles)
+    assert any(t.startswith("Efficiency") for t in titles)
 
 
-def test_suite_bench_cell_reads_encoder_only_ratios_into_a_table(monkeypatch):
+def test_suite_without_a_long_task_reports_its_claims_as_not_run():
+    settings = {k: v for k, v in SETTINGS.items() if k not in ("long_train", "widths")}
+    cells = suite.cells(settings, CTX)
+    assert not any(c.key.startswith("long") for c in cells)
+    out = suite.summarise(settings, _results(), CTX)
+    by_text = {c.text: c for c in out.claims}
+    for text in ("the ranking of the α strategies depends on the data set",
+                 "the gain over the fair encoder grows with the width d"):
+        assert "runs only with `tokengeo reproduce --full`" in by_text[text].verdict
+    assert by_text["the DCT coupling beats naive splitting (identity transform)"].verdict == \
+        "reproduced"
+
+
+def test_parity_at_768_not_run_states_the_measured_cost():
+    value = _efficiency_value()
+    for r in value["rows"]:
+        r["d_model_l"] = 768
+    out = suite.summarise(SETTINGS, {**_results(), "efficiency": CellResult("efficiency",
+                                                                            value)}, CTX)
+    (parity,) = [c for c in out.claims if "d = 768" in c.text and "within" in c.text]
+    assert "0.00 s for one L and one fair training step" in parity.verdict
+
+
+@pytest.mark.slow  # three d = 128 models timed, counted and measured: ~5 s idle
+def test_efficiency_cell_counts_flops_and_drops_imprecise_peaks(monkeypatch):
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
-    value = suite.bench_cell(SETTINGS["bench"])
-    (row,) = value["widths"]
-    assert row["encoder_peak_ratio_vs_baseline"] is None  # imprecise RSS: not reported
-    assert row["encoder_step_ratio_vs_baseline"]["ltransformer"] > 0
-    assert row["encoder_saved_ratio_vs_baseline"]["ltransformer"] > 0
-    title, header, rows = suite.bench_table(value)
-    assert "no verdict" in title and rows[0][0] == "16" and rows[0][2] == "n/a"
-    out = suite.summarise(SETTINGS, {**_results(), "benchmark": CellResult("benchmark", value)},
-                          CTX)
-    assert any(t[0] == title for t in out.tables)
+    config = {**SETTINGS["efficiency"], "p": 4, "head_dim": 16}
+    value = suite.efficiency_cell(config)
+    rows = {r["name"]: r for r in value["rows"]}
+    assert set(rows) == {"ltransformer", "fair_baseline", "param_matched"}
+    assert all(r["peak_bytes"] is None and r["step_ms"] > 0 and r["d_model_l"] == 128
+               for r in rows.values())
+    assert rows["ltransformer"]["flops_counted"] * 4 < rows["fair_baseline"]["flops_counted"] \
+        * 1.1
+    title, header, body = suite.efficiency_table(value["rows"])
+    assert len(body) == 3 and body[0][7] == "n/a"
 
 
 # ---------------------------------------------------------------- the benchmark

@@ -48,16 +48,16 @@ def test_skipped_suite_reports_kinds_and_not_run(name, mode, tmp_path):
         assert len(out.claims) <= 12
 
 
-def test_quick_ltransformer_reports_the_topic_task_as_not_run(tmp_path):
+def test_quick_ltransformer_reports_the_full_only_comparisons_as_not_run(tmp_path):
     settings = _settings("ltransformer", "quick")
-    assert "topic_train" not in settings
+    assert "long_train" not in settings and "widths" not in settings
     plan = plan_suite("ltransformer", ReproduceConfig(out=tmp_path, mode="quick"))
-    assert not any(c.key.startswith("topic") for c in plan.cells)
+    assert not any(c.key.startswith(("long", "d256", "p1")) for c in plan.cells)
     results = {c.key: CellResult(c.key, None, not_run="n/a") for c in plan.cells}
     out = plan.summarise(results)
-    topic = [c for c in out.claims if c.text.startswith("topic task")]
-    assert topic and all("runs only with `tokengeo reproduce --full`" in c.verdict
-                         for c in topic)
+    full_only = [c for c in out.claims if "α strategies" in c.text or "long inputs" in c.text]
+    assert len(full_only) == 2 and all("runs only with `tokengeo reproduce --full`" in c.verdict
+                                       for c in full_only)
 
 
 def test_sweep_cells_and_results_share_one_key_scheme():
