@@ -50,6 +50,8 @@ def _write(run_dir, result: dict, shown: dict) -> int:
     from tokengeo.io import write_json
 
     write_json(Path(run_dir) / "probe.json", result)
+    if "layers" in shown:  # per-block numbers: in probe.json, too long for the terminal
+        shown = {**shown, "layers": f"{len(shown['layers'])} blocks (see probe.json)"}
     width = max(map(len, shown))
     for k, v in shown.items():
         print(f"{k:<{width}}  {v:.6g}" if isinstance(v, float) else f"{k:<{width}}  {v}")

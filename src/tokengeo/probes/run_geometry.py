@@ -3,17 +3,35 @@
 ``model`` is a tokengeo model with a ``hook_final`` hook point; ``task`` anything with
 ``eval_indices(split, n)`` and ``batch(split, idx) -> Batch(inputs, targets, attention_mask)``
 (the tasks of :mod:`tokengeo.train`). Tokens are captured after the final norm and reduced
-with :mod:`tokengeo.probes.geometry`.
+with :mod:`tokengeo.probes.geometry`; the same numbers of every block's output (the residual
+stream after block l, ``blocks.{l}.hook_resid_post``) go under ``"layers"``, one dict per
+block, for tokengeo models.
 """
 
 from __future__ import annotations
 
 import torch
 
+FINAL = "hook_final"
+LAYER_HOOK = "blocks.{}.hook_resid_post"  # the residual stream after block l
+
+
+def layer_hooks(model) -> list[str]:
+    """``blocks.{l}.hook_resid_post`` for every block of a tokengeo model, in order; empty
+    for a model without them (a Hugging Face model: final-layer geometry only)."""
+    names = {n for n, _ in model.named_modules()}
+    out, layer = [], 0
+    while LAYER_HOOK.format(layer) in names:
+        out.append(LAYER_HOOK.format(layer))
+        layer += 1
+    return out
+
 
 @torch.no_grad()
-def final_tokens(model, task, split: str, max_examples: int, batch_size: int = 256):
-    """Final-layer tokens (N, T, d), their mask (N, T), inputs and targets of ``split``.
+def captured_tokens(model, task, split: str, max_examples: int, names: list[str],
+                    batch_size: int = 256):
+    """Tokens at each hook point in ``names`` ({name: (N, T, d)}), their mask (N, T),
+    inputs and targets of ``split``.
 
     Batches of different lengths (text trimmed to its longest sequence) are right-padded
     to a common T; the mask marks real tokens (a prepended cls token counts as real).
@@ -22,20 +40,46 @@ def final_tokens(model, task, split: str, max_examples: int, batch_size: int = 2
 
     model.eval()
     idx = task.eval_indices(split, max_examples)
-    feats, masks, inputs, targets = [], [], [], []
-    with capture(model, ["hook_final"]) as cache:
+    feats: dict[str, list[torch.Tensor]] = {n: [] for n in names}
+    masks, inputs, targets = [], [], []
+    with capture(model, names) as cache:
         for chunk in idx.split(batch_size):
             b = task.batch(split, chunk)
             model(b.inputs, b.attention_mask)
-            h = cache["hook_final"].float().cpu()  # (B, T', d)
-            feats.append(h)
-            masks.append(_token_mask(b.attention_mask, h.shape[:2]))
+            for n in names:
+                feats[n].append(cache[n].float().cpu())  # (B, T', d)
+            masks.append(_token_mask(b.attention_mask, cache[names[0]].shape[:2]))
             inputs.append(b.inputs)
             targets.append(b.targets)
-    T = max(h.shape[1] for h in feats)
-    h = torch.cat([torch.nn.functional.pad(x, (0, 0, 0, T - x.shape[1])) for x in feats])
+    T = max(m.shape[1] for m in masks)
+    tokens = {n: torch.cat([_pad_tokens(x, T) for x in xs]) for n, xs in feats.items()}
     mask = torch.cat([torch.nn.functional.pad(m, (0, T - m.shape[1])) for m in masks])
-    return h, mask, inputs, torch.cat(targets)
+    return tokens, mask, inputs, torch.cat(targets)
+
+
+def _pad_tokens(x: torch.Tensor, T: int) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (0, 0, 0, T - x.shape[1]))  # (B, T, d)
+
+
+def final_tokens(model, task, split: str, max_examples: int, batch_size: int = 256):
+    """Final-layer tokens (N, T, d), their mask (N, T), inputs and targets of ``split``
+    (:func:`captured_tokens` at ``hook_final``)."""
+    tokens, mask, inputs, targets = captured_tokens(model, task, split, max_examples,
+                                                    [FINAL], batch_size)
+    return tokens[FINAL], mask, inputs, targets
+
+
+def _with_layers(model, task, split: str, max_examples: int, batch_size: int,
+                 metrics) -> dict:
+    """``metrics(h, mask, inputs, targets)`` of the final tokens, and under ``"layers"`` the
+    same metrics of every block's output (the paper's figures are per layer)."""
+    hooks = layer_hooks(model)
+    tokens, mask, inputs, y = captured_tokens(model, task, split, max_examples,
+                                              [FINAL, *hooks], batch_size)
+    out = metrics(tokens[FINAL], mask, inputs, y)
+    if hooks:
+        out["layers"] = [metrics(tokens[h], mask, inputs, y) for h in hooks]
+    return out
 
 
 def _token_mask(attention_mask, shape) -> torch.Tensor:
@@ -48,7 +92,7 @@ def _token_mask(attention_mask, shape) -> torch.Tensor:
     return m
 
 
-def classification_geometry(model, task, split: str, max_examples: int) -> dict[str, float]:
+def classification_geometry(model, task, split: str, max_examples: int) -> dict:
     """Variance shares, neural collapse of sequence means, spectrum of tokens (arXiv 2602.09297,
     Sec. 4: Laplacian heads lower within-sequence variance, raise between-class variance and
     align the sequence means with the simplex ETF of neural collapse, NC2).
@@ -66,22 +110,24 @@ def classification_geometry(model, task, split: str, max_examples: int) -> dict[
     )
     from tokengeo.probes.spectrum import per_item_components
 
-    h, mask, _, y = final_tokens(model, task, split, max_examples)  # (N, T, d), (N, T), (N,)
-    var = variance_decomposition(h, y, mask)
-    nc = neural_collapse_sequences(h, y, mask)
-    spec = spectral_decay(h, mask)
-    return {
-        "within_sequence_share": var.within_sequence / var.total,
-        "between_class_share": var.between_class / var.total,
-        "nc1": nc.nc1, "nc2_etf_error": nc.nc2_etf_error, "ncc_accuracy": nc.ncc_accuracy,
-        "nc2_equinorm": nc.nc2_equinorm, "nc2_max_angle": nc.nc2_max_angle,
-        "components_99": spec.n_components_99, "decay_alpha": spec.decay_alpha,
-        "components_99_per_image": per_item_components(h, 0.99),  # images are unpadded
-        "n_examples": int(h.shape[0]),
-    }
+    def metrics(h, mask, _inputs, y) -> dict:  # (N, T, d), (N, T), (N,)
+        var = variance_decomposition(h, y, mask)
+        nc = neural_collapse_sequences(h, y, mask)
+        spec = spectral_decay(h, mask)
+        return {
+            "within_sequence_share": var.within_sequence / var.total,
+            "between_class_share": var.between_class / var.total,
+            "nc1": nc.nc1, "nc2_etf_error": nc.nc2_etf_error, "ncc_accuracy": nc.ncc_accuracy,
+            "nc2_equinorm": nc.nc2_equinorm, "nc2_max_angle": nc.nc2_max_angle,
+            "components_99": spec.n_components_99, "decay_alpha": spec.decay_alpha,
+            "components_99_per_image": per_item_components(h, 0.99),  # images are unpadded
+            "n_examples": int(h.shape[0]),
+        }
+
+    return _with_layers(model, task, split, max_examples, 256, metrics)
 
 
-def language_geometry(model, task, split: str, max_examples: int) -> dict[str, float]:
+def language_geometry(model, task, split: str, max_examples: int) -> dict:
     """Spectrum of token representations and next-token separability (arXiv 2602.09297,
     Sec. 5.2: fewer components for 99% variance with Laplacian heads).
 
@@ -95,18 +141,20 @@ def language_geometry(model, task, split: str, max_examples: int) -> dict[str, f
         variance_decomposition,
     )
 
-    h, _, x, _ = final_tokens(model, task, split, max_examples, batch_size=32)  # (N, T, d)
-    x = torch.cat(x)  # (N, T) token ids: language windows all have block_size tokens
-    spec = spectral_decay(h)
-    sep = next_token_separability(h, x)
-    var = variance_decomposition(h)
-    return {
-        "components_99_per_sequence": per_item_components(h, 0.99),
-        "components_99": spec.n_components_99, "decay_alpha": spec.decay_alpha,
-        "cdnv_mean": sep.cdnv_mean, "next_token_nm_accuracy": sep.nearest_mean_accuracy,
-        "within_sequence_share": var.within_sequence / var.total,
-        "n_sequences": int(h.shape[0]),
-    }
+    def metrics(h, _mask, inputs, _y) -> dict:  # h (N, T, d)
+        x = torch.cat(inputs)  # (N, T) token ids: language windows all have block_size tokens
+        spec = spectral_decay(h)
+        sep = next_token_separability(h, x)
+        var = variance_decomposition(h)
+        return {
+            "components_99_per_sequence": per_item_components(h, 0.99),
+            "components_99": spec.n_components_99, "decay_alpha": spec.decay_alpha,
+            "cdnv_mean": sep.cdnv_mean, "next_token_nm_accuracy": sep.nearest_mean_accuracy,
+            "within_sequence_share": var.within_sequence / var.total,
+            "n_sequences": int(h.shape[0]),
+        }
+
+    return _with_layers(model, task, split, max_examples, 32, metrics)
 
 
 GEOMETRY = {"classification": classification_geometry, "language": language_geometry}
