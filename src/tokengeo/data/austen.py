@@ -81,8 +81,8 @@ def read_index(folder: Path) -> dict[str, tuple[int, int]]:
         raise
     except Exception as exc:  # bad gzip, not an R serialisation, not the index's shape
         raise _corrupt(path, _why(exc)) from None
-    flag = bool(compressed[0]) if hasattr(compressed, "__len__") else compressed
-    if flag is not True and flag != 1:
+    flag = compressed[0] if hasattr(compressed, "__len__") else compressed
+    if flag != 1:  # TRUE (zlib); R writes 2 for bzip2, 3 for xz
         raise _corrupt(path, f"compression {compressed!r}: only zlib (TRUE) is read")
     return variables
 
