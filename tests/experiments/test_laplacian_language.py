@@ -129,23 +129,32 @@ def test_summary_tables_hold_every_k_and_every_layer(tmp_path):
     assert layer_rows[0][2].startswith("70")  # CDNV of block 2 at k = 0
 
 
-@pytest.mark.parametrize("ks, match", [
-    ([0, 2, 4, 4], "without repeats"),
-    ([1, 2, 4], "increase from 0"),
-    ([0, 4], "at least 3"),
-    ([0, 1, 3], "even largest"),
-    ([0, 1, 4], "H/2"),
-])
-def test_bad_ks_are_refused(ks, match):
-    with pytest.raises(ConfigError, match=match):
-        lang.check_ks(ks, "ks")
-
-
-def test_ks_must_end_at_the_models_head_count():
-    settings = {**SETTINGS, "ks": [0, 1, 2]}
-    with pytest.raises(ConfigError, match="head count H = 4"):
-        lang.model_shape(settings)
+@pytest.mark.parametrize("ks", [[0, 2, 3], [0, 1, 4], [0, 4], [0, 3, 4]])
+def test_ks_must_hold_h_and_h_over_2_of_the_model(ks):
+    with pytest.raises(ConfigError, match=r"ks = .* must hold k = H = 4 .*H/2"):
+        lang.model_shape({**SETTINGS, "ks": ks})
     assert lang.model_shape(SETTINGS) == (H, L)
+
+
+def test_an_odd_head_count_is_refused():
+    settings = {**SETTINGS, "ks": [0, 1, 2, 3],
+                "train": {**SETTINGS["train"], "model_overrides": {"n_heads": 3, "d_model": 48}}}
+    with pytest.raises(ConfigError, match="H/2 \\(H even\\)"):
+        lang.model_shape(settings)
+
+
+def test_bad_ks_are_refused_before_any_cell_is_planned(tmp_path):
+    """The k = 6 of a 4-head model is the shared check's; missing H/2 is the suite's."""
+    from tokengeo.experiments.reproduce import ReproduceConfig, plan_suite
+
+    text = (BUILTIN_CONFIG_DIR / "laplacian-language.toml").read_text()
+    for ks, needle in (("[0, 6]", "k = 6"), ("[0, 1, 4]", "H/2")):
+        (tmp_path / "laplacian-language.toml").write_text(
+            text.replace("ks = [0, 2, 4]", f"ks = {ks}"))
+        cfg = ReproduceConfig(out=tmp_path / "out", only=(lang.NAME,), config_dir=tmp_path)
+        with pytest.raises(ConfigError, match=needle.replace("(", "\\(")):
+            plan_suite(lang.NAME, cfg)
+        assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("mode", ["quick", "full"])

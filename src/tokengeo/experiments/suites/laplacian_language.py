@@ -27,7 +27,6 @@ from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.report import Referee, SuiteOutput
-from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.suites import laplacian_sweep as lap
 from tokengeo.experiments.summary import UNRECORDED
@@ -40,20 +39,7 @@ from tokengeo.experiments.sweep import (
 )
 from tokengeo.experiments.sweep import geometry_metric as geo
 
-
-def check_ks(ks: list, where: str) -> None:
-    """``ks`` = 0, ..., H in increasing order with H even (H/2 is a claim), at least 3 values
-    (a trend over k needs them); that H is the model's head count is checked by
-    :func:`model_shape`."""
-    if ks != sorted(set(ks)) or ks[0] != 0:
-        raise ConfigError(f"{where} = {ks} must increase from 0 without repeats")
-    top = ks[-1]
-    if len(ks) < 3 or top % 2 or top // 2 not in ks:
-        raise ConfigError(f"{where} = {ks} needs at least 3 values, an even largest value H "
-                          f"(all heads Laplacian) and H/2 among them, e.g. [0, 1, 2, 3, 4]")
-
-
-SETTINGS = {**lap.SETTINGS, "ks": Setting("int_list", check=check_ks)}  # [common] + mode
+SETTINGS = lap.SETTINGS  # laplacian-language.toml: [common] + [quick] or [full]
 
 NAME = "laplacian-language"
 TITLE = "Laplacian heads: language modelling"
@@ -82,16 +68,22 @@ TRENDS = [  # (what moves, metric name, getter key or None for val loss, higher)
 
 
 def model_shape(settings: dict) -> tuple[int, int]:
-    """(H heads, L blocks) of the trained model: its registered defaults < the overrides;
-    ``ks`` must end at H."""
+    """(H heads, L blocks) of the trained model (its registered config with the overrides).
+
+    Beyond the checks every k-suite gets (:mod:`tokengeo.experiments.validation`: distinct
+    ks, 0 among them, each k <= H), the claims need k = H and k = H/2 and the trends at
+    least 3 values of k: refused here, when the suite plans its cells, before any runs."""
     from tokengeo.models.registry import get_entry
 
     t = settings["train"]
-    shape = {**get_entry(t["model"]).defaults, **t.get("model_overrides", {})}
-    heads, layers = int(shape["n_heads"]), int(shape["n_layers"])
-    if settings["ks"][-1] != heads:
-        raise ConfigError(f"ks = {settings['ks']} must end at the model's head count H = "
-                          f"{heads} ({model_label(t)}): the claims are at k = H and H/2")
+    cfg = get_entry(t["model"]).config(**t.get("model_overrides", {}))
+    heads, layers = int(cfg.n_heads), int(cfg.n_layers)
+    ks = list(settings["ks"])
+    if heads % 2 or len(ks) < 3 or heads not in ks or heads // 2 not in ks:
+        raise ConfigError(
+            f"ks = {ks} must hold k = H = {heads} (all heads of {model_label(t)} Laplacian), "
+            f"H/2 (H even) and at least 3 values (a trend over k), e.g. "
+            f"{list(range(heads + 1))}")
     return heads, layers
 
 
@@ -184,7 +176,7 @@ def claims(settings: dict, sweep: SweepResults) -> list[Claim]:
         "PCs for 99% per sequence", geo(PER_SEQUENCE), higher=False, ratio=True, **stand_in))
     for lab in (full, half):
         out += separability_claims(sweep, lab, layers, stand_in)
-    by_k = {k: f"k={k}" for k in settings["ks"]}
+    by_k = {k: f"k={k}" for k in sorted(settings["ks"])}
     for text, metric, key, higher in TRENDS:
         out.append(trend_claim(NAME, sweep, f"with more Laplacian heads (k = 0 … {heads}), "
                                f"{text}", SRC, "improves with Laplacian heads", by_k, metric,
