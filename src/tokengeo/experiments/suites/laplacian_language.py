@@ -81,8 +81,9 @@ def model_shape(settings: dict) -> tuple[int, int]:
     ks = list(settings["ks"])
     if heads % 2 or len(ks) < 3 or heads not in ks or heads // 2 not in ks:
         raise ConfigError(
-            f"{NAME} settings: ks = {ks} must hold k = H = {heads} (all heads of {model_label(t)} Laplacian), "
-            f"H/2 (H even) and at least 3 values (a trend over k), e.g. "
+            f"{NAME} settings: ks = {ks} must hold k = H = {heads} (all heads of "
+            f"{model_label(t)} Laplacian), H/2 (H even) and at least 3 values (a trend "
+            f"over k), e.g. "
             f"{list(range(heads + 1))}")
     return heads, layers
 
