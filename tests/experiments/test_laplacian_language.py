@@ -1,0 +1,169 @@
+"""The laplacian-language suite's claims from cell results written here, at every k: each
+claim reads the metric it names (final norm or block l), in the paper's direction, and the
+settings are validated (ks = 0..H with H the model's heads)."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tokengeo.errors import ConfigError
+from tokengeo.experiments.cells import CellResult
+from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, load_settings
+from tokengeo.experiments.settings import check_settings
+from tokengeo.experiments.suite import SuiteContext
+from tokengeo.experiments.suites import laplacian_language as lang
+from tokengeo.experiments.suites import laplacian_sweep as lap
+
+H, L, SEEDS = 4, 3, (0, 1, 2, 3)
+SETTINGS = {"seeds": list(SEEDS), "ks": list(range(H + 1)), "geometry_split": "val",
+            "geometry_examples": 8,
+            "train": {"model": "gpt-tiny", "data": "shakespeare-char",
+                      "model_overrides": {"n_layers": L, "n_heads": H, "d_model": 32}}}
+KEYS = ("components_99_per_sequence", "components_99", "decay_alpha", "cdnv_mean",
+        "next_token_nm_accuracy", "within_sequence_share")
+
+
+def _geometry(k: int, seed: int, slope: dict, layer: int | None = None) -> dict:
+    """Every geometry key = a base + slope[key] * k (+ a small per-seed wobble); a block's
+    value adds 10 * (layer + 1) so the test can tell which layer a claim read."""
+    wobble = 0.01 * ((seed * 7 + k * 3) % 5)
+    offset = 0.0 if layer is None else 10.0 * (layer + 1)
+    return {key: 50.0 + offset + slope.get(key, 0.0) * k + wobble for key in KEYS}
+
+
+def fake_results(slope: dict, loss_slope: float = -0.1) -> dict[str, CellResult]:
+    sweep = lap.sweep(lang.NAME, SETTINGS, lang.GEOMETRY_KIND, lang.FIELDS)
+    out = {}
+    for k in SETTINGS["ks"]:
+        for s in SEEDS:
+            key = sweep.key(f"k={k}", s)
+            loss = 3.0 + loss_slope * k + 0.005 * ((s + k) % 3)
+            geometry = {**_geometry(k, s, slope),
+                        "layers": [_geometry(k, s, slope, i) for i in range(L)]}
+            out[key] = CellResult(key, {
+                "final": {"val": {"loss": loss, "bits_per_char": loss / math.log(2)}},
+                "parameters": {"total": 1}, "wall_time_s": 1.0, "step": 10,
+                "geometry": geometry})
+    return out
+
+
+def _claims(results, tmp_path: Path):
+    ctx = SuiteContext.under(tmp_path, lang.NAME)
+    sweep = lap.results(lang.NAME, SETTINGS, results, ctx, lang.GEOMETRY_KIND, lang.FIELDS)
+    return {c.text: c for c in lang.claims(SETTINGS, sweep)}
+
+
+PAPER_WAY = {"components_99_per_sequence": -2.0, "components_99": -2.0, "cdnv_mean": -1.0,
+             "next_token_nm_accuracy": 1.0, "within_sequence_share": -1.0}
+
+
+def test_effects_in_the_papers_direction_reproduce_every_claim(tmp_path):
+    claims = _claims(fake_results(PAPER_WAY), tmp_path)
+    assert {c.verdict for c in claims.values()} == {"reproduced"}, \
+        {t: c.verdict for t, c in claims.items() if c.verdict != "reproduced"}
+    assert all(c.kind == "stand-in" and c.proxy for c in claims.values())
+    # the claims the issue asks for, at k = H and H/2, and every trend
+    for lab in ("k=4", "k=2"):
+        assert f"{lab}: Laplacian heads lower the validation loss" in claims
+        assert f"{lab}: CDNV falls at every block's output" in claims
+        assert f"{lab}: next-token NM accuracy rises at the final norm" in claims
+    assert sum(t.startswith("with more Laplacian heads") for t in claims) == len(lang.TRENDS)
+
+
+def test_each_claim_reads_its_own_metric_and_layer(tmp_path):
+    claims = _claims(fake_results(PAPER_WAY), tmp_path)
+    loss = claims["k=4: Laplacian heads lower the validation loss"]
+    assert loss.measured.mean == pytest.approx(-0.4, abs=0.02)  # loss_slope * H
+    half = claims["k=2: Laplacian heads lower the validation loss"]
+    assert half.measured.mean == pytest.approx(-0.2, abs=0.02)
+    comp = claims["k=4 (all heads Laplacian): fewer components for 99% of variance"]
+    assert comp.paper_effect == pytest.approx(math.log(430.4 / 547.7))
+    assert math.exp(comp.measured.mean) == pytest.approx((50 - 8) / 50, abs=0.01)
+    family = claims["k=4: CDNV falls at every block's output"]
+    assert [m.label for m in family.members] == [f"block {i + 1}" for i in range(L)]
+    for m in family.members:  # the difference k=4 − k=0 of CDNV = slope * 4 at every layer
+        assert m.measured.mean == pytest.approx(-4.0, abs=0.05)
+    # the per-layer getter reads block l (value 50 + 10 (l + 1) at k = 0)
+    sweep = lap.results(lang.NAME, SETTINGS, fake_results(PAPER_WAY),
+                        SuiteContext.under(tmp_path, lang.NAME), lang.GEOMETRY_KIND)
+    assert sweep.values("k=0", lang.layer_metric(1, "cdnv_mean"))[0] == pytest.approx(70.0)
+    trend = claims["with more Laplacian heads (k = 0 … 4), validation loss falls"]
+    assert trend.measured.mean == pytest.approx(-0.1, abs=0.01)
+
+
+def test_effects_against_the_paper_are_not_reproduced(tmp_path):
+    against = {key: -v for key, v in PAPER_WAY.items()}
+    claims = _claims(fake_results(against, loss_slope=0.1), tmp_path)
+    assert {c.verdict for c in claims.values()} == {"not reproduced"}
+
+
+def test_one_layer_against_the_paper_fails_the_every_block_family(tmp_path):
+    results = fake_results(PAPER_WAY)
+    for r in results.values():  # block 2's CDNV rises with k
+        k = int(r.key.split("-")[0].removeprefix("k="))
+        r.value["geometry"]["layers"][1]["cdnv_mean"] += 3.0 * k
+    claims = _claims(results, tmp_path)
+    family = claims["k=4: CDNV falls at every block's output"]
+    assert [m.verdict for m in family.members] == ["reproduced", "not reproduced",
+                                                   "reproduced"]
+    assert family.verdict != "reproduced"
+    assert claims["k=4: CDNV falls at the final norm"].verdict == "reproduced"
+
+
+def test_a_missing_cell_leaves_every_claim_not_run(tmp_path):
+    results = fake_results(PAPER_WAY)
+    del results["k=3-s1"]
+    claims = _claims(results, tmp_path)
+    assert all(c.verdict.startswith("not run") for c in claims.values())
+
+
+@pytest.mark.slow  # draws the suite's four figures
+def test_summary_tables_hold_every_k_and_every_layer(tmp_path):
+    ctx = SuiteContext.under(tmp_path, lang.NAME)
+    out = lang.summarise(SETTINGS, fake_results(PAPER_WAY), ctx)
+    (_, header, rows), (_, layer_header, layer_rows) = out.tables
+    assert [r[0] for r in rows] == [f"k={k}" for k in range(H + 1)]
+    assert "val loss" in header and "CDNV" in header
+    assert layer_header[1:] == [f"{m} b{i + 1}" for m in ("CDNV", "NM") for i in range(L)]
+    assert layer_rows[0][2].startswith("70")  # CDNV of block 2 at k = 0
+
+
+@pytest.mark.parametrize("ks", [[0, 2, 3], [0, 1, 4], [0, 4], [0, 3, 4]])
+def test_ks_must_hold_h_and_h_over_2_of_the_model(ks):
+    with pytest.raises(ConfigError, match=r"ks = .* must hold k = H = 4 .*H/2"):
+        lang.model_shape({**SETTINGS, "ks": ks})
+    assert lang.model_shape(SETTINGS) == (H, L)
+
+
+def test_an_odd_head_count_is_refused():
+    settings = {**SETTINGS, "ks": [0, 1, 2, 3],
+                "train": {**SETTINGS["train"], "model_overrides": {"n_heads": 3, "d_model": 48}}}
+    with pytest.raises(ConfigError, match="H/2 \\(H even\\)"):
+        lang.model_shape(settings)
+
+
+def test_bad_ks_are_refused_before_any_cell_is_planned(tmp_path):
+    """The k = 6 of a 4-head model is the shared check's; missing H/2 is the suite's."""
+    from tokengeo.experiments.reproduce import ReproduceConfig, plan_suite
+
+    text = (BUILTIN_CONFIG_DIR / "laplacian-language.toml").read_text()
+    for ks, needle in (("[0, 6]", "k = 6"), ("[0, 1, 4]", "H/2")):
+        (tmp_path / "laplacian-language.toml").write_text(
+            text.replace("ks = [0, 2, 4]", f"ks = {ks}"))
+        cfg = ReproduceConfig(out=tmp_path / "out", only=(lang.NAME,), config_dir=tmp_path)
+        with pytest.raises(ConfigError, match=needle.replace("(", "\\(")):
+            plan_suite(lang.NAME, cfg)
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_builtin_settings_are_valid(mode):
+    settings = load_settings(BUILTIN_CONFIG_DIR, lang.NAME, mode)
+    check_settings(lang.NAME, BUILTIN_CONFIG_DIR / "laplacian-language.toml", settings,
+                   lang.SUITE.schema)
+    heads, layers = lang.model_shape(settings)
+    assert settings["ks"][-1] == heads
+    if mode == "full":  # the issue: a BPE GPT of >= 4 layers, every k, >= 5 seeds
+        assert settings["train"]["data"] == "austen-bpe" and layers >= 4
+        assert settings["ks"] == list(range(heads + 1)) and len(settings["seeds"]) >= 5
