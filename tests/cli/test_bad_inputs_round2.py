@@ -272,18 +272,19 @@ SETTINGS_CASES = [
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 2, 40]")], "k = 40"),
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 1, 9]")], "k = 9"),
     (LANG, "quick", [("ks = [0, 2, 4]", "ks = [0, 6]")], "k = 6"),
-    (DINO, "quick", [("ks = [0, 4]", "ks = [0, 5]"), ("main_k = 4", "main_k = 5")], "k = 5"),
+    (DINO, "quick", [("ks = [0, 3]", "ks = [0, 5]")], "k = 5"),
     (RETRO, "quick", [("ks = [0, 3]", "ks = [0, 10]")], "k = 10"),
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [2, 4]")], "ks = [2, 4]"),
     (LANG, "quick", [("ks = [0, 2, 4]", "ks = [0]")], "ks = [0]"),
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 2, 2]")], "repeats 2"),
     (LANG, "quick", [("ks = [0, 2, 4]", "ks = [0, 4, 4]")], "repeats 4"),
-    (DINO, "quick", [("ks = [0, 4]", "ks = [4, 4]")], "repeats 4"),
+    (DINO, "quick", [("ks = [0, 3]", "ks = [3, 3]")], "repeats 3"),
     (RETRO, "quick", [("ks = [0, 3]", "ks = [3]")], "ks = [3]"),
     (IMG, "quick", [("geometry_k = 2", "geometry_k = 3")], "geometry_k = 3"),
     (IMG, "full", [("geometry_k = 2", "geometry_k = 1")], "geometry_k = 1"),
-    (DINO, "quick", [("main_k = 4", "main_k = 2")], "main_k = 2"),
-    (DINO, "quick", [("main_k = 4", "")], "main_k (default n_heads - 1) = 3"),
+    (DINO, "quick", [("patch_size = 7, d_model = 32", "patch_size = 7, d_model = 32, n_heads = 2")],
+     "k = 3"),
+    (DINO, "full", [("n_seg_train = 2000", "n_seg_train = 2")], "n_seg_train = 2"),
     (FLOWS, "quick", [("heads = [1, 4, 16]", "heads = [4]")], "heads = [4]"),
     (FLOWS, "full", [("heads = [1, 2, 4, 8, 10, 16, 32, 64, 100, 128]", "heads = [10, 10]")], "repeats 10"),
     (FLOWS, "quick", [("figure_heads = 4", "figure_heads = 2")], "figure_heads = 2"),
@@ -313,7 +314,7 @@ def test_suite_settings_checked_as_a_whole(tmp_path, capsys, monkeypatch, suite,
     assert snapshot(tmp_path) == before  # nothing written, not even --out
 
 
-def test_a_valid_default_main_k_reaches_the_cells(tmp_path, monkeypatch):
+def test_valid_full_dino_settings_reach_the_cells(tmp_path, monkeypatch):
     import tokengeo.experiments.reproduce as rp
 
     reached = []
@@ -323,8 +324,7 @@ def test_a_valid_default_main_k_reaches_the_cells(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(rp, "compute_cells", cells)
-    cfg = _suite_copy(tmp_path, DINO, [("main_k = 3                 # the paper's 5 of 6 "
-                                        "heads: H - 1", "")])
+    cfg = _suite_copy(tmp_path, DINO, [])
     code = main(["reproduce", "--full", "--only", DINO, "--config-dir", str(cfg),
                  "--jobs", "1", "--out", str(tmp_path / "out")])
     assert reached == [True] and code == 130
