@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import tokengeo.dino  # noqa: F401 (registers --task dino, which these cells train)
-from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.errors import ConfigError
+from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, keys, train_table_with
