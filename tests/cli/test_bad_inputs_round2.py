@@ -284,7 +284,7 @@ SETTINGS_CASES = [
     (IMG, "full", [("geometry_k = 2", "geometry_k = 1")], "geometry_k = 1"),
     (DINO, "quick", [("patch_size = 7, d_model = 32", "patch_size = 7, d_model = 32, n_heads = 2")],
      "k = 3"),
-    (DINO, "full", [("n_seg_train = 2000", "n_seg_train = 2")], "n_seg_train = 2"),
+    (DINO, "quick", [("n_seg_train = 2000", "n_seg_train = 2")], "n_seg_train = 2"),
     (FLOWS, "quick", [("heads = [1, 4, 16]", "heads = [4]")], "heads = [4]"),
     (FLOWS, "full", [("heads = [1, 2, 4, 8, 10, 16, 32, 64, 100, 128]", "heads = [10, 10]")], "repeats 10"),
     (FLOWS, "quick", [("figure_heads = 4", "figure_heads = 2")], "figure_heads = 2"),
