@@ -265,14 +265,14 @@ SETTINGS_CASES = [
     (LANG, "quick", [("seeds = [0, 1, 2]", "seeds = [2, 2, 2]")], "repeats 2"),
     (LANG, "full", [("seeds = [0, 1, 2, 3, 4]", "seeds = [0, 1, 0]")], "repeats 0"),
     (DINO, "quick", [("seeds = [0, 1]", "seeds = [1, 1]")], "repeats 1"),
-    (DINO, "full", [("seeds = [0, 1, 2, 3, 4]", "seeds = [4, 4]")], "repeats 4"),
+    (DINO, "full", [("seeds = [0, 1, 2, 3, 4]", "seeds = [3, 3]")], "repeats 3"),
     (LT, "quick", [("seeds = [0, 1, 2]", "seeds = [0, 0, 2]")], "repeats 0"),
     (RETRO, "quick", [("seeds = [0, 1]", "seeds = [5, 5]")], "repeats 5"),
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 2, 5]")], "k = 5"),
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 2, 40]")], "k = 40"),
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 1, 9]")], "k = 9"),
     (LANG, "quick", [("ks = [0, 2, 4]", "ks = [0, 6]")], "k = 6"),
-    (DINO, "quick", [("ks = [0, 4]", "ks = [0, 5]"), ("main_k = 4", "main_k = 5")], "k = 5"),
+    (DINO, "quick", [("ks = [0, 3]", "ks = [0, 5]")], "k = 5"),
     (RETRO, "quick", [("k = 3", "k = 10")], "k = 10"),
     (RETRO, "quick", [("last_layers = [1, 3, 10]", "last_layers = [1, 31]")], "L = 31"),
     (RETRO, "quick", [("last_layers = [1, 3, 10]", "last_layers = [3, 3]")], "repeats 3"),
@@ -280,11 +280,12 @@ SETTINGS_CASES = [
     (LANG, "quick", [("ks = [0, 2, 4]", "ks = [0]")], "ks = [0]"),
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 2, 2]")], "repeats 2"),
     (LANG, "quick", [("ks = [0, 2, 4]", "ks = [0, 4, 4]")], "repeats 4"),
-    (DINO, "quick", [("ks = [0, 4]", "ks = [4, 4]")], "repeats 4"),
+    (DINO, "quick", [("ks = [0, 3]", "ks = [3, 3]")], "repeats 3"),
     (IMG, "quick", [("geometry_k = 2", "geometry_k = 3")], "geometry_k = 3"),
     (IMG, "full", [("geometry_k = 2", "geometry_k = 1")], "geometry_k = 1"),
-    (DINO, "quick", [("main_k = 4", "main_k = 2")], "main_k = 2"),
-    (DINO, "quick", [("main_k = 4", "")], "main_k (default n_heads - 1) = 3"),
+    (DINO, "quick", [("patch_size = 7, d_model = 32", "patch_size = 7, d_model = 32, n_heads = 2")],
+     "k = 3"),
+    (DINO, "quick", [("n_seg_train = 2000", "n_seg_train = 2")], "n_seg_train = 2"),
     (FLOWS, "quick", [("heads = [1, 4, 16]", "heads = [4]")], "heads = [4]"),
     (FLOWS, "full", [("heads = [1, 2, 4, 8, 10, 16, 32, 64, 100, 128]", "heads = [10, 10]")], "repeats 10"),
     (FLOWS, "quick", [("figure_heads = 4", "figure_heads = 2")], "figure_heads = 2"),
@@ -314,7 +315,7 @@ def test_suite_settings_checked_as_a_whole(tmp_path, capsys, monkeypatch, suite,
     assert snapshot(tmp_path) == before  # nothing written, not even --out
 
 
-def test_a_valid_default_main_k_reaches_the_cells(tmp_path, monkeypatch):
+def test_valid_full_dino_settings_reach_the_cells(tmp_path, monkeypatch):
     import tokengeo.experiments.reproduce as rp
 
     reached = []
@@ -324,8 +325,7 @@ def test_a_valid_default_main_k_reaches_the_cells(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(rp, "compute_cells", cells)
-    cfg = _suite_copy(tmp_path, DINO, [("main_k = 3                 # the paper's 5 of 6 "
-                                        "heads: H - 1", "")])
+    cfg = _suite_copy(tmp_path, DINO, [])
     code = main(["reproduce", "--full", "--only", DINO, "--config-dir", str(cfg),
                  "--jobs", "1", "--out", str(tmp_path / "out")])
     assert reached == [True] and code == 130

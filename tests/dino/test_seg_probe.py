@@ -75,3 +75,36 @@ def test_bad_shapes_are_refused():
                       torch.zeros(2, 49))
     with pytest.raises(ConfigError, match="tile"):
         foreground_share(torch.zeros(1, 1, 30, 30), 4)
+
+
+def test_ridge_matches_least_squares_on_the_augmented_system():
+    """argmin ||y − Xw||² + λ||w_{1:}||² is the least-squares solution of [X; √λ·[0 | I]] w =
+    [y; 0]: the intercept (column 0) is not penalised."""
+    from tokengeo.dino.seg_probe import _ridge
+
+    gen = torch.Generator().manual_seed(2)
+    X = torch.cat([torch.ones(50, 1), torch.randn(50, 4, generator=gen)], 1).double()
+    y = torch.randn(50, generator=gen).double() + 3.0
+    for lam in (0.0, 0.5, 40.0):
+        penalty = torch.cat([torch.zeros(4, 1), torch.eye(4)], 1).double() * lam ** 0.5
+        ref = torch.linalg.lstsq(torch.cat([X, penalty]), torch.cat([y, torch.zeros(4)]).double()
+                                 [:, None]).solution.squeeze(1)
+        assert torch.allclose(_ridge(X, y, lam), ref, atol=1e-9)
+    # a huge penalty leaves only the intercept: the mean of y
+    w = _ridge(X, y, 1e12)
+    assert w[0].item() == pytest.approx(y.mean().item(), abs=1e-6)
+    assert w[1:].abs().max().item() < 1e-8
+
+
+def test_probe_is_unchanged_by_a_rescaled_token_axis():
+    """Tokens are standardised per dimension before the fit, so scaling one axis of every token
+    (train and test alike) leaves the predictions, hence the mIoU, unchanged."""
+    gen = torch.Generator().manual_seed(3)
+    train_share = foreground_share(_blob_images(30, gen), 4)
+    test_share = foreground_share(_blob_images(10, gen), 4)
+    train, test = _tokens(train_share, 3.0, gen), _tokens(test_share, 3.0, gen)
+    scale = torch.ones(train.shape[-1])
+    scale[2] = 1e3
+    a = fit_seg_probe(train, train_share, test, test_share)
+    b = fit_seg_probe(train * scale, train_share, test * scale, test_share)
+    assert a.miou == pytest.approx(b.miou, abs=1e-9) and a.penalty == b.penalty

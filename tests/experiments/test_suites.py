@@ -59,9 +59,8 @@ analysis = { samples = 8, seq_len = 32, batch_size = 4 }
     "dino": """
 [quick]
 seeds = [0, 1]
-ks = [0, 3]
-n_heads = 4
-evaluation = { n_train = 200, n_test = 60 }
+ks = [0, 2, 3]
+evaluation = { n_train = 200, n_test = 60, n_seg_train = 20 }
 train = { model = "vit-tiny", data = "digits", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, model_overrides = { d_model = 16, n_layers = 1 }, task_options = { out_dim = 32, hidden_dim = 16, bottleneck_dim = 8, knn_bank = 200, crops = { local_size = 4, n_local = 2 } } }
 """,
     "retrofit": """

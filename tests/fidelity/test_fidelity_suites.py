@@ -112,15 +112,18 @@ def test_quick_ks_are_none_half_all_and_full_has_five_seeds(suite, heads):
     assert len(full["seeds"]) >= 5
 
 
-def test_dino_runs_in_the_quick_setting_with_none_and_all_heads(tmp_path):
+def test_dino_quick_keeps_none_and_all_but_one_head_and_full_sweeps_every_k(tmp_path):
     quick, full = _settings("dino", "quick"), _settings("dino", "full")
+    H = dino.backbone_config(quick).n_heads
     assert not quick.get("skip")
-    assert quick["ks"] == [0, quick["n_heads"]] and quick["main_k"] == quick["n_heads"]
-    assert len(full["seeds"]) >= 5
+    assert quick["ks"] == [0, H - 1]
+    assert full["ks"] == list(range(dino.backbone_config(full).n_heads + 1))
+    assert dino.backbone_config(full).patch_size == 4  # 7 x 7 = 49 patch tokens
     plan = plan_suite("dino", ReproduceConfig(out=tmp_path, mode="quick"))
     assert len(plan.cells) == 2 * len(quick["ks"]) * len(quick["seeds"])  # DINO + random
     claims = dino._claims(quick, dino._sweep(quick).results({}, skipped="not yet"))
-    assert any(f"k={quick['n_heads']}: PCA" in c.text for c in claims)
+    assert any(f"k={H - 1} of {H} Laplacian heads raise the linear segmentation" in c.text
+               for c in claims)
 
 
 def test_long_quick_cells_carry_their_cost_hint(tmp_path):

@@ -7,9 +7,9 @@ second with one line naming the setting and its valid range, never after its cel
 * ``seeds`` are distinct (a repeated seed gives a zero-width interval, silently);
 * ``ks`` are distinct, include the baseline 0, hold at least two values (every claim
   compares a k with k = 0), and each ``k <= H``, the model's heads per layer. H is read from
-  the registry's config, from ``n_heads`` (dino), or for a pretrained ``hf:`` model from its
-  ``config.json``, before any weights load;
-* ``geometry_k`` (laplacian-images) and ``main_k`` (dino) are among the ``ks``;
+  the registry's config, or for a pretrained ``hf:`` model from its ``config.json``, before
+  any weights load;
+* ``geometry_k`` (laplacian-images) is among the ``ks``;
 * flows' ``heads`` are distinct, at least two (the O(1/H) fit needs two H), and
   ``figure_heads`` is one of them;
 * ``--only`` names each suite once.
@@ -73,11 +73,9 @@ def _check_ks(suite: str, where: str, settings: dict[str, Any]) -> None:
             if k > heads:
                 raise ConfigError(f"{where}: ks = {ks!r} has k = {k} but {source} has "
                                   f"{heads} heads per layer; each k must lie in 0..{heads}")
-    named = {"laplacian-images": "geometry_k", "dino": "main_k"}.get(suite)
+    named = {"laplacian-images": "geometry_k"}.get(suite)
     if named is not None:
         value = settings.get(named)
-        if named == "main_k" and value is None and heads is not None:
-            value, named = heads - 1, "main_k (default n_heads - 1)"
         if value is not None and value not in ks:
             raise ConfigError(f"{where}: {named} = {value!r} must be one of ks = {ks!r}")
 
@@ -117,21 +115,28 @@ def _check_retrofit(where: str, settings: dict[str, Any]) -> None:
 def heads_of(suite: str, settings: dict[str, Any]) -> tuple[int | None, str]:
     """(H, what it is) of the suite's model, known without loading any weights; (None, "")
     when it cannot be known yet (the model's own check refuses it later)."""
-    if suite == "dino":
-        return int(settings["n_heads"]), f"n_heads = {settings['n_heads']}"
     train = settings.get("train")
     if not isinstance(train, dict) or not isinstance(train.get("model"), str):
         return None, ""
     model = train["model"]
-    overrides = dict(train.get("model_overrides") or {})
     if model.startswith("hf:"):
         return _hf_heads(model[3:]), f"model {model!r}"
-    from tokengeo.models.registry import get_entry
-
-    overrides.pop("n_laplacian", None)
-    cfg = get_entry(model).config(**overrides)
+    cfg = registry_config(train)
     heads = getattr(cfg, "n_heads", None)
     return (int(heads) if isinstance(heads, int) else None), f"model {model!r}"
+
+
+def registry_config(train: dict[str, Any]):
+    """The registry config of a ``train`` table's tokengeo model, built without weights: its
+    ``model_overrides`` (less ``n_laplacian``) and the image size its data are resized to."""
+    from tokengeo.models.registry import get_entry
+
+    overrides = dict(train.get("model_overrides") or {})
+    overrides.pop("n_laplacian", None)
+    size = (train.get("data_options") or {}).get("image_size")  # images resized by the loader
+    if size is not None:
+        overrides.setdefault("image_size", size)
+    return get_entry(train["model"]).config(**overrides)
 
 
 def _hf_heads(source: str) -> int | None:
@@ -165,7 +170,8 @@ CELL_FIELDS: dict[str, str] = {
     "final": "tree", "parameters": "tree", "wall_time_s": "number", "step": "number",
     "geometry": "tree", "summary": "tree", "t": "numbers", "G2": "numbers",
     "E_mean": "numbers", "figures": "strings", "warnings": "strings",
-    "knn_accuracy": "tree", "linear_accuracy": "tree", "iou": "tree",
+    "knn_accuracy": "tree", "linear_accuracy": "tree", "iou": "tree", "seg_miou": "tree",
+    "seg_chance_miou": "tree",
     "patch_components_99": "tree", "patch_decay_alpha": "tree", "embedding_spread": "tree",
     "result.short_range_mass": "tree", "result.input_distinct_share": "tree",
     "result.repeated_token_share_std": "tree",

@@ -2,15 +2,21 @@
 
 DINO pre-training (Caron et al. 2021) of a ViT on Fashion-MNIST images with k of H heads
 Laplacian in every layer, several seeds; the frozen teacher backbone is scored by k-NN and
-linear-probe accuracy, the spectrum of its patch tokens and the IoU of a PCA foreground
-segmentation (``tokengeo.dino``); randomly initialised backbones of the same
-architectures give the floor.
+linear-probe accuracy, the spectrum of its patch tokens and the mIoU of a learned linear
+segmentation probe on its patch tokens (``tokengeo.dino.seg_probe``: ridge regression of
+each patch's foreground share, scored on held-out images); randomly initialised backbones
+of the same architectures give the floor.
 
-Settings: ``ks``, ``seeds``, ``n_heads`` (H of the model), ``main_k`` (the k compared with
-k = 0 in the segmentation and spectrum claims; the paper's 5 of 6 heads is H - 1 when
-absent), ``evaluation`` (``n_train``, ``n_test``), ``cell_cost`` (estimated 1-thread CPU
-seconds of one pre-training, a scheduling hint),
-``train`` (TrainConfig fields; ``task_options`` are DINOConfig fields); ``skip`` (a
+Claims: DINO beats a random backbone (k-NN accuracy, segmentation mIoU: ``sanity``); the
+linear probe and the segmentation mIoU at k = H/2 and k = H − 1 (the paper's 5 of 6 heads)
+against k = 0, and their trends over every k swept; fewer patch-token components at H − 1.
+H is the model's heads per layer, read from its registry config. A claim whose k is not in
+``ks`` (or a trend over fewer than 3 ks) is reported as not run, naming the missing k.
+
+Settings: ``ks``, ``seeds``, ``evaluation`` (``n_train``, ``n_test``: k-NN bank / probe
+training images and test images; ``n_seg_train``: training images of the segmentation
+probe), ``cell_cost`` (estimated 1-thread CPU seconds of one pre-training, a scheduling
+hint), ``train`` (TrainConfig fields; ``task_options`` are DINOConfig fields); ``skip`` (a
 reason: no cell runs, every claim is reported as not run).
 """
 
@@ -21,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import tokengeo.dino  # noqa: F401 (registers --task dino, which these cells train)
+from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult
-from tokengeo.experiments.claims import family
+from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, keys, train_table_with
 from tokengeo.experiments.suite import Suite, SuiteContext
@@ -35,16 +42,26 @@ from tokengeo.experiments.sweep import (
     metric_table,
     model_label,
     run_folder,
+    trend_claim,
 )
+
+SEG_PROBE_MIN_IMAGES = 3  # fit_seg_probe: at least 2 fitting images and 1 validation image
+
+
+def _check_evaluation(table: dict, where: str) -> None:
+    keys(n_train="int", n_test="int", n_seg_train="int")(table, where)
+    if table["n_seg_train"] < SEG_PROBE_MIN_IMAGES:
+        raise ConfigError(f"{where}.n_seg_train = {table['n_seg_train']} must be >= "
+                          f"{SEG_PROBE_MIN_IMAGES} (the segmentation probe picks its penalty "
+                          "on a validation part of its training images)")
+
 
 SETTINGS = {  # suites/dino.toml: [common] + [quick] or [full]
     "seeds": Setting("int_list"),
     "ks": Setting("int_list"),
-    "n_heads": Setting("int", lo=1),
-    "evaluation": Setting("table", check=keys(n_train="int", n_test="int")),
+    "evaluation": Setting("table", check=_check_evaluation),
     "train": Setting("table", check=train_table_with(task="dino")),
     "cell_cost": Setting("number", required=False),
-    "main_k": Setting("int", required=False),
 }
 
 NAME = "dino"
@@ -53,12 +70,13 @@ PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing To
          "Representations\", arXiv 2602.09297 (DINO: Caron et al., ICCV 2021)")
 SRC = "Zhang & Papyan 2026, Sec. 5.3 (DINO ViT-S, ImageNet-1k; ADE20K)"
 SRC_DINO = "Caron et al. 2021, Sec. 4 (k-NN of DINO features)"
+SRC_SEG = "Caron et al. 2021, Fig. 1 and Sec. 4.2.2 (DINO patch features segment objects)"
 PAPER_KEY = "Zhang & Papyan (Laplacian heads)"
 MIOU_RATIO = 32.27 / 29.81  # ADE20K mIoU, 5 of 6 heads Laplacian / none
 PCA_IMAGES = 8  # test images shown in the PCA-of-patch-tokens figure
 # what the cells return and summarise reads (random_cell: the same without the last three)
-RANDOM_FIELDS = ("knn_accuracy", "linear_accuracy", "iou", "patch_components_99",
-                 "patch_decay_alpha", "embedding_spread")
+RANDOM_FIELDS = ("knn_accuracy", "linear_accuracy", "seg_miou", "seg_chance_miou",
+                 "patch_components_99", "patch_decay_alpha", "embedding_spread")
 DINO_FIELDS = (*RANDOM_FIELDS, "pca_patches", "wall_time_s", "warnings")
 
 
@@ -66,7 +84,8 @@ def _evaluate(model, data, ev: dict, with_patches: bool) -> dict:
     from tokengeo.dino.evaluate import evaluate_backbone
     from tokengeo.dino.segmentation import example_patch_tokens
 
-    out = evaluate_backbone(model, data, ev["n_train"], ev["n_test"]).to_dict()
+    out = evaluate_backbone(model, data, ev["n_train"], ev["n_test"],
+                            n_seg_train=ev["n_seg_train"]).to_dict()
     if with_patches:
         _, patches = example_patch_tokens(model, data, PCA_IMAGES)
         out["pca_patches"] = [[[round(v, 5) for v in tok] for tok in img]
@@ -102,7 +121,7 @@ def random_cell(config: dict[str, Any], evaluation: dict) -> dict:
 
 
 def _labels(settings: dict) -> list[str]:
-    return [f"k={k}" for k in settings["ks"]]
+    return [f"k={k}" for k in sorted(settings["ks"])]
 
 
 RANDOM = "random-"  # label prefix of the randomly initialised backbones
@@ -110,7 +129,7 @@ RANDOM = "random-"  # label prefix of the randomly initialised backbones
 
 def _sweep(settings: dict) -> Sweep:
     """DINO pre-trainings and random backbones, one of each per (k, seed), same config."""
-    ks = {f"k={k}": {"n_laplacian": k} for k in settings["ks"]}
+    ks = {f"k={k}": {"n_laplacian": k} for k in sorted(settings["ks"])}
     variants = {**ks, **{RANDOM + lab: v for lab, v in ks.items()}}
     return Sweep(NAME, variants, tuple(settings["seeds"]),
                  {**settings["train"], "task": "dino"}, parse=dict,
@@ -129,8 +148,36 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
     return _sweep(settings).cells(make)
 
 
-def _main_k(settings: dict) -> int:
-    return int(settings.get("main_k", settings["n_heads"] - 1))
+def backbone_config(settings: dict):
+    """The registry config of the pre-trained ViT (its heads per layer, its patch size)."""
+    from tokengeo.experiments.validation import registry_config
+
+    return registry_config(settings["train"])
+
+
+def claim_ks(heads: int) -> list[int]:
+    """The k compared with k = 0: H/2 and H − 1 (the paper's 5 of 6 heads), without 0."""
+    return sorted({heads // 2, heads - 1} - {0})
+
+
+FEWER_KS = "the quick settings keep fewer ks for the 10-minute budget; --full sweeps every k"
+
+
+def _at_k(sweep: SweepResults, ks: list[int], k: int) -> SweepResults:
+    """``sweep`` itself, or a copy whose claims are reported as not run because k is not
+    swept (a skipped suite keeps its own reason)."""
+    if sweep.skipped or k in ks:
+        return sweep
+    reason = f"the claim at k = {k}: k = {k} is not among ks = {ks} ({FEWER_KS})"
+    return SweepResults(sweep.sweep, sweep.results, sweep.labels, reason)
+
+
+def _over_k(sweep: SweepResults, ks: list[int]) -> SweepResults:
+    """``sweep`` itself, or a copy whose trend claims are reported as not run (< 3 ks)."""
+    if sweep.skipped or len(ks) >= 3:
+        return sweep
+    reason = f"a trend over k needs at least 3 ks; ks = {ks} ({FEWER_KS})"
+    return SweepResults(sweep.sweep, sweep.results, sweep.labels, reason)
 
 
 def _get(key: str):
@@ -142,44 +189,68 @@ def proxy(settings: dict) -> str:
     return f"DINO {model_label(t)} on {t['data']} for DINO ViT-S on ImageNet-1k / ADE20K"
 
 
-def _claims(settings: dict, sweep: SweepResults) -> list:
-    labels = _labels(settings)
-    base, main = "k=0", f"k={_main_k(settings)}"
+def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
+    heads = backbone_config(settings).n_heads
+    ks = sorted(settings["ks"])
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
-    claims = [difference_claim(NAME, sweep, "DINO pre-training beats a random backbone in "
-                               "k-NN accuracy (k=0)", SRC_DINO, "far above random",
-                               "k=0", "random-k=0", "k-NN accuracy", _get("knn_accuracy"),
-                               higher=True, kind="sanity")]
-    members = [difference_claim(
-        NAME, sweep, f"{lab} Laplacian heads raise linear-probe accuracy", SRC,
-        "ImageNet linear probe improves", lab, base, "linear-probe accuracy",
-        _get("linear_accuracy"), higher=True, label=lab, **stand_in) for lab in labels[1:]]
-    claims.append(members[0] if len(members) == 1 else family(
-        NAME, "Laplacian heads raise linear-probe accuracy (some k)", members, rule="any"))
-    claims.append(difference_claim(
-        NAME, sweep, f"{main}: PCA foreground IoU of patch tokens rises", SRC,
-        "ADE20K mIoU 29.81 → 32.27 (5 of 6 heads), ×1.083", main, base, "IoU", _get("iou"),
-        higher=True, ratio=True, paper_effect=math.log(MIOU_RATIO),
-        **{**stand_in, "proxy": stand_in["proxy"] + "; PCA foreground IoU for mIoU"}))
-    claims.append(difference_claim(
-        NAME, sweep, f"{main}: fewer components explain 99% of patch-token variance", SRC,
-        "faster spectral decay", main, base, "PCs for 99%", _get("patch_components_99"),
-        higher=False, **stand_in))
+    seg_proxy = {**stand_in, "proxy": stand_in["proxy"] + "; foreground mIoU of a linear "
+                 "probe on frozen patch tokens for ADE20K mIoU"}
+    claims = [
+        difference_claim(NAME, sweep, "DINO pre-training beats a random backbone in k-NN "
+                         "accuracy (k=0)", SRC_DINO, "far above random", "k=0", "random-k=0",
+                         "k-NN accuracy", _get("knn_accuracy"), higher=True, kind="sanity"),
+        difference_claim(NAME, sweep, "DINO pre-training beats a random backbone in linear "
+                         "segmentation mIoU of patch tokens (k=0)", SRC_SEG,
+                         "DINO patch features segment objects", "k=0", "random-k=0",
+                         "segmentation mIoU", _get("seg_miou"), higher=True, kind="sanity"),
+    ]
+    for k in claim_ks(heads):
+        lab, at = f"k={k}", _at_k(sweep, ks, k)
+        paper = ("ADE20K mIoU 29.81 → 32.27 (5 of 6 heads), ×1.083" if k == heads - 1 else
+                 "ADE20K mIoU rises (29.81 → 32.27 with 5 of 6 heads)")
+        effect = {"paper_effect": math.log(MIOU_RATIO)} if k == heads - 1 else {}
+        claims.append(difference_claim(
+            NAME, at, f"{lab} of {heads} Laplacian heads raise linear-probe accuracy", SRC,
+            "ImageNet linear probe improves", lab, "k=0", "linear-probe accuracy",
+            _get("linear_accuracy"), higher=True, **stand_in))
+        claims.append(difference_claim(
+            NAME, at, f"{lab} of {heads} Laplacian heads raise the linear segmentation mIoU "
+            "of patch tokens", SRC, paper, lab, "k=0", "segmentation mIoU", _get("seg_miou"),
+            higher=True, ratio=True, **effect, **seg_proxy))
+    trend = _over_k(sweep, ks)
+    by_k = {k: f"k={k}" for k in ks}
+    claims.append(trend_claim(
+        NAME, trend, "Linear-probe accuracy rises with the number k of Laplacian heads", SRC,
+        "more Laplacian heads, better features", by_k, "linear-probe accuracy",
+        _get("linear_accuracy"), higher=True, **stand_in))
+    claims.append(trend_claim(
+        NAME, trend, "Segmentation mIoU of patch tokens rises with the number k of Laplacian "
+        "heads", SRC, "more Laplacian heads, better segmentation", by_k, "segmentation mIoU",
+        _get("seg_miou"), higher=True, **seg_proxy))
+    claims.extend(difference_claim(
+        NAME, _at_k(sweep, ks, k), f"k={k}: fewer components explain 99% of patch-token "
+        "variance", SRC, "faster spectral decay", f"k={k}", "k=0", "PCs for 99%",
+        _get("patch_components_99"), higher=False, **stand_in)
+        for k in claim_ks(heads)[-1:])  # H − 1, the paper's setting
     return claims
 
 
 def referee(settings: dict) -> Referee:
-    t = settings["train"]
+    t, cfg = settings["train"], backbone_config(settings)
+    grid = cfg.image_size // cfg.patch_size
     return Referee(
         question="Do Laplacian heads improve self-supervised DINO features (linear probe, "
                  "segmentation: ADE20K mIoU 29.81 → 32.27 with 5 of 6 heads)?",
-        can_say="k-NN / linear-probe accuracy and a PCA foreground IoU of a tiny DINO ViT "
-                "on small grey images, against k = 0 and random backbones; the IoU is a "
-                "stand-in for segmentation mIoU, compared as a ratio.",
+        can_say="k-NN / linear-probe accuracy and the foreground mIoU of a linear probe on "
+                "frozen patch tokens of a tiny DINO ViT on small grey images, against k = 0 "
+                "and random backbones; the mIoU is a stand-in for ADE20K segmentation mIoU "
+                "(two classes, not 150), compared as a ratio.",
         gap=[("model", "ViT-S, 6 heads", model_label(t)),
              ("data", "ImageNet-1k; ADE20K", t.get("data", "—")),
+             ("patch tokens", "16×16 px of 224 (196)",
+              f"{cfg.patch_size}×{cfg.patch_size} px of {cfg.image_size} ({grid * grid})"),
              ("steps", UNRECORDED, str(t.get("steps", "—"))),
-             ("k of H", "5 of 6", f"{_main_k(settings)} of {settings['n_heads']}"),
+             ("k of H", "5 of 6", f"{sorted(settings['ks'])} of {cfg.n_heads}"),
              ("seeds", UNRECORDED, str(len(settings["seeds"])))])
 
 
@@ -190,10 +261,10 @@ def _pca_figure(settings: dict, sweep: SweepResults, fig_dir: Path) -> Path | No
     from tokengeo.data.splits import evenly_spaced
     from tokengeo.dino.segmentation import save_pca_figure
 
-    seed, H = settings["seeds"][0], settings["n_heads"]
-    shown = [k for k in (0, H // 2, H - 1, H) if k in settings["ks"]]
+    seed, H = settings["seeds"][0], backbone_config(settings).n_heads
+    shown = [k for k in dict.fromkeys((0, H // 2, H - 1, H)) if k in settings["ks"]]
     rows = {f"k={k}": torch.tensor(sweep.raw(f"k={k}", seed)["pca_patches"]) for k in shown}
-    data = load_dataset(settings["train"]["data"])
+    data = load_dataset(settings["train"]["data"], **settings["train"].get("data_options", {}))
     images, _ = data.split("test")[evenly_spaced(len(data.split("test")), PCA_IMAGES)]
     grid = int(next(iter(rows.values())).shape[1] ** 0.5)
     return save_pca_figure(images, rows, grid, fig_dir / "pca_patch_tokens.png",
@@ -210,18 +281,28 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     if sweep.not_run():
         return out
     cols = {"k-NN acc": _get("knn_accuracy"), "linear acc": _get("linear_accuracy"),
-            "PCA IoU": _get("iou"), "patch PCs 99%": _get("patch_components_99"),
+            "seg mIoU": _get("seg_miou"), "chance mIoU": _get("seg_chance_miou"),
+            "patch PCs 99%": _get("patch_components_99"),
             "decay α": _get("patch_decay_alpha"), "spread": _get("embedding_spread")}
     header, rows = metric_table(sweep, cols)
     out.tables.append(("DINO backbones and random ones (mean ± std over seeds)", header, rows))
-    ks = list(settings["ks"])
+    ks = sorted(settings["ks"])
+
+    def series(*specs: tuple[str, str, str]) -> dict[str, list[list[float]]]:
+        return {name: [sweep.values(f"{pre}{lab}", _get(key)) for lab in labels]
+                for name, pre, key in specs}
     out.add_figure(
         line_figure, fig_dir / "accuracy_vs_k.png", ks,
-        {name: [sweep.values(f"{pre}{lab}", _get(key)) for lab in labels]
-         for name, pre, key in (("k-NN (DINO)", "", "knn_accuracy"),
-                                ("linear (DINO)", "", "linear_accuracy"),
-                                ("k-NN (random)", "random-", "knn_accuracy"))},
+        series(("k-NN (DINO)", "", "knn_accuracy"), ("linear (DINO)", "", "linear_accuracy"),
+               ("k-NN (random)", RANDOM, "knn_accuracy"),
+               ("linear (random)", RANDOM, "linear_accuracy")),
         "Laplacian heads per layer (k)", "test accuracy", "frozen-feature accuracy")
+    out.add_figure(
+        line_figure, fig_dir / "segmentation_vs_k.png", ks,
+        series(("DINO", "", "seg_miou"), ("random backbone", RANDOM, "seg_miou"),
+               ("constant (chance)", "", "seg_chance_miou")),
+        "Laplacian heads per layer (k)", "foreground mIoU (test patches)",
+        "linear segmentation probe on frozen patch tokens")
     out.add_figure(_pca_figure, settings, sweep, fig_dir)
     warnings = sorted({w for r in results.values() for w in r.value.get("warnings", [])})
     ev = settings["evaluation"]
@@ -229,8 +310,11 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
         f"Pre-training: {settings['train']}; seeds {settings['seeds']}. Teacher backbones "
         f"scored on {ev['n_test']} test images with {ev['n_train']} training images "
         "(k-NN bank, probe training set); the probe's L2 penalty is chosen on validation "
-        "images. IoU: first principal component of each image's patch tokens thresholded "
-        "at 0, its sign matched to the mask (so a random backbone is the chance level).")
+        "images. Segmentation: ridge regression from each frozen patch token to its patch's "
+        f"foreground share (pixels > 0), fitted on {ev['n_seg_train']} training images (its "
+        "penalty picked on their last fifth), a patch predicted foreground above 1/2, scored "
+        "by the two-class mIoU over all test patches; chance is the mIoU of predicting the "
+        "training majority class everywhere.")
     out.notes.extend(f"Warning from a run: {w}" for w in warnings)
     return out
 

@@ -1,0 +1,173 @@
+"""The dino suite's claims judged from fake cell results (sanity against the random backbone,
+k = H/2 and H − 1 against k = 0, trends over k, not-run reasons), its summary, and its
+settings checks."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tokengeo.errors import ConfigError
+from tokengeo.experiments.cells import CellResult
+from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, ReproduceConfig, plan_suite
+from tokengeo.experiments.suite import SuiteContext
+from tokengeo.experiments.suites import dino
+
+SEEDS = [0, 1, 2]
+
+
+def _settings(ks, **overrides) -> dict:
+    return {"seeds": SEEDS, "ks": ks,
+            "evaluation": {"n_train": 20, "n_test": 10, "n_seg_train": 10},
+            "train": {"model": "vit-tiny", "data": "digits", "steps": 2,
+                      "model_overrides": dict(overrides)}}
+
+
+def _value(seg: float, linear: float, knn: float = 0.6, components: int = 20) -> dict:
+    return {"knn_accuracy": knn, "linear_accuracy": linear, "seg_miou": seg,
+            "seg_chance_miou": 0.45, "patch_components_99": components,
+            "patch_decay_alpha": 1.5, "embedding_spread": 0.7, "iou": 0.8,
+            "pca_patches": [[[0.1 * i, 0.2 * j, 0.3] for j in range(4)] for i in range(8)],
+            "wall_time_s": 1.0, "warnings": []}
+
+
+def _results(ks, seg, linear, random_seg) -> dict[str, CellResult]:
+    """Fake cells: ``seg(k, seed)``, ``linear(k, seed)`` for the trained backbones,
+    ``random_seg(k, seed)`` for the random ones (k-NN 0.6 trained, 0.5 random)."""
+    out = {}
+    for k in ks:
+        for s in SEEDS:
+            for key, value in ((f"k={k}-s{s}", _value(seg(k, s), linear(k, s))),
+                               (f"random-k={k}-s{s}",
+                                _value(random_seg(k, s), 0.5, knn=0.5 - 0.01 * s))):
+                out[key] = CellResult(key, value)
+    return out
+
+
+def _by_text(claims) -> dict[str, object]:
+    return {c.text: c for c in claims}
+
+
+def _claims(ks, seg, linear, random_seg, **overrides):
+    settings = _settings(ks, **overrides)
+    sweep = dino._sweep(settings).results(_results(ks, seg, linear, random_seg))
+    return _by_text(dino._claims(settings, sweep))
+
+
+SANITY_SEG = ("DINO pre-training beats a random backbone in linear segmentation mIoU of "
+              "patch tokens (k=0)")
+
+
+def test_the_segmentation_sanity_claim_follows_the_random_backbone():
+    def trained(k, s):
+        return 0.80 + 0.01 * s
+
+    below = _claims([0, 2, 3], trained, lambda k, s: 0.7, lambda k, s: 0.70 + 0.005 * s)
+    assert below[SANITY_SEG].kind == "sanity"
+    assert below[SANITY_SEG].verdict == "reproduced"
+    # the old PCA IoU's failure: a random backbone that scores higher is caught
+    above = _claims([0, 2, 3], trained, lambda k, s: 0.7, lambda k, s: 0.85 + 0.005 * s)
+    assert above[SANITY_SEG].verdict == "not reproduced"
+    assert not any("PCA" in text for text in above)
+
+
+def test_claims_at_half_and_all_but_one_head_and_the_trends_over_every_k():
+    ks = [0, 1, 2, 3, 4]
+    claims = _claims(ks, seg=lambda k, s: 0.70 + 0.02 * k + 0.003 * s * (k + 1),
+                     linear=lambda k, s: 0.80 - 0.01 * k - 0.002 * s * (k + 1),
+                     random_seg=lambda k, s: 0.6)
+    seg2 = claims["k=2 of 4 Laplacian heads raise the linear segmentation mIoU of patch tokens"]
+    seg3 = claims["k=3 of 4 Laplacian heads raise the linear segmentation mIoU of patch tokens"]
+    assert seg2.verdict == seg3.verdict == "reproduced"
+    assert seg3.paper_effect == pytest.approx(math.log(32.27 / 29.81))
+    assert seg2.paper_effect is None  # the paper's number is for 5 of 6 heads only
+    assert seg3.measured.mean == pytest.approx(  # a ratio, judged on the log scale
+        sum(math.log((0.76 + 0.012 * s) / (0.70 + 0.003 * s)) for s in SEEDS) / 3)
+    assert claims["k=3 of 4 Laplacian heads raise linear-probe accuracy"].verdict == \
+        "not reproduced"
+    seg_trend = claims["Segmentation mIoU of patch tokens rises with the number k of "
+                       "Laplacian heads"]
+    lin_trend = claims["Linear-probe accuracy rises with the number k of Laplacian heads"]
+    assert seg_trend.verdict == "reproduced" and lin_trend.verdict == "not reproduced"
+    # per seed the slope of 0.70 + 0.02 k + 0.003 s (k + 1) on k is 0.02 + 0.003 s
+    assert seg_trend.measured.mean == pytest.approx(0.02 + 0.003 * 1)
+    assert "Page's L" in seg_trend.detail
+    assert claims["k=3: fewer components explain 99% of patch-token variance"].measured.mean \
+        == 0.0
+    assert not [c for c in claims.values() if c.verdict.startswith("not run")]
+
+
+def test_a_k_the_settings_leave_out_is_reported_not_run_naming_it():
+    claims = _claims([0, 3], lambda k, s: 0.7 + 0.01 * k + 0.001 * s, lambda k, s: 0.8,
+                     lambda k, s: 0.6)
+    half = claims["k=2 of 4 Laplacian heads raise linear-probe accuracy"]
+    assert half.verdict.startswith("not run") and "k = 2 is not among ks = [0, 3]" in \
+        half.verdict
+    trend = claims["Linear-probe accuracy rises with the number k of Laplacian heads"]
+    assert trend.verdict.startswith("not run") and "at least 3 ks" in trend.verdict
+    last = claims["k=3 of 4 Laplacian heads raise the linear segmentation mIoU of patch tokens"]
+    assert last.verdict == "reproduced"
+
+
+def test_a_skipped_suite_keeps_its_own_reason_for_every_claim():
+    settings = _settings([0, 3])
+    sweep = dino._sweep(settings).results({}, skipped="too long here")
+    assert {c.verdict for c in dino._claims(settings, sweep)} == {"not run: too long here"}
+
+
+def test_h_is_the_models_heads_per_layer():
+    assert dino.claim_ks(4) == [2, 3] and dino.claim_ks(6) == [3, 5]
+    assert dino.claim_ks(2) == [1] and dino.claim_ks(1) == []
+    claims = _claims([0, 1, 2], lambda k, s: 0.7 + 0.01 * k + 0.001 * s, lambda k, s: 0.8,
+                     lambda k, s: 0.6, n_heads=2, d_model=16)
+    assert "k=1 of 2 Laplacian heads raise linear-probe accuracy" in claims
+    assert not any("k=2 of" in text for text in claims)
+    assert "k=1: fewer components explain 99% of patch-token variance" in claims
+
+
+@pytest.mark.slow  # draws three figures (matplotlib): ~20 s on a loaded 2-core machine
+def test_summary_table_and_figures(tmp_path):
+    ks = [0, 2, 3]
+    results = _results(ks, lambda k, s: 0.7 + 0.01 * k, lambda k, s: 0.8, lambda k, s: 0.6)
+    out = dino.summarise(_settings(ks), results, SuiteContext.under(tmp_path, "dino"))
+    title, header, rows = out.tables[0]
+    assert {"seg mIoU", "chance mIoU", "linear acc"} <= set(header) and "PCA IoU" not in header
+    assert [r[0] for r in rows] == [*(f"k={k}" for k in ks), *(f"random-k={k}" for k in ks)]
+    names = {Path(f).name for f in out.figures}
+    assert {"accuracy_vs_k.png", "segmentation_vs_k.png", "pca_patch_tokens.png"} <= names
+    assert any("foreground share" in note for note in out.notes)
+
+
+# ---------------------------------------------------------------------------- settings
+
+def _plan(tmp_path, edits, mode="quick"):
+    text = (BUILTIN_CONFIG_DIR / "dino.toml").read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    (tmp_path / "dino.toml").write_text(text)
+    return plan_suite("dino", ReproduceConfig(out=tmp_path / "out", mode=mode,
+                                              config_dir=tmp_path))
+
+
+@pytest.mark.parametrize("edits,needle", [
+    ([("n_seg_train = 2000", "n_seg_train = 2")], "n_seg_train = 2 must be >= 3"),
+    ([(", n_seg_train = 2000", "")], "needs the key 'n_seg_train'"),
+    ([("seeds = [0, 1]", "seeds = [0, 1]\nmain_k = 3")], "unknown setting(s) ['main_k']"),
+    ([("seeds = [0, 1]", "seeds = [0, 1]\nn_heads = 4")], "unknown setting(s) ['n_heads']"),
+    ([("ks = [0, 3]", "ks = [0, 5]")], "each k must lie in 0..4"),
+    ([("ks = [0, 3]", "ks = [3]")], "must hold the baseline 0"),
+    ([("patch_size = 7, d_model = 32", "patch_size = 7, d_model = 32, n_heads = 2")],
+     "has 2 heads per layer"),
+])
+def test_bad_settings_are_refused_naming_the_setting(tmp_path, edits, needle):
+    with pytest.raises(ConfigError) as err:
+        _plan(tmp_path, edits)
+    assert needle in str(err.value) and "dino.toml" in str(err.value)
+
+
+def test_the_built_in_settings_plan_every_cell(tmp_path):
+    for mode in ("quick", "full"):
+        plan = _plan(tmp_path, [], mode)
+        ks, seeds = plan.settings["ks"], plan.settings["seeds"]
+        assert len(plan.cells) == 2 * len(ks) * len(seeds)  # pre-trainings + random ones
