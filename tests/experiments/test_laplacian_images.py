@@ -152,3 +152,16 @@ def test_one_head_cannot_make_a_sweep():
 def test_every_k_of_the_heads_is_accepted(suite):
     check_suite(suite, "x.toml", SETTINGS if suite == images.NAME else
                 {**SETTINGS, "train": {"model": "gpt-tiny", "data": "shakespeare-char"}})
+
+
+def test_full_settings_train_a_deep_vit_at_every_k(tmp_path):
+    from tokengeo.experiments.reproduce import ReproduceConfig, plan_suite
+
+    plan = plan_suite(images.NAME, ReproduceConfig(out=tmp_path, mode="full"))
+    settings = plan.settings
+    over = settings["train"]["model_overrides"]
+    heads = lap.headline_ks(settings)[0]
+    assert lap.depth(settings) >= 6 and over["patch_size"] == 4 and over["d_model"] >= 32
+    assert settings["train"]["data"] == "fashion-mnist" and len(settings["seeds"]) >= 6
+    assert settings["ks"] == list(range(heads + 1))
+    assert len(plan.cells) == len(settings["ks"]) * len(settings["seeds"])
