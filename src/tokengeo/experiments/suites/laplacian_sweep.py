@@ -1,7 +1,13 @@
 """The sweep both Laplacian-heads suites share: a model trained with k of H heads Laplacian in
-every layer, k in the settings' list, several seeds; its settings schema, cells and the
-per-k table and figure. ``laplacian_images`` and ``laplacian_language`` add their task's
-claims (Zhang & Papyan, arXiv 2602.09297)."""
+every layer, k in the settings' list, several seeds; its settings schema, cells, the per-k
+table and figure, and the claims over k and over blocks (Zhang & Papyan, arXiv 2602.09297:
+accuracy rises nearly monotonically with k, the best ViT has all heads Laplacian; the
+geometry figures are per layer).
+
+For one metric (:class:`KMetric`), :func:`k_claims` gives the k = H headline, the ks
+between as a family and the trend over every k; :func:`layer_claim` the per-block family;
+:func:`layer_table` / :func:`layer_figure` the metric by block and k. ``laplacian_images``
+and ``laplacian_language`` choose their task's metrics."""
 
 from __future__ import annotations
 
