@@ -261,7 +261,7 @@ IMG, LANG, DINO, RETRO, LT, FLOWS = ("laplacian-images", "laplacian-language", "
 SETTINGS_CASES = [
     # (suite, mode, edits, needle)
     (IMG, "quick", [("seeds = [0, 1, 2]", "seeds = [0, 1, 1]")], "repeats 1"),
-    (IMG, "full", [("seeds = [0, 1, 2, 3, 4]", "seeds = [3, 3]")], "repeats 3"),
+    (IMG, "full", [("seeds = [0, 1, 2, 3, 4, 5]", "seeds = [3, 3]")], "repeats 3"),
     (LANG, "quick", [("seeds = [0, 1, 2]", "seeds = [2, 2, 2]")], "repeats 2"),
     (LANG, "full", [("seeds = [0, 1, 2, 3, 4]", "seeds = [0, 1, 0]")], "repeats 0"),
     (DINO, "quick", [("seeds = [0, 1]", "seeds = [1, 1]")], "repeats 1"),
@@ -281,8 +281,8 @@ SETTINGS_CASES = [
     (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 2, 2]")], "repeats 2"),
     (LANG, "quick", [("ks = [0, 2, 4]", "ks = [0, 4, 4]")], "repeats 4"),
     (DINO, "quick", [("ks = [0, 3]", "ks = [3, 3]")], "repeats 3"),
-    (IMG, "quick", [("geometry_k = 2", "geometry_k = 3")], "geometry_k = 3"),
-    (IMG, "full", [("geometry_k = 2", "geometry_k = 1")], "geometry_k = 1"),
+    (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 1, 4]")], "lacks k = 2"),
+    (IMG, "quick", [("ks = [0, 2, 4]", "ks = [0, 1, 2]")], "lacks k = 4"),
     (DINO, "quick", [("patch_size = 7, d_model = 32", "patch_size = 7, d_model = 32, n_heads = 2")],
      "k = 3"),
     (DINO, "quick", [("n_seg_train = 2000", "n_seg_train = 2")], "n_seg_train = 2"),

@@ -12,10 +12,9 @@ MICRO = {
     "laplacian-images": """
 [quick]
 seeds = [0, 1]
-ks = [0, 2]
-geometry_k = 2
+ks = [0, 1, 2]
 geometry_examples = 32
-train = { model = "vit-tiny", data = "fashion-mnist", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, model_overrides = { n_layers = 1 } }
+train = { model = "vit-tiny", data = "fashion-mnist", steps = 2, batch_size = 8, warmup = 1, eval_every = 0, final_eval_batches = 2, model_overrides = { n_layers = 1, n_heads = 2 } }
 """,
     "laplacian-language": """
 [quick]

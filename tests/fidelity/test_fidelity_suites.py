@@ -82,24 +82,27 @@ def _fake_image_results(settings: dict, nc2: dict[int, list[float]]) -> dict:
                    "nc2_etf_error": nc2[k][i], "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
                    "components_99": 20,  # per image: not tied over seeds
                    "components_99_per_image": 10.0 - k + 0.1 * i * (1 + k)}
+            geo["layers"] = [dict(geo)]
             value = {"final": {"test": {"accuracy": 0.8}}, "geometry": geo, "wall_time_s": 1}
             results[f"k={k}-s{s}"] = CellResult(f"k={k}-s{s}", value)
     return results
 
 
 def test_images_suite_judges_nc2_and_per_image_spectra(tmp_path):
-    settings = {"ks": [0, 2], "seeds": [0, 1, 2], "geometry_k": 2,
-                "train": {"model": "vit-tiny", "data": "fashion-mnist"}}
-    closer = {0: [0.9, 0.8, 0.85], 2: [0.5, 0.45, 0.52]}  # k=2 nearer the ETF every seed
+    settings = {"ks": [0, 1, 2], "seeds": [0, 1, 2],
+                "train": {"model": "vit-tiny", "data": "fashion-mnist",
+                          "model_overrides": {"n_heads": 2, "n_layers": 1}}}
+    closer = {0: [0.9, 0.8, 0.85], 1: [0.7, 0.6, 0.66], 2: [0.5, 0.45, 0.52]}  # nearer the ETF
     ctx = SuiteContext.under(tmp_path, "laplacian-images")
     out = laplacian_images.summarise(settings, _fake_image_results(settings, closer), ctx)
+    head = "k=2 (all heads Laplacian): "
     by_text = {c.text: c for c in out.claims}
-    nc2 = next(c for t, c in by_text.items() if "simplex ETF" in t)
-    per_image = next(c for t, c in by_text.items() if "each image" in t)
+    nc2 = next(c for t, c in by_text.items() if t.startswith(head) and "simplex ETF" in t)
+    per_image = next(c for t, c in by_text.items() if t.startswith(head) and "each image" in t)
     assert nc2.verdict == "reproduced" and per_image.verdict == "reproduced"
-    farther = {0: closer[2], 2: closer[0]}
+    farther = {0: closer[2], 1: closer[1], 2: closer[0]}
     out = laplacian_images.summarise(settings, _fake_image_results(settings, farther), ctx)
-    nc2 = next(c for c in out.claims if "simplex ETF" in c.text)
+    nc2 = next(c for c in out.claims if c.text.startswith(head) and "simplex ETF" in c.text)
     assert nc2.verdict == "not reproduced"
     header = out.tables[0][1]
     assert {"NC2 norm std/mean", "NC2 |cos+1/(C-1)|", "PCs 99% per image"} <= set(header)

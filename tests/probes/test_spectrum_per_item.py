@@ -102,25 +102,31 @@ def _language_cell(bpc: float, per_sequence: float | None, pooled: int) -> dict:
                 "next_token_nm_accuracy": 0.5}
     if per_sequence is not None:
         geometry["components_99_per_sequence"] = per_sequence
-    return {"final": {"val": {"bits_per_char": bpc}}, "geometry": geometry, "wall_time_s": 1.0}
+    geometry["within_sequence_share"] = 0.5
+    geometry["layers"] = [dict(geometry), dict(geometry)]  # gpt-tiny's two blocks
+    return {"final": {"val": {"bits_per_char": bpc, "loss": bpc * math.log(2)}},
+            "geometry": geometry, "wall_time_s": 1.0}
 
 
 def test_language_claim_uses_the_per_sequence_count_and_old_cells_are_recomputed(tmp_path):
     from tokengeo.experiments.cells import CellResult
     from tokengeo.experiments.suites import laplacian_language as suite
 
-    settings = {"ks": [0, 4], "seeds": [0, 1], "train": {"model": "gpt-tiny", "data": "x"}}
+    settings = {"ks": [0, 2, 4], "seeds": [0, 1], "train": {
+        "model": "gpt-tiny", "data": "x", "model_overrides": {"n_layers": 2}}}
 
     def results(per_seq: dict):
         return {f"k={k}-s{s}": CellResult(f"k={k}-s{s}", _language_cell(
-            3.0, per_seq[k][s], pooled={0: 10, 4: 30}[k])) for k in (0, 4) for s in (0, 1)}
+            3.0, per_seq[k][s], pooled={0: 10, 2: 20, 4: 30}[k]))
+            for k in (0, 2, 4) for s in (0, 1)}
 
     # per sequence falls with k = 4 while the pooled count rises: the claim follows the paper's
     from tokengeo.experiments.suite import SuiteContext
 
     ctx = SuiteContext.under(tmp_path, suite.NAME)
-    out = suite.summarise(settings, results({0: [20.5, 21.0], 4: [15.25, 15.5]}), ctx)
-    (spectral,) = [c for c in out.claims if "components" in c.text]
+    out = suite.summarise(settings, results({0: [20.5, 21.0], 2: [18.0, 18.5],
+                                             4: [15.25, 15.5]}), ctx)
+    (spectral,) = [c for c in out.claims if c.text.startswith("k=4") and "components" in c.text]
     assert "per sequence" in spectral.quantity
     # a ratio, on the log scale: per seed 15.25 / 20.5 and 15.5 / 21.0
     expected = (math.log(15.25 / 20.5) + math.log(15.5 / 21.0)) / 2
@@ -128,3 +134,4 @@ def test_language_claim_uses_the_per_sequence_count_and_old_cells_are_recomputed
     # a cell cached before the per-sequence count lacks a required field: it is recomputed
     cells = suite.cells(settings, ctx)
     assert all(f"geometry.{suite.PER_SEQUENCE}" in c.fields for c in cells)
+    assert all("geometry.layers" in c.fields for c in cells)

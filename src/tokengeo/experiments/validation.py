@@ -9,7 +9,9 @@ second with one line naming the setting and its valid range, never after its cel
   compares a k with k = 0), and each ``k <= H``, the model's heads per layer. H is read from
   the registry's config, or for a pretrained ``hf:`` model from its ``config.json``, before
   any weights load;
-* ``geometry_k`` (laplacian-images) is among the ``ks``;
+* the Laplacian sweeps (laplacian-images, laplacian-language) hold every k their claims
+  name: 0, H // 2 and H (the headline: all heads Laplacian), so a trend over k has at
+  least three points;
 * flows' ``heads`` are distinct, at least two (the O(1/H) fit needs two H), and
   ``figure_heads`` is one of them;
 * ``--only`` names each suite once.
@@ -27,6 +29,7 @@ from typing import Any
 from tokengeo.errors import ConfigError
 
 K_SUITES = ("laplacian-images", "laplacian-language", "dino", "retrofit")
+SWEEP_SUITES = ("laplacian-images", "laplacian-language")  # claims at k = 0, H // 2, H
 
 
 def check_only(only: Sequence[str]) -> None:
@@ -73,11 +76,23 @@ def _check_ks(suite: str, where: str, settings: dict[str, Any]) -> None:
             if k > heads:
                 raise ConfigError(f"{where}: ks = {ks!r} has k = {k} but {source} has "
                                   f"{heads} heads per layer; each k must lie in 0..{heads}")
-    named = {"laplacian-images": "geometry_k"}.get(suite)
-    if named is not None:
-        value = settings.get(named)
-        if value is not None and value not in ks:
-            raise ConfigError(f"{where}: {named} = {value!r} must be one of ks = {ks!r}")
+    if suite in SWEEP_SUITES and heads is not None:
+        _check_headline_ks(where, ks, heads, source)
+
+
+def _check_headline_ks(where: str, ks: list[int], heads: int, source: str) -> None:
+    """A Laplacian sweep's claims compare k = H (all heads, the paper's headline) and
+    k = H // 2 with k = 0, and fit a trend over k (three points at least)."""
+    if heads < 2:
+        raise ConfigError(f"{where}: {source} has {heads} head per layer; the Laplacian "
+                          "sweep compares none, half and all heads, so it needs n_heads >= 2")
+    missing = [k for k in (0, heads // 2, heads) if k not in ks]
+    if missing:
+        raise ConfigError(f"{where}: ks = {ks!r} lacks k = {', '.join(map(str, missing))}; "
+                          f"{source} has H = {heads} heads per layer and the claims compare "
+                          f"k = H // 2 = {heads // 2} and k = H = {heads} (all heads "
+                          "Laplacian) with k = 0: list them, e.g. ks = "
+                          f"{list(range(heads + 1))!r}")
 
 
 def _check_flow_heads(where: str, settings: dict[str, Any]) -> None:

@@ -1,52 +1,82 @@
 """Suite ``laplacian-images``: Zhang & Papyan (arXiv 2602.09297), image classification.
 
 A ViT on Fashion-MNIST (the offline stand-in for ImageNet / CIFAR; 8x8 digits in the quick
-run, where a small ViT reaches its plateau in the time budget) trained with k of H
-heads Laplacian in every layer, k in the settings' list, several seeds; test accuracy and
-the geometry of final-layer tokens on test images. The paper (abstract, Sec. 4): "in
-supervised learning, Laplacian heads collapse token representations within the same
-sequence and align the sequence means with the geometry of Neural Collapse" (NC2: class
-means of the sequence means approach a simplex ETF, Papyan et al. 2020), and "lead to
-faster-decaying spectra" (fewer principal components per image).
+run, where a small ViT reaches its plateau in the time budget) trained with k of H heads
+Laplacian in every layer, for every k in the settings' list (0, H // 2 and H at least),
+several seeds; test accuracy and the geometry of the tokens on test images, after the final
+norm and after every block. The paper (abstract, Sec. 4, Fig. 2): accuracy rises nearly
+monotonically with k, its best ViT has all heads Laplacian; "in supervised learning,
+Laplacian heads collapse token representations within the same sequence and align the
+sequence means with the geometry of Neural Collapse" (NC2: class means of the sequence
+means approach a simplex ETF, Papyan et al. 2020), and "lead to faster-decaying spectra"
+(fewer principal components per image).
 
-Settings: ``ks``, ``seeds``, ``geometry_k`` (compared with k = 0 in the geometry claims),
-``geometry_examples``, ``cell_cost`` (estimated 1-thread CPU seconds of one cell, a
-scheduling hint), ``train`` (TrainConfig fields).
+Claims, per metric (:func:`~tokengeo.experiments.suites.laplacian_sweep.k_claims`): k = H
+against k = 0 (the headline), the ks between as a family, the trend over every k; for the
+geometry also k = H against k = 0 after every block
+(:func:`~tokengeo.experiments.suites.laplacian_sweep.layer_claim`).
+
+Settings: ``ks``, ``seeds``, ``geometry_examples``, ``cell_cost`` (estimated 1-thread CPU
+seconds of one cell, a scheduling hint), ``train`` (TrainConfig fields).
 """
 
 from __future__ import annotations
 
 from tokengeo.experiments.cells import Cell, CellResult
-from tokengeo.experiments.claims import family
 from tokengeo.experiments.report import Referee, SuiteOutput
-from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.suites import laplacian_sweep as lap
 from tokengeo.experiments.summary import UNRECORDED
-from tokengeo.experiments.sweep import difference_claim, model_label
 from tokengeo.experiments.sweep import geometry_metric as geo
+from tokengeo.experiments.sweep import model_label
 
-SETTINGS = {**lap.SETTINGS, "geometry_k": Setting("int")}  # laplacian-images.toml
+SETTINGS = lap.SETTINGS  # laplacian-images.toml: [common] + [quick] or [full]
 
 NAME = "laplacian-images"
 TITLE = "Laplacian heads: image classification"
 PAPER = lap.PAPER
-SRC_ACC = "Zhang & Papyan 2026, Sec. 5.1 (ViT, ImageNet-1k / CIFAR-100)"
-SRC_GEO = "Zhang & Papyan 2026, abstract and Sec. 4 (token geometry)"
+SRC_ACC = "Zhang & Papyan 2026, Sec. 5.1 and Fig. 2 (ViT, ImageNet-1k / CIFAR-100)"
+SRC_GEO = "Zhang & Papyan 2026, abstract and Sec. 4 (token geometry, per layer)"
 PAPER_KEY = lap.PAPER_KEY
-IMAGENET_GAIN = 82.32 - 81.45  # points of top-1 accuracy (the smaller of the two gains)
-GEOMETRY = [  # (claim, result key, higher is the paper's direction, paper, integer-valued)
-    ("within-sequence variance share falls", "within_sequence_share", False, "lower", False),
-    ("between-class variance share (of sequence means) rises", "between_class_share", True,
-     "higher", False),
-    ("neural collapse strengthens (NC1 falls)", "nc1", False, "lower", False),
-    ("sequence means closer to a simplex ETF (NC2 ETF distance falls)", "nc2_etf_error",
-     False, "aligned with neural-collapse geometry", False),
-    ("fewer principal components explain 99% of token variance", "components_99", False,
-     "fewer", True),
-    ("fewer principal components explain 99% of each image's token variance",
-     "components_99_per_image", False, "fewer (faster-decaying spectra)", False),
+IMAGENET_GAIN = 82.32 - 81.45  # points of top-1 accuracy, all heads Laplacian (the smaller gain)
+GEOMETRY_KIND = "classification"
+FIELDS = (lap.GEOMETRY_LAYERS,)  # cells cached before per-layer geometry are recomputed
+
+
+def _acc(r) -> float:
+    return r.metric("test", "accuracy")
+
+
+ACCURACY = lap.KMetric(
+    "test accuracy", _acc, True, "Laplacian heads raise test accuracy",
+    "ImageNet 81.45 → 82.32 (all heads Laplacian); CIFAR-100 75.12 → 77.04; nearly "
+    "monotone in k", SRC_ACC, paper_effect=IMAGENET_GAIN / 100)
+
+
+def _geometry(name: str, key: str, higher: bool, text: str, paper: str,
+              discrete: bool = False) -> lap.KMetric:
+    return lap.KMetric(name, geo(key), higher, text, paper, SRC_GEO, discrete=discrete,
+                       geometry_key=key)
+
+
+GEOMETRY = [
+    _geometry("within-seq share", "within_sequence_share", False,
+              "within-sequence variance share falls", "lower"),
+    _geometry("between-class share", "between_class_share", True,
+              "between-class variance share (of sequence means) rises", "higher"),
+    _geometry("NC1", "nc1", False, "neural collapse strengthens (NC1 falls)", "lower"),
+    _geometry("NC2 ETF dist", "nc2_etf_error", False,
+              "sequence means closer to a simplex ETF (NC2 ETF distance falls)",
+              "aligned with neural-collapse geometry"),
+    _geometry("PCs for 99%", "components_99", False,
+              "fewer principal components explain 99% of token variance", "fewer",
+              discrete=True),
+    _geometry("PCs 99% per image", "components_99_per_image", False,
+              "fewer principal components explain 99% of each image's token variance",
+              "fewer (faster-decaying spectra)"),
 ]
+LAYER_TABLES = ("within_sequence_share", "between_class_share", "nc1", "nc2_etf_error",
+                "components_99_per_image")
 
 
 def proxy(settings: dict) -> str:
@@ -56,49 +86,41 @@ def proxy(settings: dict) -> str:
 
 def referee(settings: dict) -> Referee:
     t = settings["train"]
+    heads = lap.headline_ks(settings)[0]
     return Referee(
-        question="Do k of H Laplacian heads per layer raise a ViT's accuracy and smooth its "
-                 "token geometry (within-sequence collapse, neural-collapse alignment, "
-                 "faster-decaying spectra)?",
-        can_say="the direction of each effect in a small ViT on a small image set, paired "
-                "by seed; the paper's +0.87 point gain sits against this run's smallest "
-                "detectable effect in the power table.",
-        gap=[("model", "ViT (ImageNet-1k, CIFAR-100)", model_label(t)),
+        question="Do k of H Laplacian heads per layer raise a ViT's accuracy, the more so "
+                 "the larger k, and smooth its token geometry layer by layer "
+                 "(within-sequence collapse, neural-collapse alignment, faster-decaying "
+                 "spectra)?",
+        can_say="the direction of each effect and its trend over every k in a small ViT "
+                "on a small image set, paired by seed, at the final layer and after every "
+                "block; the paper's +0.87 point gain (all heads Laplacian) sits against "
+                "this run's smallest detectable effect in the power table.",
+        gap=[("model", "ViT-B, 12 layers (ImageNet-1k), CIFAR-100 ViTs", model_label(t)),
              ("data", "ImageNet-1k / CIFAR-100", t.get("data", "—")),
              ("steps", UNRECORDED, str(t.get("steps", "—"))),
              ("seeds", UNRECORDED, str(len(settings["seeds"]))),
-             ("k of H", UNRECORDED, ", ".join(map(str, settings["ks"])) + " of 4")])
-
-
-GEOMETRY_KIND = "classification"
-
-
-def _acc(r) -> float:
-    return r.metric("test", "accuracy")
+             ("k of H", "0 … 12 of 12", ", ".join(map(str, settings["ks"]))
+              + f" of {heads}")])
 
 
 def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
-    return lap.cells(NAME, settings, ctx, GEOMETRY_KIND)
+    return lap.cells(NAME, settings, ctx, GEOMETRY_KIND, FIELDS)
+
+
+def claims(settings: dict, sweep) -> list:
+    """Accuracy over k; each geometry metric over k and, at k = H, after every block."""
+    stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
+    out = lap.k_claims(NAME, sweep, settings, ACCURACY, **stand_in)
+    for m in GEOMETRY:
+        out += lap.k_claims(NAME, sweep, settings, m, **stand_in)
+        out.append(lap.layer_claim(NAME, sweep, settings, m, **stand_in))
+    return out
 
 
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
-    labels = lap.labels(settings)
-    sweep = lap.results(NAME, settings, results, ctx, GEOMETRY_KIND)
-    g = f"k={settings['geometry_k']}"
-    stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
-    members = [
-        difference_claim(NAME, sweep, f"{lab} Laplacian heads per layer raise test accuracy",
-                         SRC_ACC, "ImageNet 81.45 → 82.32; CIFAR-100 75.12 → 77.04",
-                         lab, "k=0", "test accuracy", _acc, higher=True, label=lab,
-                         paper_effect=IMAGENET_GAIN / 100, **stand_in)
-        for lab in labels[1:]
-    ]
-    claims = [family(NAME, "Laplacian heads per layer raise test accuracy (some k)",
-                     members, rule="any")]
-    for text, key, higher, paper, discrete in GEOMETRY:
-        claims.append(difference_claim(NAME, sweep, f"{g}: {text}", SRC_GEO, paper, g, "k=0",
-                                       key, geo(key), higher, discrete=discrete, **stand_in))
-    out = SuiteOutput(NAME, TITLE, PAPER, claims, paper_key=PAPER_KEY,
+    sweep = lap.results(NAME, settings, results, ctx, GEOMETRY_KIND, FIELDS)
+    out = SuiteOutput(NAME, TITLE, PAPER, claims(settings, sweep), paper_key=PAPER_KEY,
                       referee=referee(settings))
     if sweep.not_run():
         return out
@@ -108,17 +130,24 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
             "NC2 |cos+1/(C-1)|": geo("nc2_max_angle"), "PCs for 99%": geo("components_99"),
             "PCs 99% per image": geo("components_99_per_image")}
     out.tables.append(lap.per_k_table(sweep, cols))
-    fig_dir = ctx.figure_dir
+    names = {m.geometry_key: m.name for m in GEOMETRY}
+    out.tables += [lap.layer_table(sweep, settings, names[key], key) for key in LAYER_TABLES]
+    fig_dir, model = ctx.figure_dir, model_label(settings["train"])
     out.add_figure(lap.k_figure, fig_dir / "accuracy_vs_k.png", settings, sweep,
                    {"test accuracy": _acc}, "test accuracy")
     out.add_figure(lap.k_figure, fig_dir / "geometry_vs_k.png", settings, sweep,
                    {"within-seq share": geo("within_sequence_share"),
                     "between-class share": geo("between_class_share")},
-                   "share of token variance",
-                   f"token geometry (test), {model_label(settings['train'])}")
+                   "share of token variance", f"token geometry (test), {model}")
+    for key, what in (("within_sequence_share", "within-sequence variance share"),
+                      ("between_class_share", "between-class variance share")):
+        out.add_figure(lap.layer_figure, fig_dir / f"{key}_by_layer.png", settings, sweep,
+                       key, what, f"{what} after each block (test), {model}")
     n_geo = settings.get("geometry_examples", 1000)
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry of "
-                     f"final-layer tokens on {n_geo} test images.")
+                     f"the tokens of {n_geo} test images after the final norm (claims per k) "
+                     "and after every block (per-layer claims and tables: the residual "
+                     "stream before the final norm).")
     return out
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.report import Referee, SuiteOutput
@@ -69,23 +68,12 @@ TRENDS = [  # (what moves, metric name, getter key or None for val loss, higher)
 
 def model_shape(settings: dict) -> tuple[int, int]:
     """(H heads, L blocks) of the trained model (its registered config with the overrides).
+    The ks the claims need (0, H/2 and H) are checked for every Laplacian sweep by
+    :mod:`tokengeo.experiments.validation` before any cell is planned."""
+    from tokengeo.experiments.validation import registry_config
 
-    Beyond the checks every k-suite gets (:mod:`tokengeo.experiments.validation`: distinct
-    ks, 0 among them, each k <= H), the claims need k = H and k = H/2 and the trends at
-    least 3 values of k: refused here, when the suite plans its cells, before any runs."""
-    from tokengeo.models.registry import get_entry
-
-    t = settings["train"]
-    cfg = get_entry(t["model"]).config(**t.get("model_overrides", {}))
-    heads, layers = int(cfg.n_heads), int(cfg.n_layers)
-    ks = list(settings["ks"])
-    if heads % 2 or len(ks) < 3 or heads not in ks or heads // 2 not in ks:
-        raise ConfigError(
-            f"{NAME} settings: ks = {ks} must hold k = H = {heads} (all heads of "
-            f"{model_label(t)} Laplacian), H/2 (H even) and at least 3 values (a trend "
-            f"over k), e.g. "
-            f"{list(range(heads + 1))}")
-    return heads, layers
+    cfg = registry_config(settings["train"])
+    return int(cfg.n_heads), int(cfg.n_layers)
 
 
 def proxy(settings: dict) -> str:

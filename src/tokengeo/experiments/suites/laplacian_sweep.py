@@ -1,25 +1,37 @@
 """The sweep both Laplacian-heads suites share: a model trained with k of H heads Laplacian in
-every layer, k in the settings' list, several seeds; its settings schema, cells and the
-per-k table and figure. ``laplacian_images`` and ``laplacian_language`` add their task's
-claims (Zhang & Papyan, arXiv 2602.09297)."""
+every layer, k in the settings' list, several seeds; its settings schema, cells, the per-k
+table and figure, and the claims over k and over blocks (Zhang & Papyan, arXiv 2602.09297:
+accuracy rises nearly monotonically with k, the best ViT has all heads Laplacian; the
+geometry figures are per layer).
+
+For one metric (:class:`KMetric`), :func:`k_claims` gives the k = H headline, the ks
+between as a family and the trend over every k; :func:`layer_claim` the per-block family;
+:func:`layer_table` / :func:`layer_figure` the metric by block and k. ``laplacian_images``
+and ``laplacian_language`` choose their task's metrics."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.settings import Setting, train_table
+from tokengeo.experiments.stats import mean_interval
 from tokengeo.experiments.suite import SuiteContext
 from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
+    difference_claim,
     k_variants,
     line_figure,
     metric_table,
     model_label,
     training_cells,
     training_sweep,
+    trend_claim,
 )
 
 SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
@@ -67,3 +79,130 @@ def k_figure(path: Path, settings: dict, res: SweepResults, series: dict[str, Ca
                         for name, get in series.items()},
                        "Laplacian heads per layer (k)", ylabel,
                        title or f"{model_label(t)} on {t.get('data')}")
+
+
+# ---- claims over every k and every layer (Zhang & Papyan: accuracy and geometry per k, per layer)
+
+GEOMETRY_LAYERS = "geometry.layers"  # a cached cell without per-layer geometry is recomputed
+
+
+@dataclass(frozen=True)
+class KMetric:
+    """One quantity the Laplacian suites judge over k: ``name`` as tables and quantities
+    show it, ``get(result)`` its value at the final layer, ``higher`` the paper's direction,
+    ``text`` the claim without its k ("within-sequence variance share falls"), ``paper`` the
+    paper's statement; ``paper_effect`` the paper's number for all heads Laplacian (in the
+    claim's unit: a log ratio when ``ratio``); ``geometry_key`` the key of the cell's
+    ``geometry`` dict, for the per-layer claims (None: no per-layer value)."""
+
+    name: str
+    get: Callable[[Any], float]
+    higher: bool
+    text: str
+    paper: str
+    source: str
+    paper_effect: float | None = None
+    discrete: bool = False
+    ratio: bool = False
+    geometry_key: str | None = None
+
+
+def headline_ks(settings: dict) -> tuple[int, int]:
+    """(H, H // 2): all heads Laplacian (the paper's best ViT, 12 of 12 heads) and half of
+    them. ``ks`` holds 0, H // 2 and H (checked by
+    :func:`tokengeo.experiments.validation.check_suite`), so H is its largest."""
+    heads = max(settings["ks"])
+    return heads, heads // 2
+
+
+def depth(settings: dict) -> int:
+    """Blocks of the suite's model (its registry config with the TOML's overrides)."""
+    from tokengeo.models.registry import get_entry
+
+    train = settings["train"]
+    overrides = {k: v for k, v in (train.get("model_overrides") or {}).items()
+                 if k != "n_laplacian"}
+    return int(get_entry(train["model"]).config(**overrides).n_layers)
+
+
+def layer_metric(key: str, layer: int) -> Callable[[Any], float]:
+    """Getter of geometry number ``key`` of block ``layer``'s output (0-based): the residual
+    stream after that block, before the final norm."""
+    return lambda r: r.geometry["layers"][layer][key]
+
+
+def _difference(suite: str, res: SweepResults, m: KMetric, k: int, text: str,
+                get: Callable | None = None, name: str | None = None, label: str = "",
+                paper_effect: float | None = None, **fields) -> Claim:
+    return difference_claim(suite, res, text, m.source, m.paper, f"k={k}", "k=0",
+                            name or m.name, get or m.get, m.higher, discrete=m.discrete,
+                            ratio=m.ratio, label=label or f"k={k}",
+                            paper_effect=paper_effect, **fields)
+
+
+def k_claims(suite: str, res: SweepResults, settings: dict, m: KMetric,
+             **fields) -> list[Claim]:
+    """The claims over k of one metric, at the final layer, paired by seed with k = 0:
+
+    1. k = H (all heads Laplacian, the paper's headline setting) against k = 0, with the
+       paper's effect when it gives one;
+    2. a family over every k with 0 < k < H (k = H // 2 among them) against k = 0, rule
+       "any" (Holm across the ks beside it);
+    3. the trend of the metric over every k in the settings
+       (:func:`~tokengeo.experiments.sweep.trend_claim`: mean per-seed slope, Page's L).
+
+    ``fields``: further :class:`Claim` fields of every claim (kind, proxy)."""
+    heads, half = headline_ks(settings)
+    ks = sorted(settings["ks"])
+    out = [_difference(suite, res, m, heads, f"k={heads} (all heads Laplacian): {m.text}",
+                       paper_effect=m.paper_effect, **fields)]
+    between = [k for k in ks if 0 < k < heads]
+    members = [_difference(suite, res, m, k, f"k={k}: {m.text}", **fields) for k in between]
+    out.append(family(suite, f"{m.text}, at k < H (some of k = "
+                      f"{', '.join(map(str, between))}; H/2 = {half})", members, rule="any"))
+    out.append(trend_claim(suite, res, f"{m.text} as k grows ({m.name} trend over k = "
+                           f"{', '.join(map(str, ks))})", m.source, m.paper,
+                           {k: f"k={k}" for k in ks}, m.name, m.get, m.higher, **fields))
+    return out
+
+
+def layer_claim(suite: str, res: SweepResults, settings: dict, m: KMetric,
+                k: int | None = None, rule: str = "all", **fields) -> Claim:
+    """A family over the blocks of the model: ``m`` of block l's output at k (default H)
+    against k = 0, one member per block, paired by seed (the paper's geometry figures are
+    per layer). Rule "all": the effect holds after every block."""
+    if m.geometry_key is None:
+        raise ValueError(f"metric {m.name!r} has no per-layer value (geometry_key)")
+    k = headline_ks(settings)[0] if k is None else k
+    members = [_difference(suite, res, m, k, f"k={k}, block {layer + 1}: {m.text}",
+                           get=layer_metric(m.geometry_key, layer),
+                           name=f"{m.name} (block {layer + 1})", label=f"block {layer + 1}",
+                           **fields)
+               for layer in range(depth(settings))]
+    where = "after every block" if rule == "all" else "after some block"
+    return family(suite, f"k={k}: {m.text}, {where} (per layer)", members, rule=rule)
+
+
+def layer_table(res: SweepResults, settings: dict, name: str, key: str) -> tuple:
+    """Rows: block; columns: k; cells: mean ± std over seeds of geometry ``key``."""
+    ks = sorted(settings["ks"])
+    rows = []
+    for layer in range(depth(settings)):
+        row = [f"block {layer + 1}"]
+        for k in ks:
+            iv = mean_interval(res.values(f"k={k}", layer_metric(key, layer)))
+            row.append(f"{iv.mean:.4g} ± {iv.std:.2g}")
+        rows.append(row)
+    return (f"{name} after each block, by k (mean ± std over seeds)",
+            ["block", *(f"k={k}" for k in ks)], rows)
+
+
+def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel: str,
+                 title: str) -> Path:
+    """A figure of geometry ``key`` against the block, one line per k."""
+    ks = sorted(settings["ks"])
+    layers = range(depth(settings))
+    return line_figure(path, [layer + 1 for layer in layers],
+                       {f"k={k}": [res.values(f"k={k}", layer_metric(key, layer))
+                                   for layer in layers] for k in ks},
+                       "block (residual stream after it)", ylabel, title)
