@@ -202,7 +202,7 @@ def trend_claim(suite: str, sweep: SweepResults, text: str, source: str, paper: 
     p_dir = trend.p_increasing if higher else trend.p_decreasing
     word = "increasing" if higher else "decreasing"
     claim.detail = (f"{metric} per {variable}: " + ", ".join(
-        f"{k}: {mean_interval(sweep.values(labels_by_k[k], get)).mean:.4g}" for k in ks)
+        f"{k:g}: {mean_interval(sweep.values(labels_by_k[k], get)).mean:.4g}" for k in ks)
         + f"; Page's L = {trend.page_l:g}, one-sided p ({word}) = {p_dir:.3g} "
         f"({trend.method})")
     return claim

@@ -283,11 +283,14 @@ def _learned_claims(res: SweepResults, k: int) -> list[Claim]:
             return c
         c.measured = mean_interval(res.values(LEARNED, get))
         heads = [h for s in res.seeds for h in chosen_heads(res.typed(LEARNED, s), k)]
-        ahead = sum(line_angle(a, b) > ATTENTION_DEG for _, a, b in heads)
+        psis = [line_angle(a, b) for _, a, b in heads]
+        ahead = sum(psi > ATTENTION_DEG for psi in psis)
+        nearer = sum(line_distance(psi, LAPLACIAN_DEG) < line_distance(psi, ATTENTION_DEG)
+                     for psi in psis)
         c.detail = (f"over {len(heads)} heads × seeds: mean a = "
                     f"{sum(h[1] for h in heads) / len(heads):+.3g}, mean b = "
                     f"{sum(h[2] for h in heads) / len(heads):+.3g}; {ahead} turned towards "
-                    "the Laplacian's line (ψ > 90°)")
+                    f"the Laplacian's line (ψ > 90°), {nearer} nearer it than attention's")
         return c
     return [
         claim("mixed heads started as attention (0, 1) turn towards the Laplacian (1, −1)",
@@ -313,7 +316,8 @@ def _path_claims(res: SweepResults, settings: dict) -> list[Claim]:
                            share(key, d), False, variable="t", kind="new", label=f"depth {d}")
                for d in range(1, last + 1)]
     claims.append(family(NAME, "within-sequence share falls with t after every block",
-                         members, rule="all"))
+                         members, rule="all", quantity="slope of the within-sequence share "
+                         f"on t at each depth 1..{last} (as the last layer's claim)"))
     claims.append(trend_claim(NAME, res, "test accuracy rises along the path (t, 1 − 2t)",
                               "Zhang & Papyan 2026, Sec. 5.1", "higher with Laplacian heads",
                               by_t, "test accuracy", accuracy, True, variable="t",
