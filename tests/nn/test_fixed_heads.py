@@ -138,3 +138,23 @@ def test_freezing_a_model_without_mixed_heads_is_refused():
         freeze_mixed_heads(MultiHeadAttention(_config(), (ATTENTION,) * 4), (1, 1))
     with pytest.raises(ConfigError, match="must be a pair"):
         freeze_mixed_heads(MultiHeadAttention(_config(), (MIXED,) * 4), (1, None))
+
+
+def test_attention_reads_fixed_coefficients_from_a_config_that_carries_them():
+    """A model config with ``head_coefficients`` (and a spec of kind 'fixed') needs no
+    further plumbing: the attention module takes them from it."""
+    from dataclasses import dataclass
+
+    from tokengeo.models.config import TransformerConfig
+    from tokengeo.nn.attention import MultiHeadAttention
+
+    @dataclass
+    class FixedConfig(TransformerConfig):
+        head_coefficients: tuple[float, float] | None = None
+
+    cfg = FixedConfig(d_model=16, n_heads=4)
+    spec = HeadSpec.parse(cfg.n_layers, 4, n_laplacian=2, kind=FIXED, coefficients=(0.75, -0.5))
+    cfg.head_coefficients = spec.coefficients
+    attn = MultiHeadAttention(cfg, spec.layer_kinds(0))
+    a, b = attn.head_coefficients()
+    assert a.tolist() == [0.0, 0.0, 0.75, 0.75] and b.tolist() == [1.0, 1.0, -0.5, -0.5]
