@@ -37,6 +37,7 @@ from tokengeo.outmarker import claim_output
 SUITES: dict[str, str] = {
     "laplacian-images": "tokengeo.experiments.suites.laplacian_images",
     "laplacian-language": "tokengeo.experiments.suites.laplacian_language",
+    "laplacian-mechanism": "tokengeo.experiments.suites.laplacian_mechanism",
     "ltransformer": "tokengeo.experiments.suites.ltransformer",
     "flows": "tokengeo.experiments.suites.flows",
     "similarity": "tokengeo.experiments.suites.similarity",

@@ -178,18 +178,20 @@ def difference_claim(suite: str, sweep: SweepResults, text: str, source: str, pa
 
 
 def trend_claim(suite: str, sweep: SweepResults, text: str, source: str, paper: str,
-                labels_by_k: dict[int, str], metric: str, get: Callable[[Any], float],
-                higher: bool, **fields) -> Claim:
+                labels_by_k: dict[float, str], metric: str, get: Callable[[Any], float],
+                higher: bool, variable: str = "k", **fields) -> Claim:
     """Claim that ``metric`` rises (``higher``) or falls with k over the variants
     ``labels_by_k`` {k: label}, every seed at every k: judged on the interval of the mean
     per-seed least-squares slope (:func:`~tokengeo.experiments.trend.trend_over_k`), with
-    Page's monotone-trend test in the detail. ``fields``: further :class:`Claim` fields."""
+    Page's monotone-trend test in the detail. The keys may be any numbers (a path
+    parameter t in [0, 1]); ``variable`` names them in the text. ``fields``: further
+    :class:`Claim` fields."""
     from tokengeo.experiments.trend import trend_over_k
 
     region = Region.above(0.0) if higher else Region.below(0.0)
     ks = sorted(labels_by_k)
-    quantity = (f"slope of {metric} on k (least squares per seed, k = "
-                f"{', '.join(map(str, ks))}), mean over seeds")
+    quantity = (f"slope of {metric} on {variable} (least squares per seed, {variable} = "
+                f"{', '.join(f'{k:g}' for k in ks)}), mean over seeds")
     claim = Claim(suite, text, source, paper, quantity, region, **fields)
     missing = sweep.not_run()
     if missing:
@@ -199,8 +201,8 @@ def trend_claim(suite: str, sweep: SweepResults, text: str, source: str, paper: 
     claim.measured = mean_interval(list(trend.slopes))
     p_dir = trend.p_increasing if higher else trend.p_decreasing
     word = "increasing" if higher else "decreasing"
-    claim.detail = (f"{metric} per k: " + ", ".join(
-        f"{k}: {mean_interval(sweep.values(labels_by_k[k], get)).mean:.4g}" for k in ks)
+    claim.detail = (f"{metric} per {variable}: " + ", ".join(
+        f"{k:g}: {mean_interval(sweep.values(labels_by_k[k], get)).mean:.4g}" for k in ks)
         + f"; Page's L = {trend.page_l:g}, one-sided p ({word}) = {p_dir:.3g} "
         f"({trend.method})")
     return claim

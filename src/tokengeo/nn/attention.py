@@ -150,7 +150,8 @@ class MultiHeadAttention(HeadAttention):
 
     Parameters are laid out as in nanoGPT: ``qkv`` (d → 3d, columns ``[q | k | v]``, each
     head-major (H, Dh)) and ``proj`` (d → d). Laplacian heads add no parameters; each mixed
-    head adds two scalars ``mix_coef[i] = (a, b)``.
+    head adds two scalars ``mix_coef[i] = (a, b)``; ``fixed`` heads compute the given
+    ``coefficients`` (a, b) (default: the config's ``head_coefficients``, if it has one).
 
     Hook points, each editable (what a hook returns is what flows on):
     ``hook_q``, ``hook_k``, ``hook_v`` (B, T, H, Dh); ``hook_pattern`` (B, H, T, T), P before
@@ -161,10 +162,14 @@ class MultiHeadAttention(HeadAttention):
     def __init__(
         self, cfg: BlockConfig, head_kinds: Sequence[str] | None = None, *,
         causal: bool = False, kernel: str = "auto",
+        coefficients: tuple[float, float] | None = None,
     ) -> None:
         if cfg.d_model % cfg.n_heads:
             raise ConfigError(f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}")
-        super().__init__(cfg.n_heads, head_kinds, cfg.mixed_init, kernel=kernel)
+        if coefficients is None:  # a config may carry the (a, b) of its 'fixed' heads
+            coefficients = getattr(cfg, "head_coefficients", None)
+        super().__init__(cfg.n_heads, head_kinds, cfg.mixed_init, kernel=kernel,
+                         coefficients=coefficients)
         self.d_model, self.head_dim = cfg.d_model, cfg.d_model // cfg.n_heads
         self.causal, self.attn_dropout = causal, cfg.attn_dropout
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)

@@ -6,8 +6,8 @@ graph Laplacian I − P, so it outputs V − P·V. The authors make the *last* k
 Laplacian in every layer.
 
 This module is the one home of the head vocabulary (:data:`ATTENTION`, :data:`LAPLACIAN`,
-:data:`MIXED`), of each kind's coefficients (a, b) in ``z = a·V + b·P V``, of the head
-choice and its rules (:class:`HeadSpec`), and of the per-head module state and its fast
+:data:`MIXED`, :data:`FIXED`), of each kind's coefficients (a, b) in ``z = a·V + b·P V``, of
+the head choice and its rules (:class:`HeadSpec`), and of the per-head module state and its fast
 ``combine(v, pv)`` (:class:`HeadKinds`). tokengeo's attention, the L-Transformer's attention,
 the Hugging Face adapter (:mod:`tokengeo.models.hf`) and the kernels
 (:mod:`tokengeo.nn.laplacian_sdpa`) all read them from here. The readable formula
@@ -17,7 +17,9 @@ Rules of a head choice (:meth:`HeadSpec.parse`): ``n_laplacian`` is an int in [0
 last k heads of every layer); ``heads`` is a dict whose keys are layer indices (ints, or
 strings of digits as JSON/TOML write them) in [0, L) and whose values are lists of distinct
 int head indices in [0, H), or a list of L such lists (one per layer, as nanochat's
-``laplacian_heads``); not both.
+``laplacian_heads``); not both. ``kind="fixed"`` makes the chosen heads compute a given,
+fixed ``coefficients=(a, b)`` (any pair of finite numbers, e.g. a point ``(t, 1 − 2t)`` of the
+path from attention to the Laplacian); ``coefficients`` goes with that kind only.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from tokengeo.checks import check_choice, is_whole
 from tokengeo.errors import ConfigError
 
 ATTENTION, LAPLACIAN, MIXED = "attention", "laplacian", "mixed"
-HEAD_KINDS = (ATTENTION, LAPLACIAN, MIXED)
-SELECTED_KINDS = (LAPLACIAN, MIXED)  # what chosen heads may become
+FIXED = "fixed"  # a head with given, fixed coefficients (a, b) (HeadSpec.coefficients)
+HEAD_KINDS = (ATTENTION, LAPLACIAN, MIXED, FIXED)
+SELECTED_KINDS = (LAPLACIAN, MIXED)  # what chosen heads may become by name alone
+SPEC_KINDS = (*SELECTED_KINDS, FIXED)  # ... and with the coefficients of a fixed kind
 
 # Output of head h is a_h * V + b_h * (P V); these are the fixed (a, b) of each kind and the
 # two initialisations offered for the learnable "mixed" kind.
@@ -54,6 +58,21 @@ def kind_coefficients(kind: str) -> tuple[float, float]:
 def kind_of(a: float, b: float) -> str:
     """The kind whose fixed coefficients are exactly (a, b); ``mixed`` for any other pair."""
     return next((k for k, ab in KIND_COEFFICIENTS.items() if ab == (a, b)), MIXED)
+
+
+def check_coefficients(coefficients: Any, field: str = "head_coefficients"
+                       ) -> tuple[float, float]:
+    """``(a, b)`` as two floats if ``coefficients`` is a pair of finite real numbers, else a
+    :class:`ConfigError` naming ``field`` and the fix."""
+    import math
+
+    shape = f"{field}={coefficients!r} must be a pair (a, b) of finite numbers: a·V + b·P V"
+    if not _is_list(coefficients) or len(coefficients) != 2:
+        raise ConfigError(shape)
+    for x in coefficients:
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+            raise ConfigError(shape)
+    return float(coefficients[0]), float(coefficients[1])
 
 
 def check_n_laplacian(k: Any, n_heads: int) -> int:
@@ -139,8 +158,9 @@ class HeadSpec:
     """Which heads of an ``n_layers`` × ``n_heads`` model are of which kind, parsed once.
 
     ``chosen[layer]``: the sorted chosen heads of that layer, which are ``kind``
-    (``laplacian``, or ``mixed`` with learnt (a, b) initialised as the kind ``mixed_init``);
-    every other head is ``attention``. Build it with :meth:`parse` (the rules in the module
+    (``laplacian``; ``mixed`` with learnt (a, b) initialised as the kind ``mixed_init``; or
+    ``fixed`` with the given ``coefficients`` (a, b)); every other head is ``attention``.
+    Build it with :meth:`parse` (the rules in the module
     docstring); tokengeo's models, the L-Transformer and :func:`tokengeo.models.hf.laplacianize`
     all do.
     """
@@ -150,20 +170,24 @@ class HeadSpec:
     chosen: tuple[tuple[int, ...], ...]  # (L,) tuples of head indices
     kind: str = LAPLACIAN
     mixed_init: str = LAPLACIAN
+    coefficients: tuple[float, float] | None = None  # (a, b) of the chosen heads: kind fixed
 
     @classmethod
     def parse(
         cls, n_layers: int, n_heads: int, *, n_laplacian: Any = None, heads: Any = None,
         kind: str = LAPLACIAN, mixed_init: str = LAPLACIAN, field: str = "heads",
+        coefficients: Any = None,
     ) -> HeadSpec:
         """The spec of ``n_laplacian`` (last k per layer) or ``heads`` (explicit lists).
 
         ``n_laplacian`` of None or 0 with ``heads`` is fine; a positive k with it is not.
+        ``kind="fixed"`` needs ``coefficients=(a, b)``, and ``coefficients`` needs that kind.
         Raises :class:`~tokengeo.errors.ConfigError` naming the bad entry (as ``field``, the
         caller's name for ``heads``) and the fix.
         """
-        check_choice("head_kind", kind, SELECTED_KINDS)
+        check_choice("head_kind", kind, SPEC_KINDS)
         check_choice("mixed_init", mixed_init, MIXED_INITS)
+        coefficients = _spec_coefficients(kind, coefficients)
         if heads is not None and n_laplacian is not None and n_laplacian != 0:
             raise ConfigError(
                 "pass either n_laplacian=k (the last k heads of every layer) or "
@@ -175,7 +199,7 @@ class HeadSpec:
         else:
             by_layer = check_head_lists(heads, n_layers, n_heads, field)
         chosen = tuple(tuple(by_layer.get(layer, ())) for layer in range(n_layers))
-        return cls(n_layers, n_heads, chosen, kind, mixed_init)
+        return cls(n_layers, n_heads, chosen, kind, mixed_init, coefficients)
 
     def layer_kinds(self, layer: int) -> tuple[str, ...]:
         """The (H,) kinds of one layer's heads."""
@@ -193,6 +217,21 @@ class HeadSpec:
     @property
     def n_chosen(self) -> int:
         return sum(len(idx) for idx in self.chosen)
+
+
+def _spec_coefficients(kind: str, coefficients: Any) -> tuple[float, float] | None:
+    """The checked (a, b) of a ``fixed`` spec; None for the other kinds, which take none."""
+    if kind != FIXED:
+        if coefficients is not None:
+            raise ConfigError(
+                f"head_coefficients={coefficients!r} is read only by head_kind='fixed' (heads "
+                f"with given a·V + b·P V); set head_kind='fixed' or drop head_coefficients")
+        return None
+    if coefficients is None:
+        raise ConfigError("head_kind='fixed' needs head_coefficients=(a, b), the chosen heads' "
+                          "fixed a·V + b·P V, e.g. (0.5, 0.0); or choose head_kind 'laplacian' "
+                          "or 'mixed'")
+    return check_coefficients(coefficients)
 
 
 def choose_heads(
@@ -281,12 +320,52 @@ def head_runs(
     return HeadRuns.of(head_kinds)
 
 
+def _fixed_coefficients(kinds: Sequence[str], coefficients: Any) -> tuple[float, float]:
+    """The checked (a, b) of the ``fixed`` heads among ``kinds``; (0, 0) when there are none
+    (then ``coefficients`` must be None: given coefficients no head reads are a mistake)."""
+    if FIXED not in kinds:
+        if coefficients is not None:
+            raise ConfigError(f"coefficients={coefficients!r} given but no head is 'fixed' "
+                              f"(kinds {tuple(kinds)!r}); make the heads 'fixed' or drop them")
+        return 0.0, 0.0
+    if coefficients is None:
+        raise ConfigError("'fixed' heads need coefficients=(a, b): their fixed a·V + b·P V")
+    return check_coefficients(coefficients, "coefficients")
+
+
+def freeze_mixed_heads(module: nn.Module, coefficients: Any) -> int:
+    """Set every mixed head under ``module`` to the given (a, b) and stop it learning.
+
+    A frozen mixed head computes exactly what a ``fixed`` head with those coefficients
+    computes (``a V + b P V``, no gradient to (a, b); tested against it): the way to run a
+    fixed (a, b) in a model whose config can only name the ``mixed`` kind. The values
+    live in ``mix_coef``, so a checkpoint keeps them; ``requires_grad`` does not travel
+    with a checkpoint, so call this again after loading one. Returns the number of heads
+    set (a :class:`ConfigError` when ``module`` has no mixed head).
+    """
+    a, b = check_coefficients(coefficients, "coefficients")
+    count = 0
+    for m in module.modules():
+        if isinstance(m, HeadKinds) and m.mix_coef is not None:
+            with torch.no_grad():
+                m.mix_coef[..., 0].fill_(a)
+                m.mix_coef[..., 1].fill_(b)
+            m.mix_coef.requires_grad_(False)
+            count += m.mix_coef[..., 0].numel()
+    if count == 0:
+        raise ConfigError(f"{type(module).__name__} has no mixed heads to freeze; build it "
+                          "with head_kind='mixed'")
+    return count
+
+
 class HeadKinds(nn.Module):
     """The kinds of H heads as module state, and their output ``a_h V + b_h P V``.
 
     Head h outputs a_h V + b_h P V (Zhang & Papyan, arXiv 2602.09297, Eq. 2 with P replaced
     by I − P for Laplacian heads): attention (a, b) = (0, 1), Laplacian (1, −1), mixed a
-    learnt (a, b) initialised as ``mixed_init``.
+    learnt (a, b) initialised as ``mixed_init``, fixed the given ``coefficients`` (a, b)
+    (a buffer, no gradient; the kernels treat it as a mixed head whose (a, b) is a
+    constant, or as attention / Laplacian when it is exactly (0, 1) / (1, −1)).
 
     State: ``head_kinds``, ``n_laplacian``, buffers ``coef_fixed`` (H, 2),
     ``laplacian_mask`` (H,) and ``mixed_index``, and the parameter ``mix_coef``: (n_mixed, 2),
@@ -302,16 +381,22 @@ class HeadKinds(nn.Module):
         mixed_init: str = LAPLACIAN,
         *,
         slices: int | None = None,
+        coefficients: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         self.n_heads = n_heads
         self.head_kinds = check_head_kinds(kinds or (ATTENTION,) * n_heads, n_heads)
-        fixed = [KIND_COEFFICIENTS.get(k, (0.0, 0.0)) for k in self.head_kinds]
+        given = _fixed_coefficients(self.head_kinds, coefficients)
+        fixed = [given if k == FIXED else KIND_COEFFICIENTS.get(k, (0.0, 0.0))
+                 for k in self.head_kinds]
         self.register_buffer("coef_fixed", torch.tensor(fixed), persistent=False)  # (H, 2)
         # the same split per coefficient: what the kernels read at every call
         self.register_buffer("fixed_a", self.coef_fixed[:, 0].clone(), persistent=False)  # (H,)
         self.register_buffer("fixed_b", self.coef_fixed[:, 1].clone(), persistent=False)  # (H,)
-        self.head_runs = HeadRuns.of(self.head_kinds)
+        self.n_fixed = self.head_kinds.count(FIXED)
+        # the kernels' vocabulary: a fixed head is attention, Laplacian or a constant mix
+        self.head_runs = HeadRuns.of([kind_of(*ab) if k == FIXED else k
+                                      for k, ab in zip(self.head_kinds, fixed, strict=True)])
         lap = torch.tensor([k == LAPLACIAN for k in self.head_kinds])
         self.register_buffer("laplacian_mask", lap, persistent=False)  # (H,)
         self.n_laplacian = self.head_kinds.count(LAPLACIAN)
@@ -334,8 +419,8 @@ class HeadKinds(nn.Module):
         return coef[..., 0], coef[..., 1]
 
     def uses_values(self) -> bool:
-        """Whether some head's output involves V itself (a Laplacian or mixed head)."""
-        return self.n_laplacian > 0 or self.mix_coef is not None
+        """Whether some head's output involves V itself (a Laplacian, mixed or fixed head)."""
+        return self.n_laplacian > 0 or self.mix_coef is not None or self.n_fixed > 0
 
     def combine(self, v: torch.Tensor, pv: torch.Tensor) -> torch.Tensor:
         """``a_h V + b_h P V`` from V and P V, both (N, T, H, Dh) (with p slices: N = p·B,
@@ -350,6 +435,8 @@ class HeadKinds(nn.Module):
             shape = (P,) + (1,) * (v.dim() - 2) + (-1, 1)  # (p, 1, 1, H, 1)
             out = a.view(shape) * v.unflatten(0, (P, -1)) + b.view(shape) * pv.unflatten(0, (P, -1))
             return out.flatten(0, 1)
+        if self.n_fixed:  # given constants: the general formula, (H,) buffers
+            return self.fixed_a.view(-1, 1) * v + self.fixed_b.view(-1, 1) * pv
         if self.n_laplacian == 0:
             return pv
         if self.n_laplacian == self.n_heads:
