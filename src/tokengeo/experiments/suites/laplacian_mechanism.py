@@ -39,7 +39,6 @@ paper's best ViT), ``path_points`` (t = j / (n − 1)), ``geometry_examples``, `
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,14 @@ from tokengeo.experiments.settings import Setting, train_table_with
 from tokengeo.experiments.stats import Region, mean_interval
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.suites import laplacian_sweep as lap
+from tokengeo.experiments.suites.mechanism_readings import (  # noqa: F401 (the suite's names)
+    CONTROL,
+    LEARNED,
+    accuracy,
+    line_angle,
+    path_label,
+    share,
+)
 from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
@@ -66,7 +73,6 @@ NAME = "laplacian-mechanism"
 TITLE = "Laplacian heads: the mechanism (I − P and within-sequence variance)"
 PAPER, PAPER_KEY = lap.PAPER, lap.PAPER_KEY
 SRC = "Zhang & Papyan 2026, Sec. 3-4 (I − P and within-sequence variance)"
-LEARNED, CONTROL = "learned", "V+PV"
 CONTROL_AB = (1.0, 1.0)
 ATTENTION_DEG, LAPLACIAN_DEG = 90.0, 135.0  # the lines of (0, 1) and (1, −1)
 SUITE_SETS = ("n_laplacian", "head_kind")  # train fields the suite sets itself
@@ -114,10 +120,6 @@ def check(settings: dict) -> None:
 def path_ts(settings: dict) -> list[float]:
     n = settings["path_points"]
     return [j / (n - 1) for j in range(n)]
-
-
-def path_label(t: float) -> str:
-    return f"t={t:g}"
 
 
 def coefficients(settings: dict) -> dict[str, tuple[float, float] | None]:
@@ -215,12 +217,6 @@ def layer_shares(model, task, max_examples: int, split: str = "test",
 # ---- what the cells say -------------------------------------------------------------------
 
 
-def line_angle(a: float, b: float) -> float:
-    """ψ = atan2(b, a) mod 180°, in [0, 180): the line of (a, b), which is all a head's
-    function depends on (scale and sign go into the output projection)."""
-    return math.degrees(math.atan2(b, a)) % 180.0
-
-
 def line_distance(psi: float, to: float) -> float:
     """Angle between two lines, in [0, 90]."""
     d = abs(psi - to) % 180.0
@@ -255,14 +251,6 @@ def nearer_laplacian(k: int) -> Callable[[dict], float]:
                    - line_distance(line_angle(a, b), LAPLACIAN_DEG)
                    for _, a, b in heads) / len(heads)
     return get
-
-
-def accuracy(value: dict) -> float:
-    return float(value["final"]["test"]["accuracy"])
-
-
-def share(key: str, depth: int) -> Callable[[dict], float]:
-    return lambda value: float(value["layers"][key][depth])
 
 
 def last_depth(settings: dict) -> int:

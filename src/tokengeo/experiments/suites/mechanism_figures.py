@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokengeo.experiments.stats import mean_interval
-from tokengeo.experiments.suites import laplacian_mechanism as mech
+from tokengeo.experiments.suites import mechanism_readings as mech
 from tokengeo.experiments.sweep import SweepResults
 
 REFERENCE = {"attention (0, 1)": (0.0, 1.0), "Laplacian (1, −1)": (1.0, -1.0),
