@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -175,7 +174,7 @@ def _cell(t, g2, H):
     return {"summary": summary, "t": t.tolist(), "G2": g2.tolist(), "figures": []}
 
 
-def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse():
+def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse(tmp_path):
     from tokengeo.experiments.suites import flows as suite
 
     heads = [1, 4, 16]
@@ -190,7 +189,7 @@ def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse():
                 "residual_tolerance": 0.05, "settling_tolerance": 0.5}
     from tokengeo.experiments.suite import SuiteContext
 
-    out = suite.summarise(settings, results, SuiteContext(Path("."), Path(".")))
+    out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "figures"))
     settle = {c.text.split(":")[0]: c for c in out.claims if "settle" in c.text}
     ou, osc = settle["OU weights"], settle[suite.DRIFT_LABEL["oscillating"]]
     inphase = settle[suite.DRIFT_LABEL["inphase"]]
