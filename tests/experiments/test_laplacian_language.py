@@ -87,7 +87,7 @@ def test_each_claim_reads_its_own_metric_and_layer(tmp_path):
     # the per-layer getter reads block l (value 50 + 10 (l + 1) at k = 0)
     sweep = lap.results(lang.NAME, SETTINGS, fake_results(PAPER_WAY),
                         SuiteContext.under(tmp_path, lang.NAME), lang.GEOMETRY_KIND)
-    assert sweep.values("k=0", lang.layer_metric(1, "cdnv_mean"))[0] == pytest.approx(70.0)
+    assert sweep.values("k=0", lap.layer_metric("cdnv_mean", 1))[0] == pytest.approx(70.0)
     trend = claims["with more Laplacian heads (k = 0 … 4), validation loss falls"]
     assert trend.measured.mean == pytest.approx(-0.1, abs=0.01)
 

@@ -23,15 +23,12 @@ import warnings
 import zlib
 from pathlib import Path
 
-import torch
-
 from tokengeo._deps import require
 from tokengeo.checks import check_choice
-from tokengeo.data.bpe import gpt2_tokenizer, train_bpe
 from tokengeo.data.bundles import LanguageModelData
-from tokengeo.data.cache import cached_tokens
+from tokengeo.data.documents import SEPARATOR, TOKENIZERS, documents_lm_data
 from tokengeo.data.sources import Source, data_home
-from tokengeo.data.tokenizer import CharTokenizer, Tokenizer, count_characters, encode_documents
+from tokengeo.data.tokenizer import Tokenizer
 from tokengeo.errors import ConfigError
 
 PACKAGE_DATA = "usr/lib/R/site-library/janeaustenr/data"  # inside the extracted .deb
@@ -48,8 +45,8 @@ AUSTEN = Source(
 NOVELS = ("emma", "mansfieldpark", "northangerabbey", "persuasion", "prideprejudice",
           "sensesensibility")  # the package's variable names, sorted
 VAL_NOVELS = ("persuasion",)
-TOKENIZERS = ("char", "gpt2", "bpe")
-SEPARATOR = "\n\n"  # between consecutive novels of a split
+__all__ = ["AUSTEN", "NOVELS", "SEPARATOR", "TOKENIZERS", "VAL_NOVELS", "load_austen",
+           "read_novels", "split_novels"]
 
 
 def _corrupt(path: Path, why: str):
@@ -132,23 +129,6 @@ def split_novels(val_novels: tuple[str, ...] = VAL_NOVELS) -> tuple[list[str], l
     return [n for n in NOVELS if n not in val_novels], [n for n in NOVELS if n in val_novels]
 
 
-def _tokenizer(kind: str, novels: dict[str, str], train: list[str], bpe_vocab_size: int):
-    if kind == "char":  # alphabet of all novels, so validation has no unknown characters
-        return CharTokenizer.from_texts([*novels.values(), SEPARATOR])
-    if kind == "gpt2":
-        return gpt2_tokenizer()
-    return train_bpe([novels[n] for n in train], bpe_vocab_size, name="austen")
-
-
-def _encode(tok: Tokenizer, texts: list[str]) -> torch.Tensor:
-    """BPE streams are cached on disk (keyed by the tokenizer's fingerprint and the texts)."""
-    fingerprint = getattr(tok, "fingerprint", None)
-    if fingerprint is None:
-        return encode_documents(tok, texts, SEPARATOR)
-    return cached_tokens(["austen", fingerprint, SEPARATOR, *texts],
-                         lambda: encode_documents(tok, texts, SEPARATOR))
-
-
 def load_austen(
     tokenizer: str | Tokenizer = "bpe",
     root: str | None = None,
@@ -162,18 +142,4 @@ def load_austen(
         check_choice("tokenizer", tokenizer, TOKENIZERS)
     train, val = split_novels(tuple(val_novels))
     novels = read_novels(root)
-    tok = tokenizer if not isinstance(tokenizer, str) else \
-        _tokenizer(tokenizer, novels, train, bpe_vocab_size)
-    train_texts, val_texts = [novels[n] for n in train], [novels[n] for n in val]
-    name = tokenizer if isinstance(tokenizer, str) else tok.name
-    return LanguageModelData(
-        name=f"austen-{name}",
-        train_tokens=_encode(tok, train_texts),
-        val_tokens=_encode(tok, val_texts),
-        vocab_size=tok.vocab_size,
-        tokenizer=tok,
-        train_documents=train,
-        val_documents=val,
-        train_characters=count_characters(train_texts, SEPARATOR),
-        val_characters=count_characters(val_texts, SEPARATOR),
-    )
+    return documents_lm_data("austen", novels, train, val, tokenizer, bpe_vocab_size)

@@ -108,11 +108,6 @@ def _bpc(r) -> float:
     return r.metric("val", "bits_per_char")
 
 
-def layer_metric(layer: int, key: str) -> Callable:
-    """Getter of a geometry number at block ``layer``'s output (0-based)."""
-    return lambda r: r.geometry["layers"][layer][key]
-
-
 def _getter(key: str | None) -> Callable:
     return val_loss if key is None else geo(key)
 
@@ -137,7 +132,7 @@ def separability_claims(sweep: SweepResults, treated: str, layers: int,
         members = [difference_claim(
             NAME, sweep, f"{treated}: {name} {word} at block {i + 1}", SRC,
             "stronger linguistic collapse, per layer", treated, "k=0",
-            f"{name} (block {i + 1})", layer_metric(i, key), higher, label=f"block {i + 1}",
+            f"{name} (block {i + 1})", lap.layer_metric(key, i), higher, label=f"block {i + 1}",
             **stand_in) for i in range(layers)]
         out.append(family(NAME, f"{treated}: {name} {word} at every block's output",
                           members, rule="all"))
@@ -185,7 +180,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
             "CDNV": geo("cdnv_mean"), "next-token NM acc": geo("next_token_nm_accuracy"),
             "within-seq share": geo("within_sequence_share")}
     out.tables.append(lap.per_k_table(sweep, cols))
-    per_layer = {f"{name} b{i + 1}": layer_metric(i, key)
+    per_layer = {f"{name} b{i + 1}": lap.layer_metric(key, i)
                  for name, key in (("CDNV", "cdnv_mean"), ("NM", "next_token_nm_accuracy"))
                  for i in range(layers)}
     out.tables.append(("next-token separability at each block's output (mean ± std over "
@@ -197,7 +192,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                    "components for 99% variance",
                    f"spectral decay (val), {model_label(settings['train'])}")
     for name, key, _ in SEPARABILITY:
-        series = {f"block {i + 1}": layer_metric(i, key) for i in range(layers)}
+        series = {f"block {i + 1}": lap.layer_metric(key, i) for i in range(layers)}
         series["final norm"] = geo(key)
         out.add_figure(lap.k_figure, ctx.figure_dir / f"{key}_per_layer_vs_k.png", settings,
                        sweep, series, name, f"{name} per layer (val), "
