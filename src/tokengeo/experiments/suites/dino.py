@@ -160,7 +160,8 @@ def claim_ks(heads: int) -> list[int]:
     return sorted({heads // 2, heads - 1} - {0})
 
 
-FEWER_KS = "the quick settings keep fewer ks for the 10-minute budget; --full sweeps every k"
+FEWER_KS = ("these settings keep fewer ks for their time budget (see dino.toml: every k x 5 "
+            "seeds costs ~7,000 core-s); add k to ks to run it")
 
 
 def _at_k(sweep: SweepResults, ks: list[int], k: int) -> SweepResults:
