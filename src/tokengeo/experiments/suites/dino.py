@@ -160,8 +160,8 @@ def claim_ks(heads: int) -> list[int]:
     return sorted({heads // 2, heads - 1} - {0})
 
 
-FEWER_KS = ("these settings keep fewer ks for their time budget (see dino.toml: every k x 5 "
-            "seeds costs ~7,000 core-s); add k to ks to run it")
+FEWER_KS = ("these settings keep fewer ks for their time budget, costed in dino.toml's note; "
+            "add k to ks to run it")
 
 
 def _at_k(sweep: SweepResults, ks: list[int], k: int) -> SweepResults:
