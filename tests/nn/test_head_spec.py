@@ -19,7 +19,7 @@ from tokengeo.nn.heads import (
     HeadSpec,
     kind_of,
 )
-from tokengeo.nn.laplacian_kernel import _combine_in_place, _pv_into, _scale_grads, compose
+from tokengeo.nn.laplacian_kernel import _combine_in_place, _scale_grads, compose, pv_into
 from tokengeo.nn.laplacian_sdpa import laplacian_attention
 from tokengeo.nn.reference import attention_reference, mix_heads
 
@@ -180,7 +180,7 @@ def test_in_place_combine_and_pv_recovery_equal_the_reference():
     assert torch.allclose(z, mix_heads(v, pv, a, b), atol=1e-14)
     mixed = torch.cat([pv[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
     back = torch.empty_like(z)
-    _pv_into(back, z, v, mixed, runs)
+    pv_into(back, z, v, mixed, runs)
     assert torch.allclose(back, pv, atol=1e-14)
 
 

@@ -126,8 +126,9 @@ class HeadAttention(HeadKinds):
         qh, kh, vh, attn_mask = autocast_inputs(qh, kh, vh, attn_mask)
         packed = qkv is not None and qkv.requires_grad and qkv.dtype == qh.dtype
         grad = torch.is_grad_enabled()
+        coef_grad = a.requires_grad or b.requires_grad
         key = (qh.device, qh.dtype, qh.shape, _mask_signature(attn_mask), is_causal,
-               dropout_p > 0, packed, z_watched and grad)
+               dropout_p > 0, packed, z_watched and grad, coef_grad)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= MAX_PLANS:  # e.g. decoding, one length after another
@@ -135,7 +136,7 @@ class HeadAttention(HeadKinds):
             kernel = "compose" if z_watched and grad else self.kernel
             plan = self._plans[key] = plan_kernel(
                 qh, kh, vh, runs=self.head_runs, attn_mask=attn_mask, is_causal=is_causal,
-                dropout_p=dropout_p, kernel=kernel, packed=packed)
+                dropout_p=dropout_p, kernel=kernel, packed=packed, coef_grad=coef_grad)
         return run_plan(plan, qh, kh, vh, a, b, attn_mask=attn_mask, is_causal=is_causal,
                         dropout_p=dropout_p, scale=None, qkv=qkv if plan.packed else None)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import torch
@@ -270,13 +270,7 @@ class HeadRuns:
 
     @classmethod
     def of(cls, head_kinds: Sequence[str]) -> HeadRuns:
-        runs: list[tuple[int, int, str]] = []
-        for h, kind in enumerate(head_kinds):
-            if runs and runs[-1][2] == kind:
-                runs[-1] = (runs[-1][0], h + 1, kind)
-            else:
-                runs.append((h, h + 1, kind))
-        return cls(tuple(runs))
+        return _runs_of(tuple(head_kinds))
 
     @property
     def n_heads(self) -> int:
@@ -298,6 +292,19 @@ class HeadRuns:
     def uses_values(self) -> bool:
         """Whether some head's output involves V itself (a Laplacian or mixed head)."""
         return not self.all_attention
+
+
+@lru_cache(maxsize=1024)
+def _runs_of(head_kinds: tuple[str, ...]) -> HeadRuns:
+    """The runs of ``head_kinds``, built once per tuple of kinds (``laplacian_attention``
+    asks at every call)."""
+    runs: list[tuple[int, int, str]] = []
+    for h, kind in enumerate(head_kinds):
+        if runs and runs[-1][2] == kind:
+            runs[-1] = (runs[-1][0], h + 1, kind)
+        else:
+            runs.append((h, h + 1, kind))
+    return HeadRuns(tuple(runs))
 
 
 def head_runs(

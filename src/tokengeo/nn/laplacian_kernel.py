@@ -90,7 +90,7 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
             zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
 
 
-def _pv_into(dst, z, v, pv_mixed, runs: HeadRuns) -> None:
+def pv_into(dst, z, v, pv_mixed, runs: HeadRuns) -> None:
     """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh)."""
     for h0, h1, kind in runs.runs:
         out = _heads(dst, h0, h1)
@@ -184,7 +184,7 @@ class LaplacianSDPA(torch.autograd.Function):
         if qkv is not None:  # P V goes into the v slot of qkv's gradient, then dv over it
             dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
             outs = heads_of(dqkv)  # (B, H, T, Dh) views
-            _pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs)
+            pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs)
             da, db, grads = use(outs[2])
             _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
             return None, None, None, da, db, None, None, None, None, None, dqkv
@@ -192,7 +192,7 @@ class LaplacianSDPA(torch.autograd.Function):
             da, db, grads = with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
         else:  # one pass into a new buffer: no host read per block on a GPU
             pv = torch.empty_like(z)  # (B, T, H, Dh)
-            _pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
+            pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
             da, db, grads = use(pv.transpose(1, 2))
             del pv
         _scale_grads(grads, g, a, b, ctx.runs)
@@ -214,7 +214,7 @@ def _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):
     flash copies it (measured on an H200, torch 2.11).
     """
     pv = torch.empty_like(z)  # (B, T, H, Dh), the forward output's layout
-    _pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
+    pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
     da, db, grads = use(pv.transpose(1, 2))
     del pv
     dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)

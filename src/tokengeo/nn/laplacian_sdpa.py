@@ -10,9 +10,15 @@ Three kernels compute it, and :func:`plan_kernel` chooses one, by name or automa
 * ``"lean"``: :class:`~tokengeo.nn.laplacian_kernel.LaplacianSDPA`, a fused SDPA kernel
   with z written in place and standard attention's saved tensors (the default wherever a
   fused kernel returns its log-sum-exp: CPU flash; CUDA flash, memory-efficient or cuDNN);
+* ``"recompute"``: :func:`~tokengeo.nn.laplacian_recompute.laplacian_recompute`, torch's
+  own SDPA autograd with its saved output rebuilt from z in the backward (attention and
+  Laplacian heads with fixed coefficients): standard attention's memory and the
+  composition's host cost per call (the default on CUDA for those heads, where short
+  sequences are bound by the host's per-call work; the lean kernel under other
+  saved-tensor hooks);
 * ``"compose"``: ``V − SDPA`` in plain autograd (:func:`compose`), exact but keeping P V
   for the backward; the only way with dropout (the kernel's dropout mask cannot be
-  replayed) or a mask that requires grad;
+  replayed) or a mask that requires grad, except on CUDA where ``recompute`` takes those;
 * ``"triton"``: the fused Triton kernel (:mod:`tokengeo.nn.laplacian_triton`), loaded only
   when asked for, or in ``"auto"`` on CUDA once :data:`_TRITON_ON_CUDA` is set.
 
@@ -30,13 +36,18 @@ import torch
 
 from tokengeo.errors import ConfigError
 from tokengeo.nn.heads import HeadRuns, head_runs
-from tokengeo.nn.laplacian_kernel import LaplacianSDPA, compose, heads_of
+from tokengeo.nn.laplacian_kernel import LaplacianSDPA, compose
+from tokengeo.nn.laplacian_recompute import (
+    hooks_refusal,
+    laplacian_recompute,
+    recompute_refusal,
+)
 from tokengeo.nn.sdpa_ops import Backend, choose_backend
 
 __all__ = ["KERNELS", "KernelPlan", "compose", "head_runs", "laplacian_attention",
            "plan_kernel", "run_plan"]
 
-KERNELS = ("auto", "lean", "compose", "triton")
+KERNELS = ("auto", "lean", "recompute", "compose", "triton")
 # Whether "auto" takes the Triton kernel on CUDA. Off: on an H200 (2026-12-04, torch 2.11,
 # triton 3.6; make gpu-check, docs/benchmarks/gpu_check_2026-12-04.json) it was slower than
 # the lean path in every case, e.g. all heads Laplacian, time over SDPA, bf16 T=8192: 1.44
@@ -47,14 +58,17 @@ _TRITON_ON_CUDA = False
 
 @dataclass(frozen=True)
 class KernelPlan:
-    """What runs: ``kernel`` (``lean``, ``compose`` or ``triton``), the fused SDPA
-    ``backend`` of the lean kernel, the heads' ``runs``, and ``packed``: whether the
-    gradient goes to the packed qkv tensor (lean kernel only)."""
+    """What runs: ``kernel`` (``lean``, ``recompute``, ``compose`` or ``triton``), the fused
+    SDPA ``backend`` of the lean kernel, the heads' ``runs``, and ``packed``: whether the
+    gradient goes to the packed qkv tensor (lean kernel only). ``under_hooks``: what a
+    ``recompute`` plan runs while other saved-tensor hooks are active, ``lean`` (its
+    ``backend``), ``compose``, or None (raise: ``recompute`` was asked for by name)."""
 
     kernel: str
     runs: HeadRuns
     backend: Backend | None = None
     packed: bool = False
+    under_hooks: str | None = None
 
 
 def _compose_reason(q, attn_mask, dropout_p: float) -> str | None:
@@ -75,13 +89,17 @@ def plan_kernel(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, runs: HeadRuns,
     attn_mask: torch.Tensor | None = None, is_causal: bool = False, dropout_p: float = 0.0,
     scale: float | None = None, kernel: str = "auto", packed: bool = False,
+    coef_grad: bool = False,
 ) -> KernelPlan:
     """The kernel for these inputs (q, k, v (B, H, T, Dh), already in the compute dtype).
 
-    ``kernel="auto"``: Triton on CUDA if :data:`_TRITON_ON_CUDA` and it can run, else lean
-    where a fused kernel runs, else compose. ``"lean"`` / ``"triton"`` raise a
-    :class:`ConfigError` naming why they cannot run; ``"compose"`` always runs.
-    ``packed``: the caller passes the qkv tensor q, k, v are views of.
+    ``kernel="auto"``: Triton on CUDA if :data:`_TRITON_ON_CUDA` and it can run; on CUDA,
+    ``recompute`` for attention and Laplacian heads with fixed coefficients (the lean
+    kernel, or the composition where no fused kernel runs, under other saved-tensor hooks);
+    else lean where a fused kernel runs, else compose. ``"lean"`` / ``"recompute"`` /
+    ``"triton"`` raise a :class:`ConfigError` naming why they cannot run; ``"compose"``
+    always runs. ``packed``: the caller passes the qkv tensor q, k, v are views of;
+    ``coef_grad``: the coefficients require grad.
     """
     if kernel not in KERNELS:
         raise ConfigError(f"kernel={kernel!r} is not valid; choose one of {list(KERNELS)}")
@@ -95,7 +113,16 @@ def plan_kernel(
                               f"{reason or 'an attn_mask'}; use kernel='auto'")
         _triton_kernel()  # fails here, once, if it cannot be loaded
         return KernelPlan("triton", runs)
+    refusal = recompute_refusal(runs, coef_grad)
+    if kernel == "recompute":
+        if refusal is not None:
+            raise ConfigError(f"kernel='recompute' cannot run: {refusal}; use kernel='auto' "
+                              f"or 'lean'")
+        return KernelPlan("recompute", runs)
     backend = None if reason else choose_backend(q, k, v, attn_mask, is_causal, scale)
+    if kernel == "auto" and q.is_cuda and refusal is None and runs.uses_values:
+        return KernelPlan("recompute", runs, backend, packed,
+                          under_hooks="lean" if backend is not None else "compose")
     if backend is not None:
         return KernelPlan("lean", runs, backend, packed)
     if kernel == "lean":
@@ -146,7 +173,8 @@ def laplacian_attention(
     runs = head_runs(coef_a, coef_b, head_kinds)
     packed = qkv is not None and _check_packed(qkv, q, k, v)
     plan = plan_kernel(q, k, v, runs=runs, attn_mask=attn_mask, is_causal=is_causal,
-                       dropout_p=dropout_p, scale=scale, kernel=kernel, packed=packed)
+                       dropout_p=dropout_p, scale=scale, kernel=kernel, packed=packed,
+                       coef_grad=coef_a.requires_grad or coef_b.requires_grad)
     return run_plan(plan, q, k, v, coef_a, coef_b, attn_mask=attn_mask, is_causal=is_causal,
                     dropout_p=dropout_p, scale=scale, qkv=qkv if packed else None)
 
@@ -158,11 +186,24 @@ def run_plan(
 ) -> torch.Tensor:
     """Run a :class:`KernelPlan` (inputs as in :func:`laplacian_attention`, already checked
     and cast); z (B, T, H, Dh)."""
-    a, b = coef_a.to(q.dtype), coef_b.to(q.dtype)
-    if plan.kernel == "compose":
+    kernel = plan.kernel
+    if kernel == "recompute":
+        why = hooks_refusal()
+        if why is None:
+            a, b = _coefficients(coef_a, coef_b, q.dtype, len(plan.runs.runs) > 1)
+            return laplacian_recompute(q, k, v, a, b, plan.runs, attn_mask=attn_mask,
+                                       is_causal=is_causal, dropout_p=dropout_p, scale=scale)
+        if plan.under_hooks is None:
+            raise ConfigError(f"kernel='recompute' cannot run here: {why}; use "
+                              f"kernel='auto' or 'lean'")
+        kernel = plan.under_hooks
+    if kernel == "compose":
+        a, b = coef_a.to(q.dtype), coef_b.to(q.dtype)
         return compose(q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, plan.runs)
-    if plan.kernel == "triton":
+    if kernel == "triton":
+        a, b = coef_a.to(q.dtype), coef_b.to(q.dtype)
         return _triton_kernel()(q, k, v, a, b, is_causal=is_causal, scale=scale)
+    a, b = _coefficients(coef_a, coef_b, q.dtype, bool(plan.runs.mixed))
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
             ~attn_mask, float("-inf"))  # the additive mask SDPA builds too
@@ -172,6 +213,14 @@ def run_plan(
         qkv = None
     return LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, plan.runs,
                                plan.backend, qkv)
+
+
+def _coefficients(coef_a, coef_b, dtype, used: bool):
+    """(a, b) in the compute dtype where the arithmetic reads them (``used``) or they learn;
+    otherwise as given (two casts less per call: the fixed kinds' values are implied)."""
+    if used or coef_a.requires_grad or coef_b.requires_grad:
+        return coef_a.to(dtype), coef_b.to(dtype)
+    return coef_a, coef_b
 
 
 def _triton_kernel():
@@ -187,13 +236,19 @@ def _triton_kernel():
 
 
 def _check_packed(qkv, q, k, v) -> bool:
-    """Whether the gradient can go to ``qkv`` (False when q, k, v were cast from it)."""
+    """Whether the gradient can go to ``qkv`` (False when q, k, v were cast from it).
+
+    q, k, v must be ``heads_of(qkv)``: the views at offsets 0, 1, 2 of qkv's third axis,
+    strided (B, H, T, Dh) as qkv's axes (0, 3, 1, 4) (checked by arithmetic, not by
+    building the views: this runs at every call)."""
     if not qkv.requires_grad or any(t.dtype != qkv.dtype for t in (q, k, v)):
         return False
     B, H, T, Dh = q.shape
+    s = qkv.stride()
+    strides, base, step = (s[0], s[3], s[1], s[4]), qkv.data_ptr(), s[2] * qkv.element_size()
     ok = qkv.shape == (B, T, 3, H, Dh) and all(
-        t.data_ptr() == u.data_ptr() and t.stride() == u.stride()
-        for t, u in zip((q, k, v), heads_of(qkv), strict=True))
+        t.data_ptr() == base + i * step and t.stride() == strides
+        for i, t in enumerate((q, k, v)))
     if not ok:
         raise ConfigError(
             f"qkv (shaped {tuple(qkv.shape)}) must be the (B, T, 3, H, Dh) tensor whose "

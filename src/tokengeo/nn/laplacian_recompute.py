@@ -1,0 +1,157 @@
+"""Laplacian heads on torch's own SDPA autograd, its saved output recomputed from z.
+
+Head ``h`` outputs ``z_h = a_h V_h + b_h P_h V_h`` (Zhang & Papyan, arXiv 2602.09297, Eq. 2
+with P replaced by I − P for Laplacian heads; the reference is
+:func:`tokengeo.nn.reference.mix_heads`). For the fixed kinds, attention (0, 1) and
+Laplacian (1, −1), ``b_h = ±1``, so P V is recovered from z head-wise as
+
+    P V = b (z − a V)     (attention heads: z; Laplacian heads: V − z).
+
+The plain composition ``z = a V + b SDPA(q, k, v)`` keeps two full tensors for the backward:
+SDPA's output ``out`` (saved by torch's fused kernel) and z (saved by the output
+projection). The lean kernel (:mod:`tokengeo.nn.laplacian_kernel`) avoids the second with a
+Python ``autograd.Function`` that calls the fused kernels one by one, at a host cost of
+tens of microseconds per call, which short sequences on a GPU notice (the launch-bound
+regime: bf16, T = 1024 on an H200, see ``docs/kernels.md``). Here torch's own SDPA
+autograd node runs, and its saved ``out`` is intercepted with saved-tensor hooks
+(``torch.autograd.graph.saved_tensors_hooks``): the node keeps a handle on z and V instead,
+``out`` is freed when the forward returns, and the backward recomputes P V into a buffer
+laid out as ``out`` was (the CUDA kernels want their own layout). The memory is standard
+attention's; the backward does one elementwise pass more than the lean kernel's (the
+gradient negated for the Laplacian heads, by autograd), and runs no Python but the
+recomputation.
+
+The interception applies only where it is exact to do so: to the saved tensor that *is*
+``out`` (same storage offset, shape, strides and dtype). A backend that pads the head size,
+or the math backend, saves no such tensor; then nothing is replaced and the memory is the
+composition's (the values are right either way). It is refused under other saved-tensor
+hooks (activation checkpointing, offloading: theirs would be shadowed), under functorch
+transforms, and for mixed heads or coefficients that learn (their P V must be kept: the
+lean kernel does that).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tokengeo.nn.heads import HeadRuns
+from tokengeo.nn.laplacian_kernel import pv_into
+
+__all__ = ["hooks_refusal", "laplacian_recompute", "recompute_refusal"]
+
+
+def recompute_refusal(runs: HeadRuns, coef_grad: bool) -> str | None:
+    """Why :func:`laplacian_recompute` cannot compute these heads (None when it can);
+    whether it can run *now* is :func:`hooks_refusal`'s to say."""
+    if runs.mixed:
+        return "mixed heads (their P V cannot be recovered from z; kernel='lean' keeps it)"
+    if coef_grad:
+        return "coefficients that require grad (kernel='lean' gives their gradients)"
+    return None
+
+
+def hooks_refusal() -> str | None:
+    """Why saved-tensor hooks of ours cannot be pushed now (None when they can): checked
+    at every call, since checkpointing or offloading may wrap one call and not the next."""
+    hooks = torch._C._autograd
+    if not hooks._saved_tensors_hooks_is_enabled():
+        return "saved-tensor hooks are disabled here"
+    if hooks._top_saved_tensors_default_hooks(False) is not None:
+        return "other saved-tensor hooks are active (checkpointing or offloading)"
+    if torch._C._are_functorch_transforms_active():
+        return "a functorch transform is active"
+    return None
+
+
+class _PVFromZ:
+    """P V (B, H, T, Dh), rebuilt from z and V in the layout SDPA's output had."""
+
+    __slots__ = ("z", "v", "runs", "version", "shape", "stride", "dtype", "device")
+
+    def __init__(self, out: torch.Tensor, z: torch.Tensor, v: torch.Tensor, runs: HeadRuns):
+        """out, z, v: (B, H, T, Dh), z the heads' output (its version is checked at use)."""
+        # z and V heads first (as out), without autograd history: this object hangs off
+        # z's own graph, and a reference back to z's grad_fn would be a reference cycle.
+        self.z, self.v = z.detach(), v.detach()  # (B, H, T, Dh) each
+        self.runs, self.version = runs, z._version
+        self.shape, self.stride = out.shape, out.stride()
+        self.dtype, self.device = out.dtype, out.device
+
+    def __call__(self) -> torch.Tensor:
+        if self.z._version != self.version:
+            raise RuntimeError(
+                "the Laplacian heads' output z was modified in place after the forward, and "
+                "the backward rebuilds P V from it; clone z before editing it, or use "
+                "kernel='compose'")
+        pv = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
+        if len(self.runs.runs) == 1:  # all heads Laplacian: one subtraction
+            return torch.sub(self.v, self.z, out=pv)
+        pv_into(pv.transpose(1, 2), self.z.transpose(1, 2), self.v.transpose(1, 2), None,
+                self.runs)  # (B, T, H, Dh) views
+        return pv
+
+
+def _unpack(slot: list) -> torch.Tensor:
+    """A saved tensor back: ``slot`` holds it, or the :class:`_PVFromZ` that rebuilds it."""
+    x = slot[0]
+    return x if type(x) is not _PVFromZ else x()
+
+
+def _combine(vt, pv, a, b, runs: HeadRuns) -> torch.Tensor:
+    """z = a V + b P V for fixed kinds, differentiable: (B, T, H, Dh) each."""
+    if len(runs.runs) == 1:
+        return pv if runs.all_attention else torch.sub(vt, pv)
+    shape = (1, 1, -1, 1)
+    return torch.addcmul(pv * b.view(shape), a.view(shape), vt)
+
+
+def laplacian_recompute(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, coef_a: torch.Tensor,
+    coef_b: torch.Tensor, runs: HeadRuns, *, attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False, dropout_p: float = 0.0, scale: float | None = None,
+) -> torch.Tensor:
+    """``a V + b SDPA(q, k, v)`` for attention and Laplacian heads, as (B, T, H, Dh),
+    keeping what standard attention keeps for the backward.
+
+    q, k, v: (B, H, T, Dh); coef_a, coef_b: (H,) in q's dtype, the fixed kinds' values
+    (``runs`` gives the kinds; :func:`recompute_refusal` and :func:`hooks_refusal` say
+    when this cannot run). z's layout is SDPA's output's, transposed, as for standard
+    attention: contiguous when q, k, v are (B, T, H, Dh)-strided views (a packed
+    projection). Dropout and masks work as in ``F.scaled_dot_product_attention`` (its own
+    node replays them).
+    """
+    vt = v.transpose(1, 2)  # (B, T, H, Dh)
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad
+                                         or v.requires_grad)):
+        pv = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+                                             scale=scale)
+        return _combine(vt, pv.transpose(1, 2), coef_a, coef_b, runs)
+    slots: list[list] = []  # one [tensor] per tensor the SDPA node saves
+
+    def pack(t: torch.Tensor) -> list:
+        slot = [t]
+        slots.append(slot)
+        return slot
+
+    # Pushed and popped by hand (what saved_tensors_hooks does, less its object per call).
+    hooks = torch._C._autograd
+    hooks._push_saved_tensors_default_hooks(pack, _unpack)
+    try:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+                                             scale=scale)
+    finally:
+        hooks._pop_saved_tensors_default_hooks()
+    if runs.all_attention:
+        return out.transpose(1, 2)
+    if len(runs.runs) == 1:  # all heads Laplacian: one subtraction, heads first
+        zh = torch.sub(v, out)  # (B, H, T, Dh)
+    else:
+        zh = _combine(vt, out.transpose(1, 2), coef_a, coef_b, runs).transpose(1, 2)
+    ptr = out.data_ptr()
+    for slot in slots:
+        t = slot[0]
+        if (t.data_ptr() == ptr and t.shape == out.shape and t.stride() == out.stride()
+                and t.dtype == out.dtype):
+            slot[0] = _PVFromZ(out, zh, v, runs)  # out itself is no longer held
+    return zh.transpose(1, 2)  # (B, T, H, Dh)
