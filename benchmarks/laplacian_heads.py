@@ -1,7 +1,7 @@
 """Laplacian heads: fused vs standard vs naive operator, training-step ratio, peak memory.
 
 Prints one JSON object. Usage:
-python benchmarks/laplacian_heads.py [--quick] [--device cuda] [--kernel auto|lean|compose|triton]
+python benchmarks/laplacian_heads.py [--quick] [--device cuda] [--kernel auto|lean|recompute|compose|triton]
 (on cuda the sizes are a GPU's: see tokengeo.bench.laplacian.DEFAULTS).
 """
 

@@ -62,7 +62,7 @@ def test_benchmark_scripts_are_thin_entry_points():
     from pathlib import Path
 
     scripts = sorted((Path(__file__).parents[2] / "benchmarks").glob("*.py"))
-    assert len(scripts) == 8
+    assert len(scripts) == 9
     for path in scripts:
         tree = ast.parse(path.read_text())
         defs = [n.name for n in ast.walk(tree)
@@ -70,3 +70,20 @@ def test_benchmark_scripts_are_thin_entry_points():
         sources = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert defs == [], f"{path.name} defines {defs}: move them to tokengeo.bench"
         assert any(m and m.startswith("tokengeo.bench.") for m in sources), path.name
+
+
+def test_host_cost_benchmark_reports_every_kernel_against_standard(one_thread):
+    """benchmarks/laplacian_host.py: every op timed and kept-memory measured, ratios taken
+    to standard SDPA in the same process, and the lean kernel's CUDA branch restored."""
+    from tokengeo.bench import laplacian_host
+    from tokengeo.nn import laplacian_kernel
+
+    before = laplacian_kernel._pv_apart
+    out = laplacian_host.run(repeats=1, calls=2)
+    assert laplacian_kernel._pv_apart is before
+    names = set(out["host"]["us"])
+    assert {"standard", "v_minus_sdpa", "recompute planned[lap]", "lean[half]"} <= names
+    assert len(names) == 2 + 3 * 3 * len(laplacian_host.KINDS)
+    assert out["host"]["ratio"]["standard"] == 1.0
+    assert all(t > 0 for t in out["host"]["us"].values())
+    assert "MALLOC_MMAP_THRESHOLD_" in out["memory"]["skipped"]  # pytest did not set it

@@ -3,9 +3,11 @@
 Every test here is marked ``cuda``: skipped (with the reason) where no CUDA device exists;
 ``make gpu-check`` runs them. They cover each fused backend torch can pick (flash,
 memory-efficient, cuDNN), both backwards (packed qkv and unpacked q, k, v), every head
-kind, causal or not, fp32/bf16/fp16; that bf16/fp16 take the lean kernel; that the lean
-backward reads nothing back to the host; that the packed path's peak memory is standard
-attention's; and a laplacianized tiny Llama with a dynamic and a static cache.
+kind, causal or not, fp32/bf16/fp16; that bf16/fp16 take a lean path (recompute for
+fixed heads, the lean kernel for mixed or learnt ones); recompute on every backend, its
+output's slot holding the rebuilder; that neither backward reads anything back to the
+host; that the packed path's peak memory is standard attention's; and a laplacianized tiny
+Llama with a dynamic and a static cache.
 """
 
 from __future__ import annotations
@@ -104,11 +106,102 @@ def test_each_backend_torch_can_pick(backend, packed):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-def test_half_precision_takes_the_lean_path_on_every_gpu_backend(dtype):
+def test_half_precision_takes_a_lean_path_on_every_gpu_backend(dtype):
+    """Fixed heads: recompute (the lean kernel under other saved-tensor hooks); mixed or
+    learnt heads: the lean kernel; both on a fused backend."""
     q = torch.randn(8, 12, 1024, 64, device="cuda", dtype=dtype)
+    fused = (Backend.FLASH, Backend.EFFICIENT, Backend.CUDNN)
     plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True)
-    assert plan.kernel == "lean" and plan.backend in (Backend.FLASH, Backend.EFFICIENT,
-                                                      Backend.CUDNN)
+    assert plan.kernel == "recompute" and plan.under_hooks == "lean" and plan.backend in fused
+    plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True,
+                       coef_grad=True)
+    assert plan.kernel == "lean" and plan.backend in fused
+    plan = plan_kernel(q, q, q, runs=HeadRuns.of(LAYERS["mixed"] * 3), is_causal=True)
+    assert plan.kernel == "lean" and plan.backend in fused
+
+
+def fixed_coefficients(kinds):
+    a, b = coefficients(kinds)
+    return a.detach(), b.detach()
+
+
+def recompute_case(kinds, dtype, causal, packed, B=2, T=129, Dh=64):
+    """(z, grad of qkv) of kernel='recompute' on CUDA, and the float64 CPU reference's."""
+    H = len(kinds)
+    gen = torch.Generator().manual_seed(0)
+    qkv64 = torch.randn(B, T, 3, H, Dh, generator=gen, dtype=torch.float64)
+    g64 = torch.randn(B, T, H, Dh, generator=gen, dtype=torch.float64)
+    qkv = qkv64.to("cuda", dtype).requires_grad_()
+    a, b = fixed_coefficients(kinds)
+    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+    z = laplacian_attention(q, k, v, a, b, is_causal=causal, head_kinds=kinds,
+                            kernel="recompute", qkv=qkv if packed else None)
+    got, = torch.autograd.grad(z, qkv, g64.to("cuda", dtype))
+    ref_in = qkv64.clone().requires_grad_()
+    rq, rk, rv = (t.transpose(1, 2) for t in ref_in.unbind(2))
+    ref = attention_reference(rq, rk, rv, a.cpu().double(), b.cpu().double(),
+                              is_causal=causal)[0].transpose(1, 2)
+    want, = torch.autograd.grad(ref, ref_in, g64)
+    return z, got, ref, want
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
+@pytest.mark.parametrize("layer", ["laplacian", "half"])
+def test_recompute_matches_the_float64_reference(dtype, causal, packed, layer):
+    z, got, ref, want = recompute_case(LAYERS[layer], dtype, causal, packed)
+    assert not is_lean(z) and z.shape == ref.shape
+    assert close(z, ref, TOL[dtype]) and close(got, want, 4 * TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "EFFICIENT_ATTENTION",
+                                     "CUDNN_ATTENTION"])
+def test_each_backend_saves_a_rebuilder_for_its_output(backend, monkeypatch):
+    """recompute is lean only if the saved output is found and replaced: on each fused
+    backend (cuDNN's and flash's layouts included) exactly one slot holds the rebuilder."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from tokengeo.nn import laplacian_recompute as R
+
+    slots = []
+    push = torch._C._autograd._push_saved_tensors_default_hooks
+
+    def recording_push(pack, unpack):
+        def recording_pack(t):
+            slots.append(pack(t))
+            return slots[-1]
+        push(recording_pack, unpack)
+
+    monkeypatch.setattr(torch._C._autograd, "_push_saved_tensors_default_hooks",
+                        recording_push)
+    q = torch.randn(2, 4, 129, 64, device="cuda", dtype=torch.bfloat16)
+    with sdpa_kernel(getattr(SDPBackend, backend)):
+        if plan_kernel(q, q, q, runs=HeadRuns.of(LAYERS["half"]), is_causal=True).backend is None:
+            pytest.skip(f"{backend} cannot run on this device for bf16 (torch says)")
+        for packed in (False, True):
+            slots.clear()
+            z, got, ref, want = recompute_case(LAYERS["half"], torch.bfloat16, True, packed)
+            assert sum(isinstance(s[0], R._PVFromZ) for s in slots) == 1, (backend, packed)
+            assert close(z, ref, TOL[torch.bfloat16])
+            assert close(got, want, 4 * TOL[torch.bfloat16])
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
+def test_the_recompute_backward_reads_nothing_back_to_the_host(packed):
+    qkv = torch.randn(2, 256, 3, 4, 64, device="cuda", dtype=torch.bfloat16,
+                      requires_grad=True)
+    a, b = fixed_coefficients(LAYERS["half"])
+    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+    z = laplacian_attention(q, k, v, a, b, is_causal=True, head_kinds=LAYERS["half"],
+                            kernel="recompute", qkv=qkv if packed else None)
+    g = torch.randn_like(z)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        torch.autograd.grad(z, qkv, g)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 def test_composition_matches_the_reference_on_cuda():
@@ -146,7 +239,8 @@ def peak(fn) -> int:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_packed_path_peak_memory_is_standard_attentions(dtype):
+@pytest.mark.parametrize("kernel", ["auto", "lean", "recompute"])
+def test_packed_path_peak_memory_is_standard_attentions(dtype, kernel):
     B, T, H, Dh = 4, 2048, 12, 64
     x = torch.randn(B, T, 3, H, Dh, device="cuda", dtype=dtype)
     g = torch.randn(B, T, H, Dh, device="cuda", dtype=dtype)
@@ -157,7 +251,7 @@ def test_packed_path_peak_memory_is_standard_attentions(dtype):
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
         if laplacian:
             z = laplacian_attention(q, k, v, ones, -ones, is_causal=True, qkv=qkv,
-                                    head_kinds=("laplacian",) * H)
+                                    head_kinds=("laplacian",) * H, kernel=kernel)
         else:
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
         z.backward(g)

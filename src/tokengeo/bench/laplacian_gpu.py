@@ -77,7 +77,7 @@ def _kernels() -> list[str]:
 
     if "kernel" not in inspect.signature(laplacian_attention).parameters:
         return ["default"]
-    names = ["auto", "lean", "compose"]
+    names = ["auto", "lean", "recompute", "compose"]
     try:
         from tokengeo.nn.laplacian_triton import triton_available
 
@@ -142,30 +142,24 @@ def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=Fa
     }
 
 
-def train_step_case(model_name: str, *, repeats=20, batch=None, triton=False) -> dict:
-    """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0;
-    ``triton``: with the Triton kernel taken by ``kernel="auto"`` on CUDA."""
+def train_step_case(model_name: str, *, repeats=20, batch=None, kernel="auto") -> dict:
+    """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0,
+    with every attention module's kernel set to ``kernel`` (``auto``: what a user gets;
+    on CUDA ``recompute`` for Laplacian heads; ``lean``, ``triton``: forced)."""
     from tokengeo.models.registry import create_model
-    from tokengeo.nn import laplacian_sdpa
 
-    dev = torch.device("cuda")
-    if triton and not hasattr(laplacian_sdpa, "_TRITON_ON_CUDA"):
-        raise RuntimeError("this laplacian_sdpa has no _TRITON_ON_CUDA switch")
-    old = getattr(laplacian_sdpa, "_TRITON_ON_CUDA", None)
-    if triton:
-        laplacian_sdpa._TRITON_ON_CUDA = True
-    try:
-        return _train_step_case(create_model, model_name, dev, repeats, batch, triton)
-    finally:
-        if old is not None:
-            laplacian_sdpa._TRITON_ON_CUDA = old
+    return _train_step_case(create_model, model_name, torch.device("cuda"), repeats, batch,
+                            kernel)
 
 
-def _train_step_case(create_model, model_name, dev, repeats, batch, triton) -> dict:
+def _train_step_case(create_model, model_name, dev, repeats, batch, kernel) -> dict:
 
     def step_fn(k):
         torch.manual_seed(0)
         model = create_model(model_name, n_laplacian=k, device="cuda")
+        for module in model.modules():
+            if hasattr(module, "set_kernel"):
+                module.set_kernel(kernel)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         cfg = model.config
         g = torch.Generator().manual_seed(0)
@@ -203,7 +197,7 @@ def _train_step_case(create_model, model_name, dev, repeats, batch, triton) -> d
             end.synchronize()
             times[n].append(start.elapsed_time(end))
     ms = {n: statistics.median(t) for n, t in times.items()}
-    return {"model": model_name, "n_heads": H, "triton": triton, "median_ms": ms,
+    return {"model": model_name, "n_heads": H, "kernel": kernel, "median_ms": ms,
             "ratio_vs_k0": {n: ms[n] / ms["k=0"] for n in ms}}
 
 
@@ -220,11 +214,11 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
                 ops.append(operator_case(dtype, T, repeats=repeats, packed=True))
     train = []
     for m in models:
-        for triton in (False, True):
+        for kernel in ("auto", "lean", "triton"):
             try:
-                train.append(train_step_case(m, repeats=repeats, triton=triton))
+                train.append(train_step_case(m, repeats=repeats, kernel=kernel))
             except Exception as e:  # recorded: a diagnostic table
-                train.append({"model": m, "triton": triton,
+                train.append({"model": m, "kernel": kernel,
                               "error": f"{type(e).__name__}: {str(e)[:300]}"})
     return {
         "benchmark": "laplacian_gpu",

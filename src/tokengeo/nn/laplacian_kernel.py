@@ -57,9 +57,15 @@ def compose(
     pv = F.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
     ).transpose(1, 2)  # (B, T, H, Dh)
-    vt = v.transpose(1, 2)  # (B, T, H, Dh)
     if runs is None or coef_a.requires_grad or coef_b.requires_grad:
         runs = HeadRuns(((0, q.shape[1], MIXED),))
+    return combine_runs(v.transpose(1, 2), pv, coef_a, coef_b, runs)
+
+
+def combine_runs(vt, pv, coef_a, coef_b, runs: HeadRuns) -> torch.Tensor:
+    """``a V + b P V`` run by run in plain autograd, (B, T, H, Dh) from V and P V of that
+    shape: attention heads are P V itself, Laplacian heads one subtraction, mixed heads
+    the general formula (:func:`tokengeo.nn.reference.mix_heads`)."""
     pieces = []
     for h0, h1, kind in runs.runs:
         if kind == ATTENTION:

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.nn.heads import HeadRuns
-from tokengeo.nn.laplacian_kernel import pv_into
+from tokengeo.nn.laplacian_kernel import combine_runs
 
 __all__ = ["hooks_refusal", "laplacian_recompute", "recompute_refusal"]
 
@@ -67,14 +67,16 @@ def hooks_refusal() -> str | None:
 class _PVFromZ:
     """P V (B, H, T, Dh), rebuilt from z and V in the layout SDPA's output had."""
 
-    __slots__ = ("z", "v", "runs", "version", "shape", "stride", "dtype", "device")
+    __slots__ = ("z", "v", "a", "b", "version", "shape", "stride", "dtype", "device")
 
-    def __init__(self, out: torch.Tensor, z: torch.Tensor, v: torch.Tensor, runs: HeadRuns):
-        """out, z, v: (B, H, T, Dh), z the heads' output (its version is checked at use)."""
-        # z and V heads first (as out), without autograd history: this object hangs off
-        # z's own graph, and a reference back to z's grad_fn would be a reference cycle.
-        self.z, self.v = z.detach(), v.detach()  # (B, H, T, Dh) each
-        self.runs, self.version = runs, z._version
+    def __init__(self, out: torch.Tensor, z: torch.Tensor, v: torch.Tensor,
+                 coefs: tuple[torch.Tensor, torch.Tensor] | None):
+        """out, z, v: (B, H, T, Dh), z the heads' output (its version is checked at use);
+        ``coefs``: the heads' (a, b), each (H,), or None when all heads are Laplacian."""
+        # z and V without autograd history: this object hangs off z's own graph, and a
+        # reference back to z's grad_fn would be a reference cycle.
+        self.z, self.v, self.version = z.detach(), v.detach(), z._version
+        self.a, self.b = (None, None) if coefs is None else coefs  # no grad: refused
         self.shape, self.stride = out.shape, out.stride()
         self.dtype, self.device = out.dtype, out.device
 
@@ -85,25 +87,17 @@ class _PVFromZ:
                 "the backward rebuilds P V from it; clone z before editing it, or use "
                 "kernel='compose'")
         pv = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
-        if len(self.runs.runs) == 1:  # all heads Laplacian: one subtraction
+        if self.a is None:  # all heads Laplacian: P V = V − z
             return torch.sub(self.v, self.z, out=pv)
-        pv_into(pv.transpose(1, 2), self.z.transpose(1, 2), self.v.transpose(1, 2), None,
-                self.runs)  # (B, T, H, Dh) views
-        return pv
+        # P V = b (z − a V): exact for b = ±1, a ∈ {0, 1} (a product by 0 or 1, a negation)
+        a, b = self.a.view(1, -1, 1, 1), self.b.view(1, -1, 1, 1)  # (1, H, 1, 1)
+        return torch.addcmul(self.z, a, self.v, value=-1, out=pv).mul_(b)
 
 
 def _unpack(slot: list) -> torch.Tensor:
     """A saved tensor back: ``slot`` holds it, or the :class:`_PVFromZ` that rebuilds it."""
     x = slot[0]
     return x if type(x) is not _PVFromZ else x()
-
-
-def _combine(vt, pv, a, b, runs: HeadRuns) -> torch.Tensor:
-    """z = a V + b P V for fixed kinds, differentiable: (B, T, H, Dh) each."""
-    if len(runs.runs) == 1:
-        return pv if runs.all_attention else torch.sub(vt, pv)
-    shape = (1, 1, -1, 1)
-    return torch.addcmul(pv * b.view(shape), a.view(shape), vt)
 
 
 def laplacian_recompute(
@@ -121,12 +115,11 @@ def laplacian_recompute(
     projection). Dropout and masks work as in ``F.scaled_dot_product_attention`` (its own
     node replays them).
     """
-    vt = v.transpose(1, 2)  # (B, T, H, Dh)
     if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad
                                          or v.requires_grad)):
         pv = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
                                              scale=scale)
-        return _combine(vt, pv.transpose(1, 2), coef_a, coef_b, runs)
+        return combine_runs(v.transpose(1, 2), pv.transpose(1, 2), coef_a, coef_b, runs)
     slots: list[list] = []  # one [tensor] per tensor the SDPA node saves
 
     def pack(t: torch.Tensor) -> list:
@@ -145,13 +138,15 @@ def laplacian_recompute(
     if runs.all_attention:
         return out.transpose(1, 2)
     if len(runs.runs) == 1:  # all heads Laplacian: one subtraction, heads first
-        zh = torch.sub(v, out)  # (B, H, T, Dh)
+        zh, coefs = torch.sub(v, out), None  # (B, H, T, Dh)
     else:
-        zh = _combine(vt, out.transpose(1, 2), coef_a, coef_b, runs).transpose(1, 2)
+        zh = combine_runs(v.transpose(1, 2), out.transpose(1, 2), coef_a, coef_b,
+                          runs).transpose(1, 2)
+        coefs = (coef_a, coef_b)
     ptr = out.data_ptr()
     for slot in slots:
         t = slot[0]
         if (t.data_ptr() == ptr and t.shape == out.shape and t.stride() == out.stride()
                 and t.dtype == out.dtype):
-            slot[0] = _PVFromZ(out, zh, v, runs)  # out itself is no longer held
+            slot[0] = _PVFromZ(out, zh, v, coefs)  # out itself is no longer held
     return zh.transpose(1, 2)  # (B, T, H, Dh)

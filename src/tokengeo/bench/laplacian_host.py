@@ -1,0 +1,177 @@
+"""The host's cost per call of each Laplacian kernel: what short sequences on a GPU pay.
+
+Claim (Zhang & Papyan, arXiv 2602.09297; our promise): a Laplacian head costs what an
+attention head costs. On a GPU at short sequences (bf16, T = 1024 on an H200) the
+forward + backward of one attention layer is bound by the host, which issues the kernels:
+there, the time ratio to standard attention is the ratio of host work per call. That work
+is Python and the dispatcher, and it can be measured on a CPU: at sizes where arithmetic
+is negligible (B = 1, H = 12, T = 8, Dh = 16, one thread), the median wall time of forward
++ backward is the host cost. The lean kernel's CUDA backward is forced
+(``laplacian_kernel._pv_apart``), so the Python that runs is the Python a GPU runs.
+
+The H200 run of 2026-12-04 (``docs/benchmarks/gpu_check_2026-12-04.json``, bf16,
+T = 1024, all heads Laplacian, q, k, v unpacked) gave 1.11 (``V − SDPA``), 1.49 (compose)
+and 2.26 (lean) over standard SDPA; this benchmark gave 1.11, 1.50 and 1.88-1.95 on the
+same cases before ``recompute`` existed: the short-sequence GPU ratios are host ratios.
+
+Also the resident memory the forward keeps for the backward and the peak of forward +
+backward (Linux; glibc's mmap threshold fixed so freed tensors leave the resident set) at
+B = 8, T = 256, H = 12, Dh = 64, fp32, each as a ratio to standard SDPA's. Prints one JSON object::
+
+    python benchmarks/laplacian_host.py [--repeats 7] [--calls 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from tokengeo.bench.measure import MMAP_ENV
+
+KINDS = {"lap": ("laplacian",) * 12, "half": ("attention",) * 6 + ("laplacian",) * 6}
+KERNELS = ("lean", "recompute", "compose")
+
+
+def _case(B: int, H: int, T: int, Dh: int):
+    """qkv (B, T, 3, H, Dh) requiring grad, a gradient for z (B, T, H, Dh), and the
+    heads-first views of qkv."""
+    gen = torch.Generator().manual_seed(0)
+    qkv = torch.randn(B, T, 3, H, Dh, generator=gen).requires_grad_()
+    grad = torch.randn(B, T, H, Dh, generator=gen)
+
+    def heads():
+        return tuple(t.transpose(1, 2) for t in qkv.unbind(2))  # (B, H, T, Dh)
+    return qkv, grad, heads
+
+
+def _ops(qkv, heads) -> dict[str, Callable[[], torch.Tensor]]:
+    """name -> forward returning z (B, T, H, Dh): standard SDPA, V − SDPA, and each kernel
+    on each head layout: called per call (``fn``), with the packed qkv (``packed``), and
+    through a plan made once, as an attention module runs it (``planned``)."""
+    from tokengeo.nn.laplacian_sdpa import head_runs, laplacian_attention, plan_kernel, run_plan
+
+    def standard():
+        return F.scaled_dot_product_attention(*heads(), is_causal=True).transpose(1, 2)
+
+    def v_minus_sdpa():
+        q, k, v = heads()
+        return (v - F.scaled_dot_product_attention(q, k, v, is_causal=True)).transpose(1, 2)
+
+    ops = {"standard": standard, "v_minus_sdpa": v_minus_sdpa}
+    for name, kinds in KINDS.items():
+        a = torch.tensor([0.0 if k == "attention" else 1.0 for k in kinds])
+        b = 1.0 - 2.0 * a
+        for kernel in KERNELS:
+            def call(kinds=kinds, a=a, b=b, kernel=kernel, packed=False):
+                return laplacian_attention(*heads(), a, b, is_causal=True, head_kinds=kinds,
+                                           kernel=kernel, qkv=qkv if packed else None)
+            plan = plan_kernel(*heads(), runs=head_runs(a, b, kinds), is_causal=True,
+                               packed=True, kernel=kernel)
+
+            def planned(plan=plan, a=a, b=b):
+                return run_plan(plan, *heads(), a, b, attn_mask=None, is_causal=True,
+                                dropout_p=0.0, scale=None, qkv=qkv)
+            ops[f"{kernel}[{name}]"] = call
+            ops[f"{kernel} packed[{name}]"] = lambda call=call: call(packed=True)
+            ops[f"{kernel} planned[{name}]"] = planned
+    return ops
+
+
+def host_us(repeats: int = 7, calls: int = 300) -> dict:
+    """Median microseconds per forward + backward at tiny sizes, interleaved by repeat."""
+    qkv, grad, heads = _case(1, 12, 8, 16)
+    ops = _ops(qkv, heads)
+    samples: dict[str, list[float]] = {name: [] for name in ops}
+    for _ in range(repeats):
+        for name, op in ops.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                qkv.grad = None
+                op().backward(grad)
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+    us = {name: statistics.median(s) for name, s in samples.items()}
+    return {"us": us, "ratio": {n: t / us["standard"] for n, t in us.items()},
+            "extra_us": {n: t - us["standard"] for n, t in us.items()}}
+
+
+def memory() -> dict:
+    """Resident bytes each op's forward keeps for its backward (z alive), and the peak of
+    forward + backward; each as a ratio to standard SDPA's."""
+    from tokengeo.bench.measure import peak_rss_bytes, status_bytes
+
+    qkv, grad, heads = _case(8, 12, 256, 64)
+    ops = {n: op for n, op in _ops(qkv, heads).items() if "planned" in n or "[" not in n}
+
+    def step(op):
+        qkv.grad = None
+        op().backward(grad)
+
+    def kept(op) -> int:
+        qkv.grad = None
+        base = status_bytes("VmRSS")
+        z = op()
+        held = status_bytes("VmRSS") - base
+        z.backward(grad)
+        return held
+
+    for op in ops.values():  # warm-up: allocator pools and kernels' own buffers
+        step(op)
+    keeps = {name: min(kept(op) for _ in range(3)) for name, op in ops.items()}
+    peak = {name: min(peak_rss_bytes(lambda op=op: step(op)) for _ in range(3))
+            for name, op in ops.items()}
+    return {"kept_bytes": keeps, "kept_ratio": {n: b / keeps["standard"] for n, b in keeps.items()},
+            "peak_bytes": peak, "peak_ratio": {n: p / peak["standard"] for n, p in peak.items()},
+            "tensor_bytes": qkv.numel() // 3 * qkv.element_size()}
+
+
+def run(repeats: int = 7, calls: int = 300) -> dict:
+    from tokengeo.nn import laplacian_kernel
+
+    threads = torch.get_num_threads()
+    apart = laplacian_kernel._pv_apart
+    torch.set_num_threads(1)
+    laplacian_kernel._pv_apart = lambda z: True  # the lean kernel's CUDA backward
+    try:
+        host = host_us(repeats, calls)
+        mem = memory() if os.environ.get(MMAP_ENV) else {
+            "skipped": f"resident memory measures tensors only with {MMAP_ENV} set before "
+                       f"the process starts (main() re-executes with it)"}
+    finally:
+        laplacian_kernel._pv_apart = apart
+        torch.set_num_threads(threads)
+    return {
+        "benchmark": "laplacian_host",
+        "config": {"host": {"B": 1, "H": 12, "T": 8, "Dh": 16, "dtype": "float32",
+                            "threads": 1, "repeats": repeats, "calls": calls,
+                            "timing": "median over repeats of mean us per fwd+bwd",
+                            "lean_backward": "CUDA branch forced"},
+                   "memory": {"B": 8, "H": 12, "T": 256, "Dh": 64, "dtype": "float32",
+                              "measure": "RSS the forward keeps, and peak RSS of fwd+bwd "
+                                         "(min of 3 each)"}},
+        "torch": torch.__version__,
+        "host": host,
+        "memory": mem,
+    }
+
+
+def main(argv=None) -> int:
+    from tokengeo.bench.measure import ensure_precise_rss
+
+    ensure_precise_rss()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.calls < 1:
+        print("error: --repeats and --calls must be at least 1", file=sys.stderr)
+        return 2
+    print(json.dumps(run(args.repeats, args.calls), indent=1))
+    return 0
