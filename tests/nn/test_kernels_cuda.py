@@ -107,12 +107,15 @@ def test_each_backend_torch_can_pick(backend, packed):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_half_precision_takes_a_lean_path_on_every_gpu_backend(dtype):
-    """Fixed heads: recompute (the lean kernel under other saved-tensor hooks); mixed or
-    learnt heads: the lean kernel; both on a fused backend."""
+    """Fixed heads with a packed qkv: recompute (the lean kernel under other saved-tensor
+    hooks); separate q, k, v, mixed or learnt heads: the lean kernel; on a fused backend."""
     q = torch.randn(8, 12, 1024, 64, device="cuda", dtype=dtype)
     fused = (Backend.FLASH, Backend.EFFICIENT, Backend.CUDNN)
-    plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True)
+    plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True,
+                       packed=True)
     assert plan.kernel == "recompute" and plan.under_hooks == "lean" and plan.backend in fused
+    plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True)
+    assert plan.kernel == "lean" and plan.backend in fused  # separate q, k, v
     plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True,
                        coef_grad=True)
     assert plan.kernel == "lean" and plan.backend in fused

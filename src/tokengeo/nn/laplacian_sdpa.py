@@ -12,10 +12,10 @@ Three kernels compute it, and :func:`plan_kernel` chooses one, by name or automa
   fused kernel returns its log-sum-exp: CPU flash; CUDA flash, memory-efficient or cuDNN);
 * ``"recompute"``: :func:`~tokengeo.nn.laplacian_recompute.laplacian_recompute`, torch's
   own SDPA autograd with its saved output rebuilt from z in the backward (attention and
-  Laplacian heads with fixed coefficients): standard attention's memory and the
-  composition's host cost per call (the default on CUDA for those heads, where short
-  sequences are bound by the host's per-call work; the lean kernel under other
-  saved-tensor hooks);
+  Laplacian heads with fixed coefficients): the memory standard attention keeps, at about
+  two thirds of the lean kernel's host cost per call (the default on CUDA for those heads
+  with a packed qkv, where short sequences are bound by the host's per-call work; the
+  lean kernel under other saved-tensor hooks);
 * ``"compose"``: ``V − SDPA`` in plain autograd (:func:`compose`), exact but keeping P V
   for the backward; the only way with dropout (the kernel's dropout mask cannot be
   replayed) or a mask that requires grad, except on CUDA where ``recompute`` takes those;
@@ -93,13 +93,18 @@ def plan_kernel(
 ) -> KernelPlan:
     """The kernel for these inputs (q, k, v (B, H, T, Dh), already in the compute dtype).
 
-    ``kernel="auto"``: Triton on CUDA if :data:`_TRITON_ON_CUDA` and it can run; on CUDA,
-    ``recompute`` for attention and Laplacian heads with fixed coefficients (the lean
-    kernel, or the composition where no fused kernel runs, under other saved-tensor hooks);
-    else lean where a fused kernel runs, else compose. ``"lean"`` / ``"recompute"`` /
-    ``"triton"`` raise a :class:`ConfigError` naming why they cannot run; ``"compose"``
-    always runs. ``packed``: the caller passes the qkv tensor q, k, v are views of;
-    ``coef_grad``: the coefficients require grad.
+    ``kernel="auto"``: Triton on CUDA if :data:`_TRITON_ON_CUDA` and it can run; on CUDA
+    with the packed qkv, ``recompute`` for attention and Laplacian heads with fixed
+    coefficients (the lean kernel, or the composition where no fused kernel runs, under
+    other saved-tensor hooks); else lean where a fused kernel runs, else compose. Why
+    packed only: ``recompute``'s backward holds two transient (B, T, H, Dh) buffers (the
+    negated gradient and the rebuilt P V), which the packed path's gradient stacking
+    outweighs (peak equal to standard attention's) but separate q, k, v do not (peak over
+    standard's, fwd + bwd, CPU, T = 512, ``benchmarks/laplacian_heads.py --kernel``:
+    recompute 2.48, lean 0.95).
+    ``"lean"`` / ``"recompute"`` / ``"triton"`` raise a :class:`ConfigError` naming why
+    they cannot run; ``"compose"`` always runs. ``packed``: the caller passes the qkv
+    tensor q, k, v are views of; ``coef_grad``: the coefficients require grad.
     """
     if kernel not in KERNELS:
         raise ConfigError(f"kernel={kernel!r} is not valid; choose one of {list(KERNELS)}")
@@ -120,7 +125,7 @@ def plan_kernel(
                               f"or 'lean'")
         return KernelPlan("recompute", runs)
     backend = None if reason else choose_backend(q, k, v, attn_mask, is_causal, scale)
-    if kernel == "auto" and q.is_cuda and refusal is None and runs.uses_values:
+    if kernel == "auto" and q.is_cuda and packed and refusal is None and runs.uses_values:
         return KernelPlan("recompute", runs, backend, packed,
                           under_hooks="lean" if backend is not None else "compose")
     if backend is not None:
