@@ -48,11 +48,12 @@ def compose(
 ) -> torch.Tensor:
     """The plain composition in autograd: ``a V + b SDPA(q, k, v)`` as (B, T, H, Dh).
 
-    q, k, v: (B, H, T, Dh). With ``runs`` (the heads' kinds), fixed kinds cost what
-    ``V − SDPA`` costs: attention heads are SDPA's output, Laplacian heads one subtraction
-    (no ``a·V`` and ``b·P V`` temporaries); only mixed heads multiply. Without ``runs``
-    every head takes the general formula; so do all heads when the coefficients require
-    grad (a fixed-kind head's (a, b) then still gets its gradient).
+    q, k, v: (B, H, T, Dh). With ``runs`` (the heads' kinds), heads of one fixed kind cost
+    what ``V − SDPA`` costs: attention heads are SDPA's output, Laplacian heads one
+    subtraction (no ``a·V`` and ``b·P V`` temporaries); several kinds, or mixed heads, take
+    the general formula over all heads (:func:`combine_runs`). Without ``runs`` every head
+    takes the general formula; so do all heads when the coefficients require grad (a
+    fixed-kind head's (a, b) then still gets its gradient).
     """
     pv = F.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
@@ -63,20 +64,20 @@ def compose(
 
 
 def combine_runs(vt, pv, coef_a, coef_b, runs: HeadRuns) -> torch.Tensor:
-    """``a V + b P V`` run by run in plain autograd, (B, T, H, Dh) from V and P V of that
-    shape: attention heads are P V itself, Laplacian heads one subtraction, mixed heads
-    the general formula (:func:`tokengeo.nn.reference.mix_heads`)."""
-    pieces = []
-    for h0, h1, kind in runs.runs:
-        pvr = _heads(pv, h0, h1)  # (B, T, h, Dh); narrow, not indexing: a tenth of the cost
-        if kind == ATTENTION:
-            pieces.append(pvr)
-        elif kind == LAPLACIAN:
-            pieces.append(torch.sub(_heads(vt, h0, h1), pvr))
-        else:
-            a, b = coef_a[h0:h1].view(1, 1, -1, 1), coef_b[h0:h1].view(1, 1, -1, 1)
-            pieces.append(torch.addcmul(a * _heads(vt, h0, h1), b, pvr))
-    return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)
+    """``a V + b P V`` in plain autograd, (B, T, H, Dh) from V and P V of that shape.
+
+    One kind: attention heads are P V itself, Laplacian heads one subtraction, mixed heads
+    the general formula. Several kinds: the general formula over all heads at once,
+    ``b·P V + a·V`` (exact for the fixed kinds: products by 0, 1 or −1, and
+    ``V + (−P V)`` is ``V − P V``); cheaper than a piece per run and their concatenation,
+    whose backward zero-fills and copies every piece (:func:`tokengeo.nn.reference.mix_heads`
+    is the reference).
+    """
+    (_, _, kind), *rest = runs.runs
+    if rest or kind == MIXED:
+        shape = (1, 1, -1, 1)  # (1, 1, H, 1)
+        return torch.addcmul(pv * coef_b.view(shape), coef_a.view(shape), vt)
+    return pv if kind == ATTENTION else torch.sub(vt, pv)
 
 
 def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
