@@ -87,3 +87,25 @@ def test_host_cost_benchmark_reports_every_kernel_against_standard(one_thread):
     assert out["host"]["ratio"]["standard"] == 1.0
     assert all(t > 0 for t in out["host"]["us"].values())
     assert "MALLOC_MMAP_THRESHOLD_" in out["memory"]["skipped"]  # pytest did not set it
+
+
+def test_recompute_vs_lean_summary_decides_only_when_recompute_wins_everywhere():
+    """The GPU benchmark's decision for laplacian_sdpa._RECOMPUTE_ON_CUDA: time ratios
+    recompute / lean per operator case and train step; faster only if every ratio < 1."""
+    from tokengeo.bench.laplacian_gpu import recompute_vs_lean
+
+    def case(lean, rec):
+        return {"dtype": "bf16", "T": 1024, "packed": True,
+                "median_ms": {"lean[lap]": lean, "recompute[lap]": rec, "mixed": 1.0},
+                "peak_mb": {"lean[lap]": 10.0, "recompute[lap]": 10.0, "mixed": 1.0}}
+
+    def step(kernel, k6):
+        return {"model": "gpt-small", "kernel": kernel, "median_ms": {"k=0": 10.0, "k=6": k6}}
+
+    wins = recompute_vs_lean([case(2.0, 1.5)], [step("lean", 11.0), step("recompute", 10.5)])
+    assert wins["operator"][0]["time"] == 0.75 and wins["operator"][0]["peak"] == 1.0
+    assert wins["train_step"] == [{"model": "gpt-small", "k=6": 10.5 / 11.0}]
+    assert wins["faster_everywhere"]
+    loses = recompute_vs_lean([case(2.0, 1.5)], [step("lean", 11.0), step("recompute", 11.5)])
+    assert not loses["faster_everywhere"]
+    assert not recompute_vs_lean([], [])["faster_everywhere"]  # nothing measured: no

@@ -214,7 +214,7 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
                 ops.append(operator_case(dtype, T, repeats=repeats, packed=True))
     train = []
     for m in models:
-        for kernel in ("auto", "lean", "triton"):
+        for kernel in ("auto", "lean", "recompute", "triton"):
             try:
                 train.append(train_step_case(m, repeats=repeats, kernel=kernel))
             except Exception as e:  # recorded: a diagnostic table
@@ -227,8 +227,34 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
         "kernels": _kernels(),
         "operator": ops,
         "train_step": train,
+        "recompute_vs_lean": recompute_vs_lean(ops, train),
         "seconds": time.perf_counter() - t0,
     }
+
+
+def recompute_vs_lean(ops: list[dict], train: list[dict]) -> dict:
+    """recompute / lean, time and peak, for the heads it can run (all and half Laplacian),
+    per operator case and per train step; ``faster_everywhere``: whether every time ratio
+    is below 1 (the test for ``laplacian_sdpa._RECOMPUTE_ON_CUDA``)."""
+    operator, steps = [], []
+    for case in ops:
+        ms, mb = case["median_ms"], case["peak_mb"]
+        for kind in ("lap", "half"):
+            r, ln = f"recompute[{kind}]", f"lean[{kind}]"
+            if r in ms and ln in ms:
+                operator.append({"dtype": case["dtype"], "T": case["T"],
+                                 "packed": case["packed"], "heads": kind,
+                                 "time": ms[r] / ms[ln], "peak": mb[r] / mb[ln]})
+    by_kernel = {(t["model"], t.get("kernel")): t for t in train if "median_ms" in t}
+    for (model, kernel), t in by_kernel.items():
+        lean = by_kernel.get((model, "lean"))
+        if kernel == "recompute" and lean:
+            steps.append({"model": model, **{k: t["median_ms"][k] / lean["median_ms"][k]
+                                             for k in t["median_ms"] if k != "k=0"}})
+    times = [c["time"] for c in operator] + [v for s in steps for k, v in s.items()
+                                            if k != "model"]
+    return {"operator": operator, "train_step": steps,
+            "faster_everywhere": bool(times) and all(x < 1 for x in times)}
 
 
 def main(argv=None) -> int:

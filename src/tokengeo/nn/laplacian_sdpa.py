@@ -13,9 +13,9 @@ Three kernels compute it, and :func:`plan_kernel` chooses one, by name or automa
 * ``"recompute"``: :func:`~tokengeo.nn.laplacian_recompute.laplacian_recompute`, torch's
   own SDPA autograd with its saved output rebuilt from z in the backward (attention and
   Laplacian heads with fixed coefficients): the memory standard attention keeps, at about
-  two thirds of the lean kernel's host cost per call (the default on CUDA for those heads
-  with a packed qkv, where short sequences are bound by the host's per-call work; the
-  lean kernel under other saved-tensor hooks);
+  two thirds of the lean kernel's host cost per call (what short sequences on a GPU are
+  bound by); ``auto`` takes it on CUDA with a packed qkv once :data:`_RECOMPUTE_ON_CUDA`
+  is set after a GPU benchmark;
 * ``"compose"``: ``V − SDPA`` in plain autograd (:func:`compose`), exact but keeping P V
   for the backward; the only way with dropout (the kernel's dropout mask cannot be
   replayed) or a mask that requires grad, except on CUDA where ``recompute`` takes those;
@@ -54,6 +54,17 @@ KERNELS = ("auto", "lean", "recompute", "compose", "triton")
 # vs 1.08; fp32 T=4096: 1.11 vs 1.02 (bf16 T=1024: 2.11 vs 2.20, both far from SDPA).
 # Set it when a GPU run of `make gpu-check` shows the kernel faster.
 _TRITON_ON_CUDA = False
+# Whether "auto" takes kernel="recompute" on CUDA (fixed heads, packed qkv). Off until a GPU
+# run decides it. The case for it, measured on a CPU (benchmarks/laplacian_host.py,
+# 2026-12-05, docs/benchmarks/laplacian_host_2026-12-05.json): host cost per call of a
+# module's Laplacian heads over standard SDPA's, all heads Laplacian +33 us (lean +47),
+# half +76 us (lean +104); and the H200's bf16 T=1024 ratios (V - SDPA 1.11, compose 1.49,
+# lean 2.26) are this benchmark's host ratios (1.12, 1.54, 2.00), so short sequences there
+# are bound by that host cost. Not yet known: its time at long sequences on a GPU, where it
+# does one elementwise pass more than the lean kernel. make gpu-check times both
+# (laplacian_gpu: operator "recompute[...]" against "lean[...]", train steps per kernel)
+# and says in "recompute_vs_lean" whether recompute was faster in every case.
+_RECOMPUTE_ON_CUDA = False
 
 
 @dataclass(frozen=True)
@@ -94,14 +105,14 @@ def plan_kernel(
     """The kernel for these inputs (q, k, v (B, H, T, Dh), already in the compute dtype).
 
     ``kernel="auto"``: Triton on CUDA if :data:`_TRITON_ON_CUDA` and it can run; on CUDA
-    with the packed qkv, ``recompute`` for attention and Laplacian heads with fixed
-    coefficients (the lean kernel, or the composition where no fused kernel runs, under
-    other saved-tensor hooks); else lean where a fused kernel runs, else compose. Why
-    packed only: ``recompute``'s backward holds two transient (B, T, H, Dh) buffers (the
-    negated gradient and the rebuilt P V), which the packed path's gradient stacking
-    outweighs (peak equal to standard attention's) but separate q, k, v do not (peak over
-    standard's, fwd + bwd, CPU, T = 512, ``benchmarks/laplacian_heads.py --kernel``:
-    recompute 2.48, lean 0.95).
+    with the packed qkv, if :data:`_RECOMPUTE_ON_CUDA`, ``recompute`` for attention and
+    Laplacian heads with fixed coefficients (the lean kernel, or the composition where no
+    fused kernel runs, under other saved-tensor hooks); else lean where a fused kernel
+    runs, else compose. Why packed only: ``recompute``'s backward holds two transient
+    (B, T, H, Dh) buffers (the negated gradient and the rebuilt P V), which the packed
+    path's gradient stacking outweighs (peak equal to standard attention's) but separate
+    q, k, v do not (peak over standard's, fwd + bwd, CPU, T = 512,
+    ``benchmarks/laplacian_heads.py --kernel``: recompute 2.48, lean 0.95).
     ``"lean"`` / ``"recompute"`` / ``"triton"`` raise a :class:`ConfigError` naming why
     they cannot run; ``"compose"`` always runs. ``packed``: the caller passes the qkv
     tensor q, k, v are views of; ``coef_grad``: the coefficients require grad.
@@ -125,7 +136,8 @@ def plan_kernel(
                               f"or 'lean'")
         return KernelPlan("recompute", runs)
     backend = None if reason else choose_backend(q, k, v, attn_mask, is_causal, scale)
-    if kernel == "auto" and q.is_cuda and packed and refusal is None and runs.uses_values:
+    if (kernel == "auto" and _RECOMPUTE_ON_CUDA and q.is_cuda and packed and refusal is None
+            and runs.uses_values):
         return KernelPlan("recompute", runs, backend, packed,
                           under_hooks="lean" if backend is not None else "compose")
     if backend is not None:
