@@ -11,8 +11,9 @@ is negligible (B = 1, H = 12, T = 8, Dh = 16, one thread), the median wall time 
 
 The H200 run of 2026-12-04 (``docs/benchmarks/gpu_check_2026-12-04.json``, bf16,
 T = 1024, all heads Laplacian, q, k, v unpacked) gave 1.11 (``V − SDPA``), 1.49 (compose)
-and 2.26 (lean) over standard SDPA; this benchmark gave 1.11, 1.50 and 1.88-1.95 on the
-same cases before ``recompute`` existed: the short-sequence GPU ratios are host ratios.
+and 2.26 (lean) over standard SDPA; this benchmark, on that code, 1.12, 1.54 and 2.00
+(``docs/benchmarks/laplacian_host_2026-12-05.json``): the short-sequence GPU ratios are
+host ratios.
 
 Also the resident memory the forward keeps for the backward and the peak of forward +
 backward (Linux; glibc's mmap threshold fixed so freed tensors leave the resident set) at
