@@ -155,9 +155,11 @@ class LaplacianSDPA(torch.autograd.Function):
     """z = a V + b SDPA(q, k, v), saving q, k, v, z, the log-sum-exp and mixed heads' P V."""
 
     @staticmethod
-    def forward(ctx, q, k, v, a, b, attn_mask, is_causal, scale, runs, backend, qkv):
+    def forward(ctx, q, k, v, a, b, attn_mask, qkv, opts):
         # qkv (B, T, 3, H, Dh) or None: when given, q, k, v are its (detached) views and
-        # the gradient goes to it.
+        # the gradient goes to it. opts = (is_causal, scale, runs, backend): one argument,
+        # since Function.apply inspects every argument at every call.
+        is_causal, scale, runs, backend = opts
         out, saved, extra = sdpa_forward(backend, q, k, v, attn_mask, is_causal, scale)
         z = out.transpose(1, 2)  # (B, T, H, Dh): contiguous for the CPU kernel
         if not z.is_contiguous():
@@ -195,7 +197,7 @@ class LaplacianSDPA(torch.autograd.Function):
             pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs)
             da, db, grads = use(outs[2])
             _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
-            return None, None, None, da, db, None, None, None, None, None, dqkv
+            return None, None, None, da, db, None, dqkv, None
         if not _pv_apart(z):
             da, db, grads = with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
         else:  # one pass into a new buffer: no host read per block on a GPU
@@ -204,7 +206,7 @@ class LaplacianSDPA(torch.autograd.Function):
             da, db, grads = use(pv.transpose(1, 2))
             del pv
         _scale_grads(grads, g, a, b, ctx.runs)
-        return *grads, da, db, None, None, None, None, None, None
+        return *grads, da, db, None, None, None
 
 
 def _pv_apart(z: torch.Tensor) -> bool:
@@ -227,21 +229,21 @@ def _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):
     del pv
     dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
     _scale_grads(grads, g, a, b, ctx.runs, outs=heads_of(dqkv))
-    return None, None, None, da, db, None, None, None, None, None, dqkv
+    return None, None, None, da, db, None, dqkv, None
 
 
 def _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv):
     """Backward for ``create_graph=True``: differentiate the recomputed composition."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    inputs = [q, k, v, a, b, None, None, None, None, None, qkv]
+    inputs = [q, k, v, a, b, None, qkv, None]
     wanted = [i for i, need in enumerate(ctx.needs_input_grad) if need]
     with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
         if qkv is not None:
             q, k, v = heads_of(qkv)
         z = compose(q, k, v, a, b, attn_mask, ctx.is_causal, 0.0, ctx.scale, ctx.runs)
         grads = torch.autograd.grad(z, [inputs[i] for i in wanted], dz, create_graph=True)
-    out = [None] * 11
+    out = [None] * 8
     for i, g in zip(wanted, grads, strict=True):
         out[i] = g
     return tuple(out)

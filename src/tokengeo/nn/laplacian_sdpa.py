@@ -228,8 +228,8 @@ def run_plan(
         q, k, v = q.detach(), k.detach(), v.detach()  # their gradient goes to qkv
     else:
         qkv = None
-    return LaplacianSDPA.apply(q, k, v, a, b, attn_mask, is_causal, scale, plan.runs,
-                               plan.backend, qkv)
+    return LaplacianSDPA.apply(q, k, v, a, b, attn_mask, qkv,
+                               (is_causal, scale, plan.runs, plan.backend))
 
 
 def _coefficients(coef_a, coef_b, dtype, used: bool):
