@@ -11,8 +11,10 @@ causal, fwd + bwd), the median of ``repeats`` CUDA-event timings and the peak of
   Laplacian (``lap``), half (``half``) or mixed (``mixed``), for each kernel it offers;
 * the same with the packed ``qkv`` a model passes (``packed``), where supported.
 
-and the training-step ratio k / k = 0 of ``gpt-small`` and ``vit-small`` under bf16 autocast.
-Every ratio is taken in one process. Prints one JSON object (``--json PATH`` also writes it).
+and the training-step ratio k / k = 0 of ``gpt-small`` and ``vit-small`` under bf16 autocast,
+per kernel (``auto``, ``lean``, ``recompute``, ``triton``), with ``recompute_vs_lean``: the
+time and peak ratios that decide ``laplacian_sdpa._RECOMPUTE_ON_CUDA``. Every ratio is
+taken in one process. Prints one JSON object (``--json PATH`` also writes it).
 """
 
 from __future__ import annotations
