@@ -266,3 +266,16 @@ def test_sdpa_standard_call_is_unchanged_after_a_recompute_call():
     with torch.autograd.graph.saved_tensors_hooks(lambda t: calls.append(t) or t, lambda t: t):
         F.scaled_dot_product_attention(*heads(qkv))
     assert calls and hooks_refusal() is None and "Flash" in type(node).__name__
+
+
+def test_disabled_saved_tensor_hooks_and_checkpointing_are_named():
+    kinds = FIXED["laplacian"]
+    qkv, coef = make(kinds, dtype=torch.float32)
+    with torch.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
+        with pytest.raises(ConfigError, match="saved-tensor hooks are disabled here"):
+            recompute(qkv, coef, kinds, is_causal=True)
+    from torch.utils.checkpoint import checkpoint
+
+    with pytest.raises(ConfigError, match="other saved-tensor hooks are active"):
+        checkpoint(lambda t: recompute(t, coef, kinds, is_causal=True), qkv,
+                   use_reentrant=False)

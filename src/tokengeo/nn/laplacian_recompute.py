@@ -55,9 +55,12 @@ def hooks_refusal() -> str | None:
     """Why saved-tensor hooks of ours cannot be pushed now (None when they can): checked
     at every call, since checkpointing or offloading may wrap one call and not the next."""
     hooks = torch._C._autograd
+    top = getattr(hooks, "_top_saved_tensors_default_hooks", None)
+    if top is None:  # private API, present in torch 2.11-2.13; without it we cannot tell
+        return f"torch {torch.__version__} cannot say whether other saved-tensor hooks are active"
     if not hooks._saved_tensors_hooks_is_enabled():
         return "saved-tensor hooks are disabled here"
-    if hooks._top_saved_tensors_default_hooks(False) is not None:
+    if top(False) is not None:
         return "other saved-tensor hooks are active (checkpointing or offloading)"
     if torch._C._are_functorch_transforms_active():
         return "a functorch transform is active"
