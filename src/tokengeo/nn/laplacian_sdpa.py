@@ -112,7 +112,7 @@ def plan_kernel(
     (B, T, H, Dh) buffers (the negated gradient and the rebuilt P V), which the packed
     path's gradient stacking outweighs (peak equal to standard attention's) but separate
     q, k, v do not (peak over standard's, fwd + bwd, CPU, T = 512,
-    ``benchmarks/laplacian_heads.py --kernel``: recompute 2.48, lean 0.95).
+    ``benchmarks/laplacian_heads.py --quick --kernel``: recompute 2.55, lean 0.945).
     ``"lean"`` / ``"recompute"`` / ``"triton"`` raise a :class:`ConfigError` naming why
     they cannot run; ``"compose"`` always runs. ``packed``: the caller passes the qkv
     tensor q, k, v are views of; ``coef_grad``: the coefficients require grad.
