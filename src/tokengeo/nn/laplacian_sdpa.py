@@ -220,7 +220,8 @@ def run_plan(
     if kernel == "triton":
         a, b = coef_a.to(q.dtype), coef_b.to(q.dtype)
         return _triton_kernel()(q, k, v, a, b, is_causal=is_causal, scale=scale)
-    a, b = _coefficients(coef_a, coef_b, q.dtype, bool(plan.runs.mixed))
+    # read by mixed heads, and by the double backward's composition when kinds are several
+    a, b = _coefficients(coef_a, coef_b, q.dtype, len(plan.runs.runs) > 1 or bool(plan.runs.mixed))
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
             ~attn_mask, float("-inf"))  # the additive mask SDPA builds too
