@@ -279,3 +279,26 @@ def test_disabled_saved_tensor_hooks_and_checkpointing_are_named():
     with pytest.raises(ConfigError, match="other saved-tensor hooks are active"):
         checkpoint(lambda t: recompute(t, coef, kinds, is_causal=True), qkv,
                    use_reentrant=False)
+
+
+def test_under_autocast_it_matches_the_lean_kernel():
+    """bf16 autocast (what GPU training runs): q, k, v are cast copies, the output has
+    SDPA's dtype, and values and gradients agree with the lean kernel's."""
+    from types import SimpleNamespace
+
+    from tokengeo.nn.attention import MultiHeadAttention
+
+    cfg = SimpleNamespace(d_model=32, n_heads=4, mlp_ratio=4.0, dropout=0.0,
+                          attn_dropout=0.0, bias=True, norm_eps=1e-5, mixed_init="laplacian")
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(cfg, FIXED["alternating"], causal=True)
+    x = torch.randn(2, 13, 32, requires_grad=True)
+    outs = {}
+    for kernel in ("lean", "recompute"):
+        attn.set_kernel(kernel)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = attn(x)
+        outs[kernel] = (y, *torch.autograd.grad(y.float().square().sum(), (x, attn.qkv.weight)))
+    assert outs["recompute"][0].dtype == torch.bfloat16
+    for got, want in zip(outs["recompute"], outs["lean"], strict=True):
+        assert torch.allclose(got.float(), want.float(), rtol=2e-2, atol=2e-2)
