@@ -1,7 +1,8 @@
 """Laplacian heads: fused vs standard vs naive operator, training-step ratio, peak memory.
 
 Prints one JSON object. Usage:
-python benchmarks/laplacian_heads.py [--quick] [--device cuda] [--kernel auto|lean|recompute|compose|triton]
+python benchmarks/laplacian_heads.py [--quick] [--device cuda] [--compile]
+    [--kernel auto|lean|recompute|compose|triton]
 (on cuda the sizes are a GPU's: see tokengeo.bench.laplacian.DEFAULTS).
 """
 
@@ -19,8 +20,10 @@ if __name__ == "__main__":
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--kernel", default="auto", choices=KERNELS,
                         help="the Laplacian kernel measured (auto: what training uses)")
+    parser.add_argument("--compile", action="store_true",
+                        help="train steps through torch.compile")
     args = parser.parse_args()
-    cfg = LaplacianBenchConfig(device=args.device, kernel=args.kernel)
+    cfg = LaplacianBenchConfig(device=args.device, kernel=args.kernel, compile=args.compile)
     if args.quick:
         cfg.op_repeats, cfg.train_repeats = 5, 5
     print(json.dumps(run(cfg), indent=2))

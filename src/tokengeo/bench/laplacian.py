@@ -52,6 +52,7 @@ class LaplacianBenchConfig:
     train_repeats: int = 15
     device: str = "cpu"
     kernel: str = "auto"
+    compile: bool = False  # train steps through torch.compile (tokengeo.nn.compiled)
 
     def __post_init__(self) -> None:
         defaults = DEFAULTS["cuda" if self.device.startswith("cuda") else "cpu"]
@@ -158,6 +159,7 @@ def _train_step_fn(cfg: LaplacianBenchConfig, name: str, n_laplacian: int):
     for module in model.modules():
         if hasattr(module, "set_kernel") and cfg.kernel != "auto":
             module.set_kernel(cfg.kernel)
+    forward = torch.compile(model) if cfg.compile else model  # compiled at the first step
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x, y, classes = _batch(cfg, model)
     device_type = torch.device(cfg.device).type
@@ -166,7 +168,7 @@ def _train_step_fn(cfg: LaplacianBenchConfig, name: str, n_laplacian: int):
 
     def step():
         with torch.autocast(device_type, dtype=dtype, enabled=autocast):
-            out = model(x)  # (B, T, V) or (B, classes)
+            out = forward(x)  # (B, T, V) or (B, classes)
             loss = F.cross_entropy(out.reshape(-1, classes).float(), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()

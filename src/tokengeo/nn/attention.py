@@ -26,6 +26,7 @@ from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
+from tokengeo.nn.compiled import compiling, keep_only_attention
 from tokengeo.nn.config import BlockConfig
 from tokengeo.nn.heads import HeadKinds
 from tokengeo.nn.laplacian_sdpa import (
@@ -124,6 +125,10 @@ class HeadAttention(HeadKinds):
             return self.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
         a, b = self.head_coefficients()  # (H,) each
         qh, kh, vh, attn_mask = autocast_inputs(qh, kh, vh, attn_mask)
+        if self.kernel == "auto" and compiling():  # one graph: see tokengeo.nn.compiled
+            return run_plan(KernelPlan("compose", self.head_runs), qh, kh, vh, a, b,
+                            attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p,
+                            scale=None)
         packed = qkv is not None and qkv.requires_grad and qkv.dtype == qh.dtype
         grad = torch.is_grad_enabled()
         coef_grad = a.requires_grad or b.requires_grad
@@ -139,6 +144,15 @@ class HeadAttention(HeadKinds):
                 dropout_p=dropout_p, kernel=kernel, packed=packed, coef_grad=coef_grad)
         return run_plan(plan, qh, kh, vh, a, b, attn_mask=attn_mask, is_causal=is_causal,
                         dropout_p=dropout_p, scale=None, qkv=qkv if plan.packed else None)
+
+
+    def compiled_lean(self, edit_pattern, z_watched: bool) -> bool:
+        """Whether to run the attention and its projection under
+        :func:`~tokengeo.nn.compiled.keep_only_attention`: torch.compile is tracing,
+        ``kernel="auto"``, some head reads V, a backward will follow, and no hook sees P or
+        z (they need the tensors the checkpointing would drop)."""
+        return (self.kernel == "auto" and compiling() and torch.is_grad_enabled()
+                and edit_pattern is None and not z_watched and self.uses_values())
 
 
 def active(point: HookPoint) -> bool:
@@ -192,11 +206,18 @@ class MultiHeadAttention(HeadAttention):
         dropout_p = self.attn_dropout if self.training else 0.0
         edit = self.hook_pattern if active(self.hook_pattern) else None
         z_watched = active(self.hook_z)
-        z = self.attend(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p,
-                        edit_pattern=edit, qkv=qkv, z_watched=z_watched)  # (B, T, H, Dh)
-        if z_watched:
-            z = self.hook_z(z)
-        return self.proj_drop(self.proj(z.reshape(B, T, D)))
+
+        def attend_project(q, k, v):  # (B, T, H, Dh) each -> (B, T, d)
+            z = self.attend(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                            dropout_p=dropout_p, edit_pattern=edit, qkv=qkv,
+                            z_watched=z_watched)  # (B, T, H, Dh)
+            if z_watched:
+                z = self.hook_z(z)
+            return self.proj(z.reshape(B, T, D))
+
+        if self.compiled_lean(edit, z_watched):
+            return self.proj_drop(keep_only_attention(attend_project, q, k, v))
+        return self.proj_drop(attend_project(q, k, v))
 
     def extra_repr(self) -> str:
         counts = {k: self.head_kinds.count(k) for k in dict.fromkeys(self.head_kinds)}

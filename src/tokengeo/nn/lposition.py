@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
+from tokengeo.nn.compiled import compiling
 
 ALPHAS = ("identity", "linear", "harmonic", "exponential", "learnable")
 
@@ -72,7 +73,7 @@ class SlicePositionalEncoding(nn.Module):
         return self.log_alpha.exp() if self.alpha_name == "learnable" else self.fixed_alpha
 
     def forward(self, seq_len: int) -> torch.Tensor:  # -> (p, 1, T, d_s)
-        if self.alpha_name == "learnable":
+        if self.alpha_name == "learnable" or compiling():  # a compiled graph folds it
             return self._code(seq_len)
         # fixed α: the code is a constant, computed once per length, device and dtype
         # (a sin, a cos and a select over p·T·d_s entries saved at every step)
