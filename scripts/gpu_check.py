@@ -10,7 +10,10 @@ of a scarce GPU gives every figure it can):
    every Laplacian kernel) and the train-step ratios of gpt-small / vit-small
    (``tokengeo.bench.laplacian_gpu``);
 4. ``triton``     the fused Triton kernel's own table (``tokengeo.bench.laplacian_triton``);
-5. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``).
+5. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``);
+6. ``compiled``   train steps of gpt-small / vit-small through
+   ``torch.compile(mode="reduce-overhead")`` (CUDA graphs), when at least 150 s of the budget
+   are left; six compilations, so usually its own run: ``--only compiled``.
 
 Usage: ``python scripts/gpu_check.py [--out DIR] [--skip SECTION,...]``; writes
 ``DIR/gpu_check.json`` (default ``$OUT`` or ``runs/gpu``) and prints it. Budget: ≤ 8 min.
@@ -68,6 +71,17 @@ def triton_table() -> dict:
     return run()
 
 
+def compiled() -> dict:
+    """Compiled train steps, if at least 150 s of the budget are left (each model compiles
+    once per k)."""
+    left = DEADLINE - (time.perf_counter() - START)
+    if left < 150:
+        return {"skipped": f"{left:.0f} s of the budget left; needs about 150"}
+    from tokengeo.bench.laplacian_gpu import compiled_train_steps
+
+    return {"train_step": compiled_train_steps()}
+
+
 def flows() -> dict:
     from tokengeo.bench.flows import gpu_timings
 
@@ -79,7 +93,7 @@ START = time.perf_counter()
 DEADLINE = float(os.environ.get("GPU_CHECK_SECONDS", "480"))  # the whole run's budget
 
 SECTIONS = {"env": env, "laplacian": laplacian, "flows": flows, "cuda_tests": cuda_tests,
-            "triton": triton_table}
+            "triton": triton_table, "compiled": compiled}
 
 
 def main(argv=None) -> int:

@@ -144,17 +144,21 @@ def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=Fa
     }
 
 
-def train_step_case(model_name: str, *, repeats=20, batch=None, kernel="auto") -> dict:
+def train_step_case(model_name: str, *, repeats=20, batch=None, kernel="auto",
+                    compile_mode: str | None = None) -> dict:
     """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0,
     with every attention module's kernel set to ``kernel`` (``auto``: what a user gets;
-    on CUDA ``recompute`` for Laplacian heads; ``lean``, ``triton``: forced)."""
+    ``lean``, ``recompute``, ``triton``: forced); ``compile_mode``: the model's forward
+    through ``torch.compile`` in that mode (``"default"``, ``"reduce-overhead"``)."""
     from tokengeo.models.registry import create_model
 
-    return _train_step_case(create_model, model_name, torch.device("cuda"), repeats, batch,
-                            kernel)
+    result = _train_step_case(create_model, model_name, torch.device("cuda"), repeats, batch,
+                              kernel, compile_mode)
+    return {**result, "compile_mode": compile_mode}
 
 
-def _train_step_case(create_model, model_name, dev, repeats, batch, kernel) -> dict:
+def _train_step_case(create_model, model_name, dev, repeats, batch, kernel,
+                     compile_mode=None) -> dict:
 
     def step_fn(k):
         torch.manual_seed(0)
@@ -162,6 +166,7 @@ def _train_step_case(create_model, model_name, dev, repeats, batch, kernel) -> d
         for module in model.modules():
             if hasattr(module, "set_kernel"):
                 module.set_kernel(kernel)
+        forward = model if compile_mode is None else torch.compile(model, mode=compile_mode)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         cfg = model.config
         g = torch.Generator().manual_seed(0)
@@ -175,8 +180,10 @@ def _train_step_case(create_model, model_name, dev, repeats, batch, kernel) -> d
             y = torch.randint(0, cfg.num_classes, (B,), generator=g).to(dev)
 
         def step():
+            if compile_mode == "reduce-overhead":  # CUDA graphs: a new step, new outputs
+                torch.compiler.cudagraph_mark_step_begin()
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = model(x)
+                out = forward(x)
                 loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -232,6 +239,22 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
         "recompute_vs_lean": recompute_vs_lean(ops, train),
         "seconds": time.perf_counter() - t0,
     }
+
+
+def compiled_train_steps(models=("gpt-small", "vit-small"), repeats=15,
+                         modes=("reduce-overhead",)) -> list[dict]:
+    """Train steps with the model compiled (``kernel="auto"``: under compile, the
+    composition inside selective checkpointing, :mod:`tokengeo.nn.compiled`), per mode;
+    each case records its error instead of stopping the others."""
+    cases = []
+    for mode in modes:
+        for m in models:
+            try:
+                cases.append(train_step_case(m, repeats=repeats, compile_mode=mode))
+            except Exception as e:  # recorded: a diagnostic table
+                cases.append({"model": m, "compile_mode": mode,
+                              "error": f"{type(e).__name__}: {str(e)[:300]}"})
+    return cases
 
 
 def recompute_vs_lean(ops: list[dict], train: list[dict]) -> dict:
