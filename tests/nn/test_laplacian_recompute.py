@@ -255,17 +255,21 @@ def test_no_grad_inference_gives_the_same_values():
     assert z.grad_fn is None and torch.allclose(z, ref, atol=1e-12)
 
 
-def test_sdpa_standard_call_is_unchanged_after_a_recompute_call():
-    """The hooks are popped: a later plain SDPA's node keeps its output as usual."""
+def test_its_hooks_are_popped_after_a_call_and_after_an_error():
+    """Nothing of ours stays pushed: a later SDPA call saves through the caller's hooks, and
+    an error inside SDPA leaves no hooks behind either."""
     kinds = FIXED["laplacian"]
     qkv, coef = make(kinds, dtype=torch.float32)
     recompute(qkv, coef, kinds).sum().backward()
+    assert hooks_refusal() is None
     calls = []
-    out = F.scaled_dot_product_attention(*heads(qkv))
-    node = out.grad_fn
     with torch.autograd.graph.saved_tensors_hooks(lambda t: calls.append(t) or t, lambda t: t):
         F.scaled_dot_product_attention(*heads(qkv))
-    assert calls and hooks_refusal() is None and "Flash" in type(node).__name__
+    assert calls and hooks_refusal() is None
+    q, k, v = heads(qkv)
+    with pytest.raises(RuntimeError):  # keys of another width: SDPA itself refuses
+        laplacian_recompute(q, k[..., :8], v, coef[:, 0], coef[:, 1], HeadRuns.of(kinds))
+    assert hooks_refusal() is None
 
 
 def test_disabled_saved_tensor_hooks_and_checkpointing_are_named():
