@@ -54,3 +54,21 @@ def private_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TOKENGEO_CACHE", str(tmp_path_factory.mktemp("cache")))
         yield
+
+
+@pytest.fixture
+def saved_slots(monkeypatch):
+    """The slots tokengeo's recompute kernel packs for SDPA's saved tensors, recorded as
+    its hooks are pushed (a list, filled while the test runs)."""
+    slots: list = []
+    push = torch._C._autograd._push_saved_tensors_default_hooks
+
+    def recording_push(pack, unpack):
+        def recording_pack(t):
+            slots.append(pack(t))
+            return slots[-1]
+        push(recording_pack, unpack)
+
+    monkeypatch.setattr(torch._C._autograd, "_push_saved_tensors_default_hooks",
+                        recording_push)
+    return slots

@@ -50,14 +50,19 @@ def compiled(module, x):
     return fn
 
 
+def one_graph(module, x):
+    """(compiled module, its output, the eager output), after checking it is one graph."""
+    explained = torch._dynamo.explain(module)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    fn = compiled(module, x)
+    return fn, fn(x), module(x)
+
+
 @pytest.mark.parametrize("layer", ["laplacian", "half"])
 def test_one_graph_same_values_and_standard_attentions_saved_tensors(layer):
     x = torch.randn(2, 16, 64, requires_grad=True)
     module = attention(KINDS[layer])
-    explained = torch._dynamo.explain(module)(x)
-    assert explained.graph_count == 1 and explained.graph_break_count == 0
-    fn = compiled(module, x)
-    y, want = fn(x), module(x)
+    fn, y, want = one_graph(module, x)
     got_grad, want_grad = (torch.autograd.grad(t.square().sum(), x)[0] for t in (y, want))
     assert torch.allclose(y, want, atol=1e-5) and torch.allclose(got_grad, want_grad, atol=1e-5)
 
@@ -72,10 +77,7 @@ def test_one_graph_same_values_and_standard_attentions_saved_tensors(layer):
 def test_mixed_and_attention_heads_compile_to_one_graph_with_the_same_values(layer):
     x = torch.randn(2, 16, 64, requires_grad=True)
     module = attention(KINDS[layer])
-    explained = torch._dynamo.explain(module)(x)
-    assert explained.graph_count == 1 and explained.graph_break_count == 0
-    fn = compiled(module, x)
-    y, want = fn(x), module(x)
+    fn, y, want = one_graph(module, x)
     params = [p for p in module.parameters() if p.requires_grad]
     got = torch.autograd.grad(y.square().sum(), [x, *params])
     ref = torch.autograd.grad(want.square().sum(), [x, *params])

@@ -166,24 +166,14 @@ def test_recompute_matches_the_float64_reference(dtype, causal, packed, layer):
 
 @pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "EFFICIENT_ATTENTION",
                                      "CUDNN_ATTENTION"])
-def test_each_backend_saves_a_rebuilder_for_its_output(backend, monkeypatch):
+def test_each_backend_saves_a_rebuilder_for_its_output(backend, saved_slots):
     """recompute is lean only if the saved output is found and replaced: on each fused
     backend (cuDNN's and flash's layouts included) exactly one slot holds the rebuilder."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from tokengeo.nn import laplacian_recompute as R
 
-    slots = []
-    push = torch._C._autograd._push_saved_tensors_default_hooks
-
-    def recording_push(pack, unpack):
-        def recording_pack(t):
-            slots.append(pack(t))
-            return slots[-1]
-        push(recording_pack, unpack)
-
-    monkeypatch.setattr(torch._C._autograd, "_push_saved_tensors_default_hooks",
-                        recording_push)
+    slots = saved_slots
     q = torch.randn(2, 4, 129, 64, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(getattr(SDPBackend, backend)):
         if plan_kernel(q, q, q, runs=HeadRuns.of(LAYERS["half"]), is_causal=True).backend is None:

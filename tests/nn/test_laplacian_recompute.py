@@ -105,7 +105,7 @@ class _CatchSDPA(TorchDispatchMode):
 
 
 @pytest.mark.parametrize("layer", ["laplacian", "half"])
-def test_sdpa_node_keeps_a_rebuilder_not_its_output(layer, monkeypatch):
+def test_sdpa_node_keeps_a_rebuilder_not_its_output(layer, saved_slots):
     """What keeps the composition's memory above standard attention's is the SDPA node's
     saved output. Here the node's slot for it holds the rebuilder (z and V), and no slot
     holds a tensor on the output's storage. (That autograd then frees it is measured by
@@ -113,17 +113,7 @@ def test_sdpa_node_keeps_a_rebuilder_not_its_output(layer, monkeypatch):
     attention's does.)"""
     from tokengeo.nn import laplacian_recompute as R
 
-    slots = []
-    push = torch._C._autograd._push_saved_tensors_default_hooks
-
-    def recording_push(pack, unpack):
-        def recording_pack(t):
-            slots.append(pack(t))
-            return slots[-1]
-        push(recording_pack, unpack)
-
-    monkeypatch.setattr(torch._C._autograd, "_push_saved_tensors_default_hooks",
-                        recording_push)
+    slots = saved_slots
     kinds = FIXED[layer]
     qkv, coef = make(kinds, dtype=torch.float32)
     with _CatchSDPA() as caught:
