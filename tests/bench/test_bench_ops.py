@@ -1,5 +1,6 @@
 """The benchmark's three operators compute the same thing (a benchmark of wrong code is moot)."""
 
+import pytest
 import torch
 
 from tokengeo.bench.laplacian import (
@@ -109,3 +110,12 @@ def test_recompute_vs_lean_summary_decides_only_when_recompute_wins_everywhere()
     loses = recompute_vs_lean([case(2.0, 1.5)], [step("lean", 11.0), step("recompute", 11.5)])
     assert not loses["faster_everywhere"]
     assert not recompute_vs_lean([], [])["faster_everywhere"]  # nothing measured: no
+
+
+@pytest.mark.parametrize("argv", [["--repeats", "0"], ["--calls", "-3"]])
+def test_host_benchmark_refuses_counts_below_one(argv, capsys):
+    from tokengeo.bench.laplacian_host import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --repeats and --calls must be at least 1"]
