@@ -184,6 +184,33 @@ def test_in_place_combine_and_pv_recovery_equal_the_reference():
     assert torch.allclose(back, pv, atol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_whole_tensor_formula_of_fixed_kinds_is_exact(dtype):
+    """Heads of several fixed kinds take whole-tensor passes (z ← b z + a V, P V = b (z −
+    a V), dq ← b dq, dv ← b dv + a g): bitwise what the per-run formulas give."""
+    kinds = (LAPLACIAN, ATTENTION, ATTENTION, LAPLACIAN, LAPLACIAN)
+    a, b = coefficients(kinds, dtype)
+    runs = HeadRuns.of(kinds)
+    assert len(runs.runs) == 3 and not runs.mixed
+    v, pv = (torch.randn(2, 5, len(kinds), 3, dtype=dtype) for _ in range(2))
+    z = pv.clone()
+    _combine_in_place(z, v, a, b, runs)
+    lap = torch.tensor([k == LAPLACIAN for k in kinds]).view(1, 1, -1, 1)
+    assert torch.equal(z, torch.where(lap, v - pv, pv))
+    back = torch.empty_like(z)
+    pv_into(back, z, v, None, runs, a, b)
+    assert torch.equal(back, torch.where(lap, v - z, z))  # what the per-run pass writes
+    grads = tuple(torch.randn(2, len(kinds), 5, 3, dtype=dtype) for _ in range(3))
+    g = torch.randn(2, len(kinds), 5, 3, dtype=dtype)
+    outs = tuple(torch.empty_like(t) for t in grads)
+    _scale_grads(grads, g, a, b, runs, outs=outs)
+    lap = lap.view(1, -1, 1, 1)
+    for got, want in zip(outs, (torch.where(lap, -grads[0], grads[0]),
+                                torch.where(lap, -grads[1], grads[1]),
+                                torch.where(lap, g - grads[2], grads[2])), strict=True):
+        assert torch.equal(got, want)
+
+
 def test_scaled_kernel_gradients_equal_the_chain_rule():
     """dq, dk ← b dq, b dk and dv ← b dv + a g, head-wise, as differentiating mix_heads."""
     a, b = coefficients(KINDS)

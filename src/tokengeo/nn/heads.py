@@ -264,7 +264,8 @@ def check_head_kinds(kinds: Sequence[str], n_heads: int) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class HeadRuns:
     """Maximal runs of consecutive heads of one kind: ``((start, stop, kind), ...)``; the
-    kernels work run by run (one op per run, not per head)."""
+    kernels work run by run (one op per run, not per head), or on whole tensors when the
+    runs are of several fixed kinds (:mod:`tokengeo.nn.laplacian_kernel`)."""
 
     runs: tuple[tuple[int, int, str], ...]
 

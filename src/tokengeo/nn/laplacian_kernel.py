@@ -13,6 +13,13 @@ and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA k
     P V = V − z        for Laplacian heads,
     P V = saved copy   for mixed heads.
 
+Heads of one kind, or runs that include mixed heads, are worked run by run; heads of
+several fixed kinds (e.g. half Laplacian) take whole-tensor passes with the (H,)
+coefficients, ``z ← b z + a V`` and ``P V = b (z − a V)``, bitwise what the per-run passes
+give (products by 0 and ±1) and cheaper on the host: a layer with half its heads Laplacian
+went from +99 to +62 µs per forward + backward over standard SDPA's
+(``benchmarks/laplacian_host.py``, "lean planned[half]", CPU, 2026-12-05).
+
 Where P V goes in the backward:
 
 * packed (B, T, 3, H, Dh) ``qkv`` given (tokengeo's attention), CPU: into the v slot of
@@ -88,8 +95,16 @@ def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
     return t.narrow(dim, h0, h1 - h0)
 
 
+def _whole(runs: HeadRuns) -> bool:
+    """Whether the kernels take the whole-tensor formula: heads of several fixed kinds."""
+    return len(runs.runs) > 1 and not runs.mixed
+
+
 def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
     """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
+    if _whole(runs):  # two whole passes, no slicing: z ← b z + a V, exact for fixed kinds
+        z.mul_(b.view(1, 1, -1, 1)).addcmul_(a.view(1, 1, -1, 1), v)
+        return
     for h0, h1, kind in runs.runs:
         zr, vr = _heads(z, h0, h1), _heads(v, h0, h1)  # (B, T, h, Dh)
         if kind == LAPLACIAN:
@@ -98,8 +113,13 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
             zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
 
 
-def pv_into(dst, z, v, pv_mixed, runs: HeadRuns) -> None:
-    """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh)."""
+def pv_into(dst, z, v, pv_mixed, runs: HeadRuns, a=None, b=None) -> None:
+    """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh).
+    ``a``, ``b`` (H,): the coefficients, read for heads of several fixed kinds."""
+    if _whole(runs):  # P V = b (z − a V): exact for fixed kinds (b = ±1, a ∈ {0, 1})
+        shape = (1, 1, -1, 1)
+        torch.addcmul(z, a.view(shape), v, value=-1, out=dst).mul_(b.view(shape))
+        return
     for h0, h1, kind in runs.runs:
         out = _heads(dst, h0, h1)
         if kind == ATTENTION:
@@ -128,6 +148,12 @@ def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
     is read and written once either way.
     """
     outs = grads if outs is None else outs
+    if _whole(runs):  # whole tensors, no slicing (fixed kinds: products by 0, ±1)
+        bh, ah = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
+        torch.mul(grads[0], bh, out=outs[0])
+        torch.mul(grads[1], bh, out=outs[1])
+        torch.mul(grads[2], bh, out=outs[2]).addcmul_(ah, g)
+        return
     for h0, h1, kind in runs.runs:
         sq, sk, sv = (_heads(t, h0, h1, 1) for t in grads)  # (B, h, T, Dh)
         oq, ok, ov = (_heads(t, h0, h1, 1) for t in outs)
@@ -194,7 +220,7 @@ class LaplacianSDPA(torch.autograd.Function):
         if qkv is not None:  # P V goes into the v slot of qkv's gradient, then dv over it
             dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
             outs = heads_of(dqkv)  # (B, H, T, Dh) views
-            pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs)
+            pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs, a, b)
             da, db, grads = use(outs[2])
             _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
             return None, None, None, da, db, None, dqkv, None
@@ -202,7 +228,7 @@ class LaplacianSDPA(torch.autograd.Function):
             da, db, grads = with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
         else:  # one pass into a new buffer: no host read per block on a GPU
             pv = torch.empty_like(z)  # (B, T, H, Dh)
-            pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
+            pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs, a, b)
             da, db, grads = use(pv.transpose(1, 2))
             del pv
         _scale_grads(grads, g, a, b, ctx.runs)
@@ -224,7 +250,7 @@ def _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):
     flash copies it (measured on an H200, torch 2.11).
     """
     pv = torch.empty_like(z)  # (B, T, H, Dh), the forward output's layout
-    pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs)
+    pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs, a, b)
     da, db, grads = use(pv.transpose(1, 2))
     del pv
     dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
