@@ -9,6 +9,7 @@ import torch
 
 import tokengeo
 from tokengeo.errors import ConfigError
+from tokengeo.nn import laplacian_kernel
 from tokengeo.nn.heads import (
     ATTENTION,
     KIND_COEFFICIENTS,
@@ -184,10 +185,13 @@ def test_in_place_combine_and_pv_recovery_equal_the_reference():
     assert torch.allclose(back, pv, atol=1e-14)
 
 
+@pytest.mark.parametrize("device_path", [True, False], ids=["whole", "per-run"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_whole_tensor_formula_of_fixed_kinds_is_exact(dtype):
-    """Heads of several fixed kinds take whole-tensor passes (z ← b z + a V, P V = b (z −
-    a V), dq ← b dq, dv ← b dv + a g): bitwise what the per-run formulas give."""
+def test_fixed_kinds_formulas_are_exact(dtype, device_path, monkeypatch):
+    """Heads of several fixed kinds: the device path's whole-tensor passes (z ← b z + a V,
+    P V = b (z − a V), dq ← b dq, dv ← b dv + a g) and the CPU's per-run passes give
+    bitwise the same, what the kinds' formulas give."""
+    monkeypatch.setattr(laplacian_kernel, "_pv_apart", lambda t: device_path)
     kinds = (LAPLACIAN, ATTENTION, ATTENTION, LAPLACIAN, LAPLACIAN)
     a, b = coefficients(kinds, dtype)
     runs = HeadRuns.of(kinds)

@@ -325,16 +325,20 @@ def test_an_attention_module_plans_its_kernel_once(monkeypatch):
     assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel == "compose"
 
 
+@pytest.mark.parametrize("layer", ["mixed", "half"])
 @pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
-def test_the_cuda_backward_paths_give_the_same_gradients(monkeypatch, packed):
-    """The CUDA backwards (P V in a buffer of its own), run on the CPU kernel."""
+def test_the_cuda_backward_paths_give_the_same_gradients(monkeypatch, packed, layer):
+    """The CUDA paths (P V in a buffer of its own; whole-tensor passes for several fixed
+    kinds), run on the CPU kernel: the CPU paths' values and gradients."""
     from tokengeo.nn import laplacian_kernel as K
 
-    qkv, coef = make(LAYERS["mixed"], coef_grad=True)
-    g = torch.randn(2, 37, 6, 16)
-    want = grads(run(lean, qkv, coef, is_causal=True, packed=packed), qkv, coef, g)
+    qkv, coef = make(LAYERS[layer], coef_grad=True)
+    g = torch.randn(2, 37, len(LAYERS[layer]), 16)
+    z_cpu = run(lean, qkv, coef, is_causal=True, packed=packed)
+    want = grads(z_cpu, qkv, coef, g)
     monkeypatch.setattr(K, "_pv_apart", lambda z: True)
     z = run(lean, qkv, coef, is_causal=True, packed=packed)
+    assert torch.equal(z, z_cpu)
     before = z.detach().clone()
     got = grads(z, qkv, coef, g.transpose(1, 2).contiguous().transpose(1, 2))  # strided dz
     assert torch.equal(z, before)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from tokengeo.bench.measure import interleaved_medians, peak_bytes
+from tokengeo.bench.measure import allocate_for_timing, interleaved_medians, peak_bytes
 from tokengeo.nn.laplacian_sdpa import laplacian_attention
 
 # Sizes per device type; a field left at None takes these.
@@ -102,14 +102,15 @@ def naive_laplacian_op(q, k, v):
 
 
 def _fwd_bwd(op, q, k, v, grad):
-    def run():
-        q.grad = k.grad = v.grad = None
+    def run():  # the gradients freed inside the call: a peak counts them, a baseline not
         op(q, k, v).backward(grad)
+        q.grad = k.grad = v.grad = None
 
     return run
 
 
-def bench_operator(cfg: LaplacianBenchConfig, T: int) -> dict:
+def _operator_fns(cfg: LaplacianBenchConfig, T: int) -> dict[str, Callable[[], None]]:
+    """Forward + backward of each operator at sequence length T."""
     dev, dtype = torch.device(cfg.device), DTYPES[cfg.dtype]
     shape = (cfg.batch, T, cfg.n_heads, cfg.head_dim)
     q, k, v = (torch.randn(shape, device=dev, dtype=dtype, requires_grad=True)
@@ -119,14 +120,16 @@ def bench_operator(cfg: LaplacianBenchConfig, T: int) -> dict:
     def fused(q, k, v):
         return fused_laplacian_op(q, k, v, cfg.kernel)
 
-    fns = {
+    return {
         "standard": _fwd_bwd(standard_op, q, k, v, grad),
         "laplacian_fused": _fwd_bwd(fused, q, k, v, grad),
         "laplacian_composed": _fwd_bwd(composed_laplacian_op, q, k, v, grad),
         "laplacian_naive": _fwd_bwd(naive_laplacian_op, q, k, v, grad),
     }
-    t = interleaved_medians(fns, repeats=cfg.op_repeats, device=dev)
-    mem = {name: peak_bytes(fn, dev) for name, fn in fns.items()}
+
+
+def operator_result(T: int, t: dict[str, float], mem: dict[str, int]) -> dict:
+    """One sequence length's entry from median seconds ``t`` and peak bytes ``mem``."""
     return {
         "T": T,
         "median_ms": {k_: 1e3 * s for k_, s in t.items()},
@@ -177,13 +180,15 @@ def _train_step_fn(cfg: LaplacianBenchConfig, name: str, n_laplacian: int):
     return step, model.config.n_heads
 
 
-def bench_train_step(cfg: LaplacianBenchConfig, name: str) -> dict:
+def _train_fns(cfg: LaplacianBenchConfig, name: str) -> tuple[dict, int]:
+    """A train step of model ``name`` per k ∈ {0, H/2, H} Laplacian heads, and H."""
     _, H = _train_step_fn(cfg, name, 0)
     ks = sorted({0, H // 2, H})
-    fns = {f"k={k}": _train_step_fn(cfg, name, k)[0] for k in ks}
-    dev = torch.device(cfg.device)
-    t = interleaved_medians(fns, repeats=cfg.train_repeats, device=dev)
-    mem = {name: peak_bytes(fn, dev) for name, fn in fns.items()}
+    return {f"k={k}": _train_step_fn(cfg, name, k)[0] for k in ks}, H
+
+
+def train_result(name: str, H: int, t: dict[str, float], mem: dict[str, int]) -> dict:
+    """One model's entry from median seconds ``t`` and peak bytes ``mem`` per k."""
     return {
         "model": name,
         "n_heads": H,
@@ -194,17 +199,45 @@ def bench_train_step(cfg: LaplacianBenchConfig, name: str) -> dict:
     }
 
 
+def _peaks(fns: dict, dev: torch.device, warmup: int = 2) -> dict[str, int]:
+    """Peak bytes of each function, after ``warmup`` calls of each (plans made, caches
+    and thread pools warm, as before the timings)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    return {name: peak_bytes(fn, dev) for name, fn in fns.items()}
+
+
 def run(cfg: LaplacianBenchConfig, log: Callable[[str], None] | None = None) -> dict:
-    """The whole benchmark; ``log`` (if given) hears each stage as it starts."""
+    """The whole benchmark; ``log`` (if given) hears each stage as it starts.
+
+    Two passes over the stages: peak memory first, in the allocator state
+    :func:`~tokengeo.bench.measure.ensure_precise_rss` set (resident memory tracks live
+    tensors), then the times, after :func:`~tokengeo.bench.measure.allocate_for_timing`
+    (tensors reused from the heap, as in a user's process).
+    """
     log = log or (lambda msg: None)
-    ops, trains = [], []
-    n_stages = len(cfg.seq_lens) + len(cfg.models)
+    dev = torch.device(cfg.device)
+    n_stages = 2 * (len(cfg.seq_lens) + len(cfg.models))
+    op_mem, train_mem = [], []
     for i, T in enumerate(cfg.seq_lens, 1):
-        log(f"[{i}/{n_stages}] attention operator, T={T}")
-        ops.append(bench_operator(cfg, T))
-    for i, name in enumerate(cfg.models, len(cfg.seq_lens) + 1):
-        log(f"[{i}/{n_stages}] {name} training step")
-        trains.append(bench_train_step(cfg, name))
+        log(f"[{i}/{n_stages}] attention operator, T={T}: peak memory")
+        op_mem.append(_peaks(_operator_fns(cfg, T), dev))
+    for i, name in enumerate(cfg.models, len(op_mem) + 1):
+        log(f"[{i}/{n_stages}] {name} training step: peak memory")
+        train_mem.append(_peaks(_train_fns(cfg, name)[0], dev))
+    allocator = "steady" if allocate_for_timing() else "as started"
+    ops, trains = [], []
+    for i, (T, mem) in enumerate(zip(cfg.seq_lens, op_mem, strict=True), n_stages // 2 + 1):
+        log(f"[{i}/{n_stages}] attention operator, T={T}: times")
+        t = interleaved_medians(_operator_fns(cfg, T), repeats=cfg.op_repeats, device=dev)
+        ops.append(operator_result(T, t, mem))
+    for i, (name, mem) in enumerate(zip(cfg.models, train_mem, strict=True),
+                                    n_stages // 2 + len(ops) + 1):
+        log(f"[{i}/{n_stages}] {name} training step: times")
+        fns, H = _train_fns(cfg, name)
+        t = interleaved_medians(fns, repeats=cfg.train_repeats, device=dev)
+        trains.append(train_result(name, H, t, mem))
     worst_train = max(v for train in trains for k, v in train["ratio_vs_k0"].items()
                       if k != "k=0")
     at512 = next((o for o in ops if o["T"] == 512), ops[0])
@@ -212,6 +245,7 @@ def run(cfg: LaplacianBenchConfig, log: Callable[[str], None] | None = None) -> 
         "benchmark": "laplacian_heads",
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "timing_allocator": allocator,
         "config": asdict(cfg),
         "operator": ops,
         "train_step": trains,

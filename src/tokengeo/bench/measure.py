@@ -25,6 +25,38 @@ def ensure_precise_rss() -> None:
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
+# mallopt parameters (glibc's malloc.h) and the values of glibc's dynamic steady state on a
+# 64-bit machine: the mmap threshold rises to the largest chunk freed, up to 32 MiB, and the
+# trim threshold follows at twice it.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+STEADY_MMAP_THRESHOLD = 32 * 2**20
+STEADY_TRIM_THRESHOLD = 2 * STEADY_MMAP_THRESHOLD
+
+
+def allocate_for_timing() -> bool:
+    """Undo :func:`ensure_precise_rss` for the timings that follow (True if it was set).
+
+    With the 64 KiB mmap threshold every tensor of 64 KiB or more is mapped and unmapped
+    at each allocation, so each pays its page faults: a gpt-tiny train step on a CPU took
+    1.5× its time in a plain process (223 vs 146 ms; 2026-12-05), which dilutes every
+    ratio taken there. This sets the thresholds glibc reaches by itself in a loop of
+    repeated allocations (:data:`STEADY_MMAP_THRESHOLD`), so tensors are reused from the
+    heap as in a user's process. Resident memory then no longer tracks live tensors:
+    measure memory before calling this, time after.
+    """
+    if os.environ.get(MMAP_ENV) is None or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    ok = (libc.mallopt(M_MMAP_THRESHOLD, STEADY_MMAP_THRESHOLD) == 1
+          and libc.mallopt(M_TRIM_THRESHOLD, STEADY_TRIM_THRESHOLD) == 1)
+    if not ok:
+        raise RuntimeError("mallopt refused glibc's steady-state thresholds; run the "
+                           f"benchmark with {MMAP_ENV} unset to time it")
+    return True
+
+
 def status_bytes(key: str) -> int:
     """A memory line of ``/proc/self/status`` in bytes (``VmRSS`` now, ``VmHWM`` peak)."""
     with open("/proc/self/status") as f:

@@ -13,12 +13,12 @@ and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA k
     P V = V − z        for Laplacian heads,
     P V = saved copy   for mixed heads.
 
-Heads of one kind, or runs that include mixed heads, are worked run by run; heads of
-several fixed kinds (e.g. half Laplacian) take whole-tensor passes with the (H,)
-coefficients, ``z ← b z + a V`` and ``P V = b (z − a V)``, bitwise what the per-run passes
-give (products by 0 and ±1) and cheaper on the host: a layer with half its heads Laplacian
-went from +99 to +62 µs per forward + backward over standard SDPA's
-(``benchmarks/laplacian_host.py``, "lean planned[half]", CPU, 2026-12-05).
+On CUDA, heads of several fixed kinds (e.g. half Laplacian) take whole-tensor passes with
+the (H,) coefficients, ``z ← b z + a V`` and ``P V = b (z − a V)``, bitwise what the
+per-run passes give (products by 0 and ±1) in fewer launches: the host's cost of a layer
+with half its heads Laplacian went from +99 to +62 µs per forward + backward over standard
+SDPA's (``benchmarks/laplacian_host.py``, "lean planned[half]", 2026-12-05). On a CPU
+the kernels work run by run, which moves fewer bytes (:func:`_whole`).
 
 Where P V goes in the backward:
 
@@ -95,14 +95,18 @@ def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
     return t.narrow(dim, h0, h1 - h0)
 
 
-def _whole(runs: HeadRuns) -> bool:
-    """Whether the kernels take the whole-tensor formula: heads of several fixed kinds."""
-    return len(runs.runs) > 1 and not runs.mixed
+def _whole(runs: HeadRuns, t: torch.Tensor) -> bool:
+    """Whether the kernels take whole-tensor passes: heads of several fixed kinds, on the
+    device path (:func:`_pv_apart`: CUDA), where each pass is a kernel launch and the host's
+    cost per call bounds short sequences. On a CPU the per-run passes, which move fewer
+    bytes, are faster (gpt-tiny, k = H/2, train step over k = 0: per run 1.022, 1.025;
+    whole 1.054, 1.053; vit-tiny 1.127 and 1.123; 2026-12-05)."""
+    return len(runs.runs) > 1 and not runs.mixed and _pv_apart(t)
 
 
 def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
     """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
-    if _whole(runs):  # two whole passes, no slicing: z ← b z + a V, exact for fixed kinds
+    if _whole(runs, z):  # two whole passes, no slicing: z ← b z + a V, exact for fixed kinds
         z.mul_(b.view(1, 1, -1, 1)).addcmul_(a.view(1, 1, -1, 1), v)
         return
     for h0, h1, kind in runs.runs:
@@ -116,7 +120,7 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
 def pv_into(dst, z, v, pv_mixed, runs: HeadRuns, a=None, b=None) -> None:
     """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh).
     ``a``, ``b`` (H,): the coefficients, read for heads of several fixed kinds."""
-    if _whole(runs):  # P V = b (z − a V): exact for fixed kinds (b = ±1, a ∈ {0, 1})
+    if _whole(runs, z):  # P V = b (z − a V): exact for fixed kinds (b = ±1, a ∈ {0, 1})
         shape = (1, 1, -1, 1)
         torch.addcmul(z, a.view(shape), v, value=-1, out=dst).mul_(b.view(shape))
         return
@@ -148,7 +152,7 @@ def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
     is read and written once either way.
     """
     outs = grads if outs is None else outs
-    if _whole(runs):  # whole tensors, no slicing (fixed kinds: products by 0, ±1)
+    if _whole(runs, g):  # whole tensors, no slicing (fixed kinds: products by 0, ±1)
         bh, ah = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
         torch.mul(grads[0], bh, out=outs[0])
         torch.mul(grads[1], bh, out=outs[1])
