@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tokengeo.bench.measure import interleaved_medians, peak_bytes
+from tokengeo.bench.measure import allocate_for_timing, interleaved_medians, peak_bytes
 from tokengeo.nn.lblock import slice_block
 
 
@@ -160,7 +160,24 @@ def saved_bytes(fn, model: nn.Module) -> int:
     return sum(seen.values())
 
 
-def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
+def width_memory(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
+    """Peak bytes of each contender's training step and encoder-only step, and the bytes
+    autograd saves in the latter: measured before any timing (see :func:`run`)."""
+    models = _models(cfg, d, heads)
+    ids, mask, labels = _batch(cfg)
+    dev = torch.device(cfg.device)
+    steps = {name: _step_fn(m, ids, mask, labels) for name, m in models.items()}
+    encoder = {name: _encoder_step_fn(m, ids, mask) for name, m in models.items()}
+    return {
+        "step": {name: peak_bytes(fn, dev) for name, fn in steps.items()},
+        "encoder": {name: peak_bytes(fn, dev) for name, fn in encoder.items()},
+        "saved": {name: saved_bytes(encoder[name], m) for name, m in models.items()},
+    }
+
+
+def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int, memory: dict) -> dict:
+    """Times of width ``d`` (interleaved medians) beside its ``memory``
+    (:func:`width_memory`), and the ratios to the baseline."""
     models = _models(cfg, d, heads)
     ids, mask, labels = _batch(cfg)
     with torch.no_grad():
@@ -169,10 +186,10 @@ def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
     fns = {name: _step_fn(m, ids, mask, labels) for name, m in models.items()}
     dev = torch.device(cfg.device)
     t = interleaved_medians(fns, repeats=cfg.repeats, device=dev)
-    mem = {name: peak_bytes(fn, dev) for name, fn in fns.items()}
+    mem = memory["step"]
     enc = {name: m.num_parameters(only_blocks=True) for name, m in models.items()}
     return {
-        **bench_encoder_only(cfg, models, ids, mask),
+        **bench_encoder_only(cfg, models, ids, mask, memory),
         "d_model": d,
         "heads": {"baseline": heads, "ltransformer_per_slice": heads // cfg.p,
                   "head_dim": d // heads},
@@ -189,15 +206,14 @@ def bench_width(cfg: LTransformerBenchConfig, d: int, heads: int) -> dict:
 
 
 def bench_encoder_only(cfg: LTransformerBenchConfig, models: dict[str, nn.Module],
-                       ids: torch.Tensor, mask: torch.Tensor) -> dict:
+                       ids: torch.Tensor, mask: torch.Tensor, memory: dict) -> dict:
     """Encoder-only step (the blocks' forward+backward on the embedded batch, as the paper's
-    1/p concerns the encoder): median time, peak memory, saved activations, and their ratios
-    L / baseline."""
+    1/p concerns the encoder): median time, and with ``memory`` (:func:`width_memory`) peak
+    memory and saved activations; their ratios L / baseline."""
     fns = {name: _encoder_step_fn(m, ids, mask) for name, m in models.items()}
     dev = torch.device(cfg.device)
     t = interleaved_medians(fns, repeats=cfg.repeats, device=dev)
-    mem = {name: peak_bytes(fn, dev) for name, fn in fns.items()}
-    act = {name: saved_bytes(fns[name], m) for name, m in models.items()}
+    mem, act = memory["encoder"], memory["saved"]
     return {
         "encoder_median_ms": {k: 1e3 * s for k, s in t.items()},
         "encoder_peak_mb": {k: b / 2**20 for k, b in mem.items()},
@@ -216,8 +232,14 @@ def _target(value: float, lo: float | None, hi: float | None) -> dict:
 
 
 def run(cfg: LTransformerBenchConfig) -> dict:
+    """Every width's peaks first, in the allocator state
+    :func:`~tokengeo.bench.measure.ensure_precise_rss` set, then every width's times after
+    :func:`~tokengeo.bench.measure.allocate_for_timing` (no page faults per allocation)."""
     load_before = os.getloadavg()
-    rows = [bench_width(cfg, d, h) for d, h in zip(cfg.widths, cfg.baseline_heads, strict=True)]
+    widths = list(zip(cfg.widths, cfg.baseline_heads, strict=True))
+    memory = [width_memory(cfg, d, h) for d, h in widths]
+    allocator = "steady" if allocate_for_timing() else "as started"
+    rows = [bench_width(cfg, d, h, m) for (d, h), m in zip(widths, memory, strict=True)]
     by_d = {r["d_model"]: r for r in rows}
     targets = {}
     for d, r in by_d.items():
@@ -231,6 +253,7 @@ def run(cfg: LTransformerBenchConfig) -> dict:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "load_average_1_5_15min": {"before": load_before, "after": os.getloadavg()},
+        "timing_allocator": allocator,
         "config": asdict(cfg),
         "widths": rows,
         "targets": targets,
