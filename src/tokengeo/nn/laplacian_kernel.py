@@ -106,6 +106,8 @@ def _whole(runs: HeadRuns, t: torch.Tensor) -> bool:
 
 def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
     """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
+    # The mixed branch below over all heads, written out: the loop's slicing costs 12 µs
+    # more per forward + backward (laplacian_host, lean planned[half], 2026-12-05).
     if _whole(runs, z):  # two whole passes, no slicing: z ← b z + a V, exact for fixed kinds
         z.mul_(b.view(1, 1, -1, 1)).addcmul_(a.view(1, 1, -1, 1), v)
         return
@@ -152,7 +154,7 @@ def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
     is read and written once either way.
     """
     outs = grads if outs is None else outs
-    if _whole(runs, g):  # whole tensors, no slicing (fixed kinds: products by 0, ±1)
+    if _whole(runs, g):  # the mixed branch below over all heads, without the loop's slicing
         bh, ah = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
         torch.mul(grads[0], bh, out=outs[0])
         torch.mul(grads[1], bh, out=outs[1])
