@@ -55,6 +55,9 @@ residual_tolerance = 0.05
 heads = [1, 3]
 figure_heads = 3
 preset = { T = 0.2, dt = 0.02, n_tokens = 12, n_paths = 3, record_every = 2 }
+residual_heads = [1, 2]
+control_heads = [2]
+long_run = { T = 0.4, heads = [3] }
 """,
     "similarity": """
 [quick]

@@ -25,7 +25,7 @@ def _vertices(d: int) -> torch.Tensor:
 def test_oscillating_preset_has_no_weight_noise_and_ou_keeps_it():
     osc, ou = get_preset("s2-oscillating"), get_preset("s2-ou")
     assert osc.drift == "oscillating" and osc.noise_var == 0.0
-    assert osc.simulate_kwargs()["noise_var"] == 0.0
+    assert osc.flow_config().noise_var == 0.0
     assert ou.drift == "ou" and ou.noise_var == 2.0
     for p in (osc, ou):
         assert (p.n_tokens, p.T, p.dt, p.n_paths, p.init_std) == (200, 20.0, 5e-3, 10, 0.05)
@@ -93,7 +93,7 @@ def test_without_weight_noise_paths_differ_only_by_their_initial_weights():
                    per_path_weights=True)
     x0, D0 = p.initial_state(2)
     D0[2] = D0[0]  # path 2 gets path 0's weights
-    r = simulate(x0, D0, **p.simulate_kwargs())
+    r = simulate(x0, D0, p.flow_config())
     assert torch.equal(r.G2[2], r.G2[0]) and torch.equal(r.x_final[2], r.x_final[0])
     assert not torch.allclose(r.G2[1], r.G2[0])
 
