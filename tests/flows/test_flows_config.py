@@ -127,3 +127,20 @@ def test_a_schedule_cannot_record_weights():
     with pytest.raises(ConfigError, match="record_weights"):
         simulate(sphere(1, 4, 3, 0)[0], schedule,
                  FlowConfig(T=1.0, dt=0.5, energy=False, record_weights=True))
+
+
+def test_no_function_in_flows_is_longer_than_a_screen():
+    """Issue 43: every function of tokengeo.flows (docstring included) fits in 60 lines."""
+    import ast
+
+    import tokengeo.flows
+
+    folder = Path(tokengeo.flows.__file__).parent
+    long = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{path.name}:{node.name} ({lines} lines)")
+    assert len(list(folder.glob("*.py"))) >= 10 and not long, long

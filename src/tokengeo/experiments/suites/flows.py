@@ -626,6 +626,18 @@ def _clusters_words(s: dict) -> str:
             "attractive in this sign, positive definite: repulsive)")
 
 
+def _per_heads(results: dict[str, CellResult], name: str, heads: list[int], key: str) -> str:
+    """``H=1: 0.123, H=16: 0.0456``: the path mean of ``summary[key]`` (a list, or a dict's
+    ``relative``) of the cells ``{name}-H{H}`` that ran."""
+    shown = []
+    for H in heads:
+        s, _ = _cell(results, f"{name}-H{H}")
+        if s is not None:
+            v = s[key]["relative"] if isinstance(s[key], dict) else s[key]
+            shown.append(f"H={H}: {sum(v) / len(v):.3g}")
+    return ", ".join(shown) or "none ran"
+
+
 def _new_claims(settings: dict, results: dict[str, CellResult]) -> list[Claim]:
     claims = _clustering_claims(settings, results) + _stationarity_claims(settings, results)
     if settings.get("residual_heads"):
@@ -648,7 +660,10 @@ def _clustering_claims(settings: dict, results: dict[str, CellResult]) -> list[C
         control.not_run = missing
     else:
         control.measured = Interval.exact_value(float(s["mean_cosine_T"][0]))
-        control.detail = f"margin ±{COSINE_MARGIN}; " + _clusters_words(s)
+        heads = settings.get("control_heads", settings["heads"])
+        control.detail = (f"margin ±{COSINE_MARGIN}; mean ⟨xi,xj⟩ at T per H: "
+                          + _per_heads(results, "attractive", heads, "mean_cosine_T")
+                          + f"; at H={H_c}: " + _clusters_words(s))
     H = max(settings["heads"])
     family = Claim(
         "flows", "time-dependent weights prevent the token clustering of the static "
@@ -714,8 +729,13 @@ def _stationarity_claims(settings: dict, results: dict[str, CellResult]) -> list
         else:
             rel = s["stationarity_T"]["relative"]
             claim.measured = _per_path(rel, len(rel) == 1)
-            claim.detail = (f"margin ±{STATIONARY_MARGIN} for exact values; "
-                            + _stationarity_words(s) + "; against: " + "; ".join(others))
+            name, heads = key.rsplit("-H", 1)[0], (
+                settings.get("control_heads", settings["heads"]) if "quiet" in key
+                else settings["heads"])
+            claim.detail = (f"margin ±{STATIONARY_MARGIN} for exact values; per H: "
+                            + _per_heads(results, name, heads, "stationarity_T") + "; at "
+                            f"H={key.rsplit('H', 1)[1]}: " + _stationarity_words(s)
+                            + "; against: " + "; ".join(others))
         claims.append(claim)
     return claims
 
