@@ -5,6 +5,7 @@ time-averaged weights and the stationarity of the tokens under the limiting ener
 from __future__ import annotations
 
 import math
+import tomllib
 
 import pytest
 import torch
@@ -203,3 +204,20 @@ def test_new_claims_say_why_when_a_cell_is_missing_or_old():
     claims = suite._new_claims({"heads": [4], "residual_tolerance": 0.05}, results)
     assert "computed before issue 42" in claims[0].not_run
     assert claims[2].not_run == "cell missing"
+
+
+@pytest.mark.parametrize("line,match", [
+    ("control_heads = [4, 4]", "repeats an H"),
+    ("residual_heads = [0]", "whole numbers >= 1"),
+    ("long_run = { T = 40.0 }", "long_run must be"),
+    ("long_run = { T = -1.0, heads = [4] }", "long_run must be"),
+    ("long_run = { T = 4.0, heads = [4, 4] }", "repeats an H"),
+])
+def test_bad_new_flows_settings_are_refused_by_name(line, match, tmp_path):
+    from tokengeo.experiments.settings import check_settings
+    from tokengeo.experiments.suites import flows as suite
+
+    settings = {"exponent_tolerance": 0.3, "residual_tolerance": 0.05, "heads": [1, 4],
+                "preset": {}} | tomllib.loads(line)
+    with pytest.raises(ConfigError, match=match):
+        check_settings("flows", tmp_path / "flows.toml", settings, suite.SETTINGS)

@@ -60,10 +60,20 @@ SETTINGS = {  # suites/flows.toml: [common] + [quick] or [full]
     "figure_heads": Setting("int", required=False, lo=1),
     "preset": Setting("table", check=lambda table, where: _check_preset(table, where)),
     "theory": Setting("table", required=False, check=_check_theory),  # none: no theory cells
-    "control_heads": Setting("int_list", required=False, lo=1),  # default: heads
-    "residual_heads": Setting("int_list", required=False, lo=1),  # signed residual, OU
+    "control_heads": Setting("int_list", required=False, lo=1,  # default: heads
+                             check=lambda v, w: _check_distinct(v, w)),
+    "residual_heads": Setting("int_list", required=False, lo=1,  # signed residual, OU
+                              check=lambda v, w: _check_distinct(v, w)),
     "long_run": Setting("table", required=False, check=lambda t, w: _check_long_run(t, w)),
 }
+
+
+def _check_distinct(heads: list, where: str) -> None:
+    """Each H once (a repeated H would name one cell twice)."""
+    from tokengeo.errors import ConfigError
+
+    if len(set(heads)) != len(heads):
+        raise ConfigError(f"{where} = {heads!r} repeats an H; list each H once")
 
 
 def _check_long_run(table: dict, where: str) -> None:
@@ -76,6 +86,7 @@ def _check_long_run(table: dict, where: str) -> None:
                 isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in heads):
         raise ConfigError(f"{where}: long_run must be {{ T = <positive number>, heads = "
                           f"[<whole numbers >= 1>] }}; got {table!r}")
+    _check_distinct(heads, f"{where}.heads")
 
 
 def _check_preset(table: dict, where: str) -> None:
