@@ -60,10 +60,10 @@ MUTATIONS = {
     "text: binary refused": (
         ["import tokengeo.data.user as m", f"m.refuse_binary = {NOOP}"], R2, "binary"),
     "hf: tokenizer required": (
-        ["import tokengeo.models.hf_lm as m", f"m.require_tokenizer = {NOOP}"], R2,
+        ["import tokengeo.models.hf.lm as m", f"m.require_tokenizer = {NOOP}"], R2,
         "no-tokenizer"),
     "hf: config sizes typed": (
-        ["import tokengeo.models.hf_lm as m", "m._check_sizes = lambda cfg, saved: None"], R2,
+        ["import tokengeo.models.hf.lm as m", "m._check_sizes = lambda cfg, saved: None"], R2,
         "train_hf_folder and (heads-str or vocab or positions)"),
     "cli: disk full and permissions": (
         ["import tokengeo.cli as m", "m.ENVIRONMENT_ERRNOS = set()"], R2, "disk_full"),
@@ -74,7 +74,7 @@ MUTATIONS = {
         ["import tokengeo.train.checkpoint as m", f"m.follow_umask = {NOOP}"], R2,
         "umask_022"),
     "model cache: checked": (
-        ["import tokengeo.models.pretrained as m",
+        ["import tokengeo.models.hf.pretrained as m",
          "m.cache_problem = lambda folder, record: None if folder.is_dir() else 'missing'"],
         "tests/models/test_model_cache_trust.py", "damaged"),
     "model cache: umask": (

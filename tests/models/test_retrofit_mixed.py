@@ -53,7 +53,7 @@ def test_laplacian_init_does_change_the_logits():
 
 @pytest.mark.slow
 def test_smollm2_mixed_attention_init_keeps_the_pretrained_logits():
-    from tokengeo.models import pretrained
+    from tokengeo.models.hf import pretrained
 
     model, tok = pretrained.load("smollm2-135m")
     ids = tok("The capital of France is", return_tensors="pt").input_ids

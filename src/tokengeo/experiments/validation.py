@@ -119,7 +119,7 @@ def _check_retrofit(where: str, settings: dict[str, Any]) -> None:
                           f"lie in 1..{heads}")
     model = settings.get("train", {}).get("model")
     if isinstance(model, str) and model.startswith("hf:") and last:
-        from tokengeo.models.hf_lm import check_source
+        from tokengeo.models.hf.lm import check_source
 
         layers = check_source(model[3:]).n_layers
         if layers is not None and max(last) > layers:
@@ -158,7 +158,7 @@ def _hf_heads(source: str) -> int | None:
     """``num_attention_heads`` of a pretrained model: a named one's record, or a folder's
     ``config.json`` (read and type-checked, never the weights)."""
     from tokengeo.io import read_json
-    from tokengeo.models import pretrained
+    from tokengeo.models.hf import pretrained
 
     if pretrained.is_pretrained(source):
         return pretrained.get_spec(source).n_heads

@@ -72,7 +72,7 @@ def register_model(
 
 def register_prefix(prefix: str, resolve: Callable[[str], ModelEntry], usage: str) -> None:
     """Names starting with ``prefix`` resolve through ``resolve(name)`` (e.g. ``hf:<name>``:
-    a pretrained model, :mod:`tokengeo.models.hf_lm`); ``usage`` shows the form in errors."""
+    a pretrained model, :mod:`tokengeo.models.hf.lm`); ``usage`` shows the form in errors."""
     if prefix in _PREFIXES:
         raise ConfigError(f"model prefix {prefix!r} is already registered")
     _PREFIXES[prefix] = (resolve, usage)
