@@ -208,7 +208,7 @@ def test_probe_takes_only_a_run_folder(capsys):
 @pytest.fixture(scope="module")
 def tiny_llama_folder(tmp_path_factory):
     pytest.importorskip("transformers")
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     return save_tiny_llama(tmp_path_factory.mktemp("llama") / "tiny")
 

@@ -74,7 +74,7 @@ def test_smollm2_mixed_attention_init_keeps_the_pretrained_logits():
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     pytest.importorskip("tokenizers")
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
