@@ -320,4 +320,11 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     return out
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+def check(where: str, settings: dict) -> None:
+    """``ks`` as every suite over k (:func:`~tokengeo.experiments.validation.check_ks`)."""
+    from tokengeo.experiments.validation import check_ks
+
+    check_ks(where, settings)
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, check)

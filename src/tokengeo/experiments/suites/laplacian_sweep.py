@@ -110,9 +110,17 @@ class KMetric:
 def headline_ks(settings: dict) -> tuple[int, int]:
     """(H, H // 2): all heads Laplacian (the paper's best ViT, 12 of 12 heads) and half of
     them. ``ks`` holds 0, H // 2 and H (checked by
-    :func:`tokengeo.experiments.validation.check_suite`), so H is its largest."""
+    :func:`check`), so H is its largest."""
     heads = max(settings["ks"])
     return heads, heads // 2
+
+
+def check(where: str, settings: dict) -> None:
+    """A Laplacian sweep's ``ks``: as every suite over k, and holding 0, H // 2 and H, the
+    ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`)."""
+    from tokengeo.experiments.validation import check_ks
+
+    check_ks(where, settings, headline=True)
 
 
 def depth(settings: dict) -> int:
