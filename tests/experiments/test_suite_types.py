@@ -120,3 +120,21 @@ def test_each_suite_owns_its_checks_and_validation_names_none():
         validation.check_suite(flows, "f.toml", {"heads": [4]})
     with pytest.raises(ConfigError, match="seeds = \\[1, 1\\] repeats 1"):  # shared, first
         validation.check_suite(flows, "f.toml", {"seeds": [1, 1], "heads": [4]})
+
+
+def test_one_label_for_k_and_the_dino_sweep_reuses_k_variants():
+    """Variants over k are labelled by ``k_label`` alone, and DINO's sweep is the k
+    variants plus one random backbone for each."""
+    from pathlib import Path
+
+    from tokengeo.experiments.suites import dino
+    from tokengeo.experiments.sweep import k_label, k_variants
+
+    assert k_label(3) == "k=3" and list(k_variants([0, 2])) == ["k=0", "k=2"]
+    suites = Path(dino.__file__).parent
+    written = [p.name for p in suites.glob("*.py") if 'f"k={' in p.read_text()]
+    assert written == []
+    settings = {**_settings("dino", "quick"), "ks": [2, 0]}
+    variants = dino._sweep(settings).variants
+    assert variants == {**k_variants([0, 2]),
+                        **{dino.RANDOM + lab: v for lab, v in k_variants([0, 2]).items()}}

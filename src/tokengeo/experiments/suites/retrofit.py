@@ -46,6 +46,7 @@ from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
     config_digest,
+    k_label,
     line_figure,
     run_folder,
 )
@@ -67,7 +68,7 @@ SETTINGS = {  # suites/retrofit.toml: [common] + [quick] or [full]
     "cell_cost": Setting("number", required=False),
 }
 CONVERTED_FILE = "converted.json"  # the step-0 evaluation, kept beside the run
-BASE, MIXED, ALL = "k=0", "mixed", "all"
+BASE, MIXED, ALL = k_label(0), "mixed", "all"
 CELL_FIELDS = ("converted", "final", "geometry", "heads", "mix", "wall_time_s",
                "train_tokens")
 EXACT_START = 1e-9  # |ppl_0(mixed) − ppl_0(k=0)| below this: the same model (it is 0 bit for bit)
