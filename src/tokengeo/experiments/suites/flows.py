@@ -32,6 +32,22 @@ THEORY_KEYS = {"n_tokens": int, "T": float, "dt": float, "heads": int, "dt_heads
                "record_every": int}
 
 
+def check(where: str, settings: dict) -> None:
+    """``heads`` distinct and at least two (the O(1/H) fit needs two H); ``figure_heads``
+    one of them."""
+    from tokengeo.experiments.validation import check_distinct
+
+    heads = list(settings.get("heads", []))
+    check_distinct(where, "heads", heads)
+    if len(heads) < 2:
+        raise ConfigError(f"{where}: heads = {heads!r} must hold at least two head counts "
+                          "(the O(1/H) fit needs two H), e.g. [1, 4, 16]")
+    figure = settings.get("figure_heads")
+    if figure is not None and figure not in heads:
+        raise ConfigError(f"{where}: figure_heads = {figure!r} must be one of heads = "
+                          f"{heads!r}")
+
+
 def _check_theory(table: dict, where: str) -> None:
     from tokengeo.errors import ConfigError
 
@@ -506,22 +522,6 @@ NOTES = [
     "cluster or spread is stated separately from the mean ⟨xi,xj⟩ and the clusters at "
     "cos ≥ 0.99 (8.1°), at 0 and at T.",
 ]
-
-
-def check(where: str, settings: dict) -> None:
-    """``heads`` distinct and at least two (the O(1/H) fit needs two H); ``figure_heads``
-    one of them."""
-    from tokengeo.experiments.validation import check_distinct
-
-    heads = list(settings.get("heads", []))
-    check_distinct(where, "heads", heads)
-    if len(heads) < 2:
-        raise ConfigError(f"{where}: heads = {heads!r} must hold at least two head counts "
-                          "(the O(1/H) fit needs two H), e.g. [1, 4, 16]")
-    figure = settings.get("figure_heads")
-    if figure is not None and figure not in heads:
-        raise ConfigError(f"{where}: figure_heads = {figure!r} must be one of heads = "
-                          f"{heads!r}")
 
 
 SUITE = Suite("flows", TITLE, PAPER, SETTINGS, cells, summarise, check)
