@@ -139,18 +139,21 @@ def test_headline_ks_and_depth_come_from_the_settings():
                                         ([0, 1, 3], "k = 2, 4")])
 def test_ks_must_hold_half_and_all_heads(ks, missing):
     with pytest.raises(ConfigError, match=f"lacks {missing};.*H = 4 heads"):
-        check_suite(images.NAME, "x.toml", {**SETTINGS, "ks": ks})
+        check_suite(images.SUITE, "x.toml", {**SETTINGS, "ks": ks})
 
 
 def test_one_head_cannot_make_a_sweep():
     train = {**SETTINGS["train"], "model_overrides": {"n_heads": 1, "d_model": 32}}
     with pytest.raises(ConfigError, match="n_heads >= 2"):
-        check_suite(images.NAME, "x.toml", {**SETTINGS, "ks": [0, 1], "train": train})
+        check_suite(images.SUITE, "x.toml", {**SETTINGS, "ks": [0, 1], "train": train})
 
 
 @pytest.mark.parametrize("suite", [images.NAME, "laplacian-language"])
 def test_every_k_of_the_heads_is_accepted(suite):
-    check_suite(suite, "x.toml", SETTINGS if suite == images.NAME else
+    from tokengeo.experiments.suites import laplacian_language
+
+    owner = images if suite == images.NAME else laplacian_language
+    check_suite(owner.SUITE, "x.toml", SETTINGS if suite == images.NAME else
                 {**SETTINGS, "train": {"model": "gpt-tiny", "data": "shakespeare-char"}})
 
 

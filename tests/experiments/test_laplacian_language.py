@@ -135,8 +135,8 @@ def test_ks_must_hold_h_and_h_over_2_of_the_model(ks, missing):
     from tokengeo.experiments.validation import check_suite
 
     with pytest.raises(ConfigError, match=f"lacks k = {missing}"):
-        check_suite(lang.NAME, "t.toml", {**SETTINGS, "ks": ks})
-    check_suite(lang.NAME, "t.toml", SETTINGS)
+        check_suite(lang.SUITE, "t.toml", {**SETTINGS, "ks": ks})
+    check_suite(lang.SUITE, "t.toml", SETTINGS)
     assert lang.model_shape(SETTINGS) == (H, L)
 
 

@@ -91,7 +91,7 @@ def _micro_settings(suite: str, tmp_path: Path) -> str:
     text = MICRO[suite]
     if "@TINY_LLAMA@" in text:
         pytest.importorskip("transformers")
-        from tiny_llama import save_tiny_llama, write_text_folder
+        from helpers.tiny_llama import save_tiny_llama, write_text_folder
 
         text = text.replace("@TINY_LLAMA@", str(save_tiny_llama(tmp_path / "llama")))
         text = text.replace("@TEXTS@", str(write_text_folder(tmp_path / "texts")))

@@ -251,7 +251,7 @@ def test_laplacian_attention_equals_the_reference(kernel, coef_grad):
 def test_hf_swap_equals_the_reference():
     transformers = pytest.importorskip("transformers", reason="needs the 'hf' extra")
     from tokengeo.models import hf
-    from tokengeo.models.hf_families import ungroup
+    from tokengeo.models.hf.families import ungroup
 
     config = transformers.LlamaConfig(hidden_size=24, num_attention_heads=6,
                                       num_key_value_heads=2, head_dim=4, num_hidden_layers=1,

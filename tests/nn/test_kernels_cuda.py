@@ -262,7 +262,7 @@ def test_packed_path_peak_memory_is_standard_attentions(dtype, kernel):
 def test_laplacianized_llama_on_cuda_equals_the_cpu(tmp_path, cache):
     pytest.importorskip("transformers", reason="needs the 'hf' extra")
     import transformers
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     import tokengeo
 

@@ -148,10 +148,10 @@ def measure(model, tokenizer, cfg: HFBenchConfig, variants=VARIANTS) -> dict:
 
 
 def run(cfg: HFBenchConfig, variants=VARIANTS) -> dict:
-    """Load ``cfg.model`` (tokengeo.models.hf.load), measure it, describe the setup."""
+    """Load ``cfg.model`` (tokengeo.models.hf.pretrained.load), measure it, describe the setup."""
     import transformers
 
-    from tokengeo.models.hf import load
+    from tokengeo.models.hf.pretrained import load
 
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()

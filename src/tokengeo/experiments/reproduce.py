@@ -146,7 +146,7 @@ def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True) -> 
     settings, unresolved = fill_paths(name, where, settings, cfg.data_paths, paths_required)
     if suite.settings or hasattr(module, "SUITE"):  # every built-in suite declares a schema
         check_settings(name, where, settings, suite.schema)
-        check_suite(name, where, settings)  # as a whole
+        check_suite(suite, where, settings)  # as a whole
     ctx = SuiteContext.under(cfg.out, name, settings)
     return SuitePlan(name, suite, settings, ctx, suite.plan(settings, ctx), unresolved)
 

@@ -106,9 +106,15 @@ def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
     return sweep.cells(make)
 
 
+def k_label(k: int) -> str:
+    """The label of the variant with k Laplacian heads per layer, ``"k=3"``: its cells, table
+    columns, figure legends and claims all name it so."""
+    return f"k={k}"
+
+
 def k_variants(ks: list[int]) -> dict[str, dict]:
     """One training variant per number k of Laplacian heads per layer."""
-    return {f"k={k}": {"n_laplacian": k} for k in ks}
+    return {k_label(k): {"n_laplacian": k} for k in ks}
 
 
 def geometry_metric(key: str) -> Callable[[TrainResult], float]:

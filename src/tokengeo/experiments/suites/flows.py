@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
@@ -29,6 +30,22 @@ from tokengeo.experiments.summary import Referee
 THEORY_KEYS = {"n_tokens": int, "T": float, "dt": float, "heads": int, "dt_heads": list,
                "dts": list, "eps": list, "deltas": list, "directions": int,
                "record_every": int}
+
+
+def check(where: str, settings: dict) -> None:
+    """``heads`` distinct and at least two (the O(1/H) fit needs two H); ``figure_heads``
+    one of them."""
+    from tokengeo.experiments.validation import check_distinct
+
+    heads = list(settings.get("heads", []))
+    check_distinct(where, "heads", heads)
+    if len(heads) < 2:
+        raise ConfigError(f"{where}: heads = {heads!r} must hold at least two head counts "
+                          "(the O(1/H) fit needs two H), e.g. [1, 4, 16]")
+    figure = settings.get("figure_heads")
+    if figure is not None and figure not in heads:
+        raise ConfigError(f"{where}: figure_heads = {figure!r} must be one of heads = "
+                          f"{heads!r}")
 
 
 def _check_theory(table: dict, where: str) -> None:
@@ -603,7 +620,7 @@ NOTES = [
 ]
 
 
-SUITE = Suite("flows", TITLE, PAPER, SETTINGS, cells, summarise)
+SUITE = Suite("flows", TITLE, PAPER, SETTINGS, cells, summarise, check)
 
 
 # ---- issue 42: the clustering control, stationarity, the long run, the signed residual ----

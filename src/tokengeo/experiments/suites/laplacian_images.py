@@ -151,4 +151,4 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     return out
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check)

@@ -108,7 +108,7 @@ def check(settings: dict) -> None:
     """What the schema cannot see: k fits the model's heads."""
     from tokengeo.experiments.validation import heads_of
 
-    heads, source = heads_of(NAME, settings)
+    heads, source = heads_of(settings)
     if heads is not None and settings["k"] > heads:
         raise ConfigError(f"{NAME}: k = {settings['k']} but {source} has {heads} heads per "
                           f"layer; k must lie in 1..{heads}")

@@ -25,6 +25,7 @@ from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
     difference_claim,
+    k_label,
     k_variants,
     line_figure,
     metric_table,
@@ -48,7 +49,7 @@ PAPER_KEY = "Zhang & Papyan (Laplacian heads)"
 
 
 def labels(settings: dict) -> list[str]:
-    return [f"k={k}" for k in settings["ks"]]
+    return [k_label(k) for k in settings["ks"]]
 
 
 def sweep(suite: str, settings: dict, geometry: str, fields: tuple[str, ...] = ()) -> Sweep:
@@ -110,9 +111,17 @@ class KMetric:
 def headline_ks(settings: dict) -> tuple[int, int]:
     """(H, H // 2): all heads Laplacian (the paper's best ViT, 12 of 12 heads) and half of
     them. ``ks`` holds 0, H // 2 and H (checked by
-    :func:`tokengeo.experiments.validation.check_suite`), so H is its largest."""
+    :func:`check`), so H is its largest."""
     heads = max(settings["ks"])
     return heads, heads // 2
+
+
+def check(where: str, settings: dict) -> None:
+    """A Laplacian sweep's ``ks``: as every suite over k, and holding 0, H // 2 and H, the
+    ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`)."""
+    from tokengeo.experiments.validation import check_ks
+
+    check_ks(where, settings, headline=True)
 
 
 def depth(settings: dict) -> int:
@@ -134,9 +143,9 @@ def layer_metric(key: str, layer: int) -> Callable[[Any], float]:
 def _difference(suite: str, res: SweepResults, m: KMetric, k: int, text: str,
                 get: Callable | None = None, name: str | None = None, label: str = "",
                 paper_effect: float | None = None, **fields) -> Claim:
-    return difference_claim(suite, res, text, m.source, m.paper, f"k={k}", "k=0",
+    return difference_claim(suite, res, text, m.source, m.paper, k_label(k), k_label(0),
                             name or m.name, get or m.get, m.higher, discrete=m.discrete,
-                            ratio=m.ratio, label=label or f"k={k}",
+                            ratio=m.ratio, label=label or k_label(k),
                             paper_effect=paper_effect, **fields)
 
 
@@ -154,15 +163,15 @@ def k_claims(suite: str, res: SweepResults, settings: dict, m: KMetric,
     ``fields``: further :class:`Claim` fields of every claim (kind, proxy)."""
     heads, half = headline_ks(settings)
     ks = sorted(settings["ks"])
-    out = [_difference(suite, res, m, heads, f"k={heads} (all heads Laplacian): {m.text}",
+    out = [_difference(suite, res, m, heads, f"{k_label(heads)} (all heads Laplacian): {m.text}",
                        paper_effect=m.paper_effect, **fields)]
     between = [k for k in ks if 0 < k < heads]
-    members = [_difference(suite, res, m, k, f"k={k}: {m.text}", **fields) for k in between]
+    members = [_difference(suite, res, m, k, f"{k_label(k)}: {m.text}", **fields) for k in between]
     out.append(family(suite, f"{m.text}, at k < H (some of k = "
                       f"{', '.join(map(str, between))}; H/2 = {half})", members, rule="any"))
     out.append(trend_claim(suite, res, f"{m.text} as k grows ({m.name} trend over k = "
                            f"{', '.join(map(str, ks))})", m.source, m.paper,
-                           {k: f"k={k}" for k in ks}, m.name, m.get, m.higher, **fields))
+                           {k: k_label(k) for k in ks}, m.name, m.get, m.higher, **fields))
     return out
 
 
@@ -174,13 +183,13 @@ def layer_claim(suite: str, res: SweepResults, settings: dict, m: KMetric,
     if m.geometry_key is None:
         raise ValueError(f"metric {m.name!r} has no per-layer value (geometry_key)")
     k = headline_ks(settings)[0] if k is None else k
-    members = [_difference(suite, res, m, k, f"k={k}, block {layer + 1}: {m.text}",
+    members = [_difference(suite, res, m, k, f"{k_label(k)}, block {layer + 1}: {m.text}",
                            get=layer_metric(m.geometry_key, layer),
                            name=f"{m.name} (block {layer + 1})", label=f"block {layer + 1}",
                            **fields)
                for layer in range(depth(settings))]
     where = "after every block" if rule == "all" else "after some block"
-    return family(suite, f"k={k}: {m.text}, {where} (per layer)", members, rule=rule)
+    return family(suite, f"{k_label(k)}: {m.text}, {where} (per layer)", members, rule=rule)
 
 
 def layer_table(res: SweepResults, settings: dict, name: str, key: str) -> tuple:
@@ -190,11 +199,11 @@ def layer_table(res: SweepResults, settings: dict, name: str, key: str) -> tuple
     for layer in range(depth(settings)):
         row = [f"block {layer + 1}"]
         for k in ks:
-            iv = mean_interval(res.values(f"k={k}", layer_metric(key, layer)))
+            iv = mean_interval(res.values(k_label(k), layer_metric(key, layer)))
             row.append(f"{iv.mean:.4g} ± {iv.std:.2g}")
         rows.append(row)
     return (f"{name} after each block, by k (mean ± std over seeds)",
-            ["block", *(f"k={k}" for k in ks)], rows)
+            ["block", *(k_label(k) for k in ks)], rows)
 
 
 def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel: str,
@@ -203,6 +212,6 @@ def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel
     ks = sorted(settings["ks"])
     layers = range(depth(settings))
     return line_figure(path, [layer + 1 for layer in layers],
-                       {f"k={k}": [res.values(f"k={k}", layer_metric(key, layer))
+                       {k_label(k): [res.values(k_label(k), layer_metric(key, layer))
                                    for layer in layers] for k in ks},
                        "block (residual stream after it)", ylabel, title)

@@ -22,8 +22,8 @@ windows, padding masks) shapes ``P`` and is kept. In training mode the kernel ap
 attention dropout to ``P``, so a Laplacian head computes ``V - dropout(P) V``, as tokengeo's
 own attention does. ``kind="mixed"`` gives each chosen head learnable ``(a_h, b_h)`` and the
 output ``a_h V_h + b_h P_h V_h`` (a parameter ``tokengeo_mix_coef`` of the attention module,
-saved with the model). Supported architectures: :data:`tokengeo.models.hf_families.FAMILIES`;
-the ones refused, with the reason: :data:`~tokengeo.models.hf_families.REFUSED`.
+saved with the model). Supported architectures: :data:`tokengeo.models.hf.families.FAMILIES`;
+the ones refused, with the reason: :data:`~tokengeo.models.hf.families.REFUSED`.
 
 The chosen heads are recorded in ``model.config.tokengeo_laplacian_heads``
 (``{"layer": [heads]}``), so they survive ``save_pretrained``; :func:`from_pretrained`
@@ -46,7 +46,7 @@ from torch import nn
 from tokengeo._deps import require
 from tokengeo.checks import check_choice, is_whole
 from tokengeo.errors import ConfigError
-from tokengeo.models.hf_families import (
+from tokengeo.models.hf.families import (
     FAMILIES,
     HeadShape,
     family_of,
@@ -537,12 +537,3 @@ def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> 
             _load_mix(model, path)
     return model
 
-
-def load(name: str, **kwargs: Any) -> Any:
-    """``(model, tokenizer)`` of a named pretrained model, offline (``"smollm2-135m"``).
-
-    See :func:`tokengeo.models.pretrained.load` (the names, the cache, the install command).
-    """
-    from tokengeo.models.pretrained import load as load_pretrained
-
-    return load_pretrained(name, **kwargs)
