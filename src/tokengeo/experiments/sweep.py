@@ -70,7 +70,8 @@ class Sweep:
                 fields, cost = more if more else (self.fields, self.cost)
                 name = f"{self.what} {label}".strip()
                 out.append(Cell(self.suite, self.key(label, seed), fn, kwargs,
-                                label=f"{name}, seed {seed}", fields=fields, cost=cost))
+                                label=f"{name}, seed {seed}", fields=fields, cost=cost,
+                                on_device="run_dir" in kwargs))  # a training run
         return out
 
     def results(self, results: dict[str, CellResult], skipped: str | None = None,
@@ -97,12 +98,16 @@ def training_sweep(suite: str, settings: dict, variants: dict[str, dict],
 
 def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
                    geometry: str | None) -> list[Cell]:
-    """The sweep's cells, each training its config in its own run folder."""
+    """The sweep's cells, each training its config in its own run folder (under torchrun on
+    ``gpus`` processes when the settings ask for more than one)."""
+    gpus = settings.get("gpus", 1)
+
     def make(label: str, seed: int, cfg: dict):
-        return train_cell, {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg),
-                            "config": cfg, "geometry": geometry,
-                            "geometry_split": settings.get("geometry_split", "test"),
-                            "geometry_examples": settings.get("geometry_examples", 1000)}
+        kwargs = {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg), "config": cfg,
+                  "geometry": geometry,
+                  "geometry_split": settings.get("geometry_split", "test"),
+                  "geometry_examples": settings.get("geometry_examples", 1000)}
+        return train_cell, {**kwargs, **({"processes": gpus} if gpus > 1 else {})}
     return sweep.cells(make)
 
 

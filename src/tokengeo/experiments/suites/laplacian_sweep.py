@@ -41,6 +41,7 @@ SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
     "geometry_examples": Setting("int", required=False, lo=1),
     "train": Setting("table", check=train_table),
     "cell_cost": Setting("number", required=False),
+    "gpus": Setting("int", required=False, lo=1),  # > 1: each cell DDP under torchrun
 }
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
          "Representations\", arXiv 2602.09297")

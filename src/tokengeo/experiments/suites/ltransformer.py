@@ -64,6 +64,7 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "efficiency": Setting("table"),
     "cell_cost": Setting("number", required=False),
     "efficiency_cost": Setting("number", required=False),
+    "gpus": Setting("int", required=False, lo=1),  # > 1: each cell DDP under torchrun
 }
 
 NAME = "ltransformer"
@@ -167,7 +168,7 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
                     {"config": {**settings["efficiency"], "p": settings["p"],
                                 "head_dim": settings["head_dim"]}},
                     label="efficiency: parameters, FLOPs, saved activations, step time",
-                    cost=float(settings.get("efficiency_cost", 1.0))))
+                    cost=float(settings.get("efficiency_cost", 1.0)), on_device=True))
     return out
 
 
