@@ -181,9 +181,10 @@ def where_ran(cells: Sequence[Cell], values: Sequence[dict | None]) -> str:
         counts[tag] = counts.get(tag, 0) + 1
     names = sorted({v["device_name"] for v in values
                     if isinstance(v, dict) and isinstance(v.get("device_name"), str)})
-    parts = [f"{n} on {_words(tag)}" for tag, n in sorted(counts.items())]
     gpu = f" ({', '.join(names)})" if names else ""
-    return f"Where the cells ran: {'; '.join(parts)}{gpu}." if parts else ""
+    parts = [f"{n} on {_words(tag)}" + (gpu if tag.startswith("cuda") else "")
+             for tag, n in sorted(counts.items())]
+    return f"Where the cells ran: {'; '.join(parts)}." if parts else ""
 
 
 def _words(tag: str) -> str:

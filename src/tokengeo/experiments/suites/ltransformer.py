@@ -42,6 +42,7 @@ from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import (
     SweepResults,
+    device_columns,
     difference_claim,
     metric_table,
     training_cells,
@@ -431,10 +432,10 @@ def _tables(out: SuiteOutput, main: SweepResults, long: SweepResults, ranks,
             "train s": lambda r: r.wall_time_s}
     if not main.not_run():
         out.tables.append(("main task: by model (mean ± std over seeds)",
-                           *metric_table(main, cols)))
+                           *metric_table(main, {**cols, **device_columns(main)})))
     if has_long and not long.not_run():
         out.tables.append(("long-input task: by model (mean ± std over seeds)",
-                           *metric_table(long, cols)))
+                           *metric_table(long, {**cols, **device_columns(long)})))
     if ranks:
         out.tables.append(("α: mean rank over seeds (higher = better; ranks within a run)",
                            ["α", "main task", "long-input task"], ranks))
