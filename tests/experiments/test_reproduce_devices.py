@@ -138,11 +138,15 @@ def test_ray_resources_per_cell():
     cpu = Cell("s", "a", dict, {}, threads=2)
     gpu = pl.place(_train_cell(), "cuda")
     ddp = pl.place(_train_cell(processes=4), "cuda")
+    on_cpu = pl.place(_train_cell(), "cpu")
     assert ray_resources(cpu, 0.5) == {"num_cpus": 2}  # not on CUDA: no GPU asked
-    assert ray_resources(gpu, 0.0) == {"num_cpus": 1}  # a CPU run (--device cpu)
-    assert ray_resources(gpu, 1.0) == {"num_cpus": 1, "num_gpus": 1.0}
+    assert ray_resources(on_cpu, 0.5) == {"num_cpus": 1}  # a CPU run (--device cpu)
+    assert ray_resources(gpu) == {"num_cpus": 1, "num_gpus": 1.0}  # the default
     assert ray_resources(gpu, 0.25) == {"num_cpus": 1, "num_gpus": 0.25}
     assert ray_resources(ddp, 0.25) == {"num_cpus": 4, "num_gpus": 4}
+    packed = pl.place_all([_train_cell()], "cuda", share=0.5)[0]  # the suite's gpus_per_cell
+    assert ray_resources(packed) == {"num_cpus": 1, "num_gpus": 0.5}
+    assert ray_resources(packed, 0.25)["num_gpus"] == 0.25  # --gpus-per-cell overrides it
 
 
 def _fake_ray(gpus_per_node: list[float], requests: list[dict]):
@@ -226,18 +230,18 @@ def test_cuda_without_a_gpu_exits_2_before_out_is_touched(tmp_path, capsys):
     assert not out.exists()
 
 
-def _tiny_conf(tmp_path: Path, gpus: int = 1) -> Path:
+def _tiny_conf(tmp_path: Path, gpus: int = 1, extra: str = "") -> Path:
     """The built-in laplacian-images [gpu] table with its sizes shrunk (model, steps, data)
     and everything else (task options, precision, ks, the code path) as it is."""
     builtin = rp.load_settings(rp.BUILTIN_CONFIG_DIR, "laplacian-images", "gpu")
     t = builtin["train"]
     opts = ", ".join(f"{k} = {str(v).lower()}" for k, v in t["task_options"].items())
     conf = tmp_path / "conf"
-    conf.mkdir()
+    conf.mkdir(parents=True)
     (conf / "laplacian-images.toml").write_text(
         "[gpu]\n"
         f"seeds = [0, 1]\nks = {builtin['ks']}\ngeometry_examples = 32\ncell_cost = 1\n"
-        f"gpus = {gpus}\n"
+        f"gpus = {gpus}\n{extra}"
         f'train = {{ model = "{t["model"]}", data = "digits", task = "{t["task"]}", '
         f'task_options = {{ {opts} }}, steps = 3, batch_size = 16, warmup = 1, '
         f'eval_every = 0, final_eval_batches = 2, precision = "{t["precision"]}", '
@@ -257,12 +261,24 @@ def test_more_gpus_per_cell_than_the_node_has_is_refused_before_out(tmp_path, mo
     assert not (tmp_path / "out").exists()
 
 
+def test_a_suite_gpus_per_cell_is_checked_and_set_on_its_cuda_cells(tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", mode="gpu",
+                             config_dir=_tiny_conf(tmp_path, extra="gpus_per_cell = 0.25\n"))
+    plan = rp.plan_suite("laplacian-images", cfg, kind="cuda")
+    assert {c.gpu_share for c in plan.cells} == {0.25}
+    assert {c.gpu_share for c in rp.plan_suite("laplacian-images", cfg).cells} == {None}
+    bad_conf = _tiny_conf(tmp_path / "b", extra="gpus_per_cell = 0.3\n")
+    bad = rp.ReproduceConfig(out=tmp_path / "out", mode="gpu", config_dir=bad_conf)
+    with pytest.raises(ConfigError, match=r"laplacian-images.toml: gpus_per_cell = 0.3 must be"):
+        rp.plan_suite("laplacian-images", bad, kind="cuda")
+
+
 def test_a_fake_two_gpu_node_gives_the_executor_its_gpus(monkeypatch):
     monkeypatch.setattr(rp, "visible_gpus", lambda: ["3", "5"])
     kind, ex = rp.place_executor(pl.DeviceConfig("auto"), ExecutorConfig("process", jobs=4))
-    assert kind == "cuda" and ex.gpus == ("3", "5") and ex.gpu_share == 1.0
+    assert kind == "cuda" and ex.gpus == ("3", "5") and ex.gpu_share is None
     kind, ex = rp.place_executor(pl.DeviceConfig("cpu"), ExecutorConfig("process", jobs=4))
-    assert kind == "cpu" and ex.gpus == () and ex.gpu_share == 0.0
+    assert kind == "cpu" and ex.gpus == () and ex.gpu_share is None
 
 
 # ---- the [gpu] tables: checked, sized as issue 41 asks, costed by the dry run

@@ -44,6 +44,7 @@ class Cell:
     fields: tuple[str, ...] = ()  # value fields the suite reads ("a.b": nested); checked on load
     on_device: bool = False  # honours kwargs["config"]["device"]: may run on a GPU
     placement: str = ""  # device kind and precision ("cuda-bf16"); "" on the CPU (placement.py)
+    gpu_share: float | None = None  # of a GPU it asks Ray for on CUDA (a hint, like cost)
 
 
 FIGURE_ERROR = "figure_error"  # key of a cell value whose figures were not drawn

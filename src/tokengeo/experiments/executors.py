@@ -100,7 +100,7 @@ class ExecutorConfig:
     ray_address: str | None = None
     connect_timeout: float = 30.0  # seconds a Ray connect may take
     gpus: tuple[str, ...] = ()  # GPUs local workers share round-robin (placement.visible_gpus)
-    gpu_share: float = 0.0  # GPUs a single-process cell asks Ray for (0: a CPU run)
+    gpu_share: float | None = None  # --gpus-per-cell: GPUs a CUDA cell asks Ray for
 
     def validate(self) -> None:
         if self.executor not in EXECUTORS:
@@ -243,7 +243,7 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
             os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s",
                                   str(max(1, round(cfg.connect_timeout))))
         ray.init(**kwargs)
-    if cfg.gpu_share:  # before any cell is submitted: a cell no node holds would wait forever
+    if any(c.placement.startswith("cuda") for c in cells):  # else it would wait forever
         from tokengeo.experiments.placement import check_cluster_gpus
 
         check_cluster_gpus(cells, [float(n.get("Resources", {}).get("GPU", 0.0))
@@ -265,17 +265,20 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
             ray.shutdown()
 
 
-def ray_resources(cell: Cell, gpu_share: float) -> dict[str, float]:
-    """What one cell asks Ray for: its threads as CPUs and, placed on CUDA, ``gpu_share`` of
-    a GPU (a DDP cell: its ``processes`` whole GPUs, and a CPU per process)."""
+def ray_resources(cell: Cell, gpu_share: float | None = None) -> dict[str, float]:
+    """What one cell asks Ray for: its threads as CPUs and, placed on CUDA, its share of a
+    GPU: ``gpu_share`` (``--gpus-per-cell``) when given, else the cell's own (its suite's
+    ``gpus_per_cell``), else 1; a DDP cell asks for its ``processes`` whole GPUs (and a CPU
+    per process)."""
     from tokengeo.experiments.placement import cell_gpus
 
-    if not (gpu_share and cell.placement.startswith("cuda")):
+    if not cell.placement.startswith("cuda"):
         return {"num_cpus": cell.threads}
     n = cell_gpus(cell)
     if n > 1:
         return {"num_cpus": max(cell.threads, n), "num_gpus": n}
-    return {"num_cpus": cell.threads, "num_gpus": gpu_share}
+    share = gpu_share if gpu_share is not None else cell.gpu_share
+    return {"num_cpus": cell.threads, "num_gpus": 1.0 if share is None else share}
 
 
 def probe_address(address: str, seconds: float, flag: str) -> None:

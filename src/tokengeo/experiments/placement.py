@@ -16,8 +16,8 @@ cells carry no tag, so their keys are those of every earlier CPU run.
 GPUs per cell: a suite whose settings ask ``gpus = N`` trains each of its cells under
 ``torchrun`` on N GPUs of one node (DDP; on the CPU: N gloo processes). Local workers share
 the visible GPUs round-robin (``CUDA_VISIBLE_DEVICES`` per worker, several cells per GPU);
-on Ray each cell asks for its share, ``gpus_per_cell`` (``--gpus-per-cell``; default 1
-under CUDA; 1/n packs n cells on a GPU), or N whole GPUs for a DDP cell.
+on Ray each cell asks for its share (``--gpus-per-cell``, else its suite's ``gpus_per_cell``
+setting, else 1; 1/n packs n cells on a GPU), or N whole GPUs for a DDP cell.
 
 Every device setting is checked by :func:`check_devices` before any cell runs and before
 ``--out`` is touched; a bad one is refused with one line.
@@ -88,12 +88,6 @@ class DeviceConfig:
             return "cuda" if gpus else "cpu"
         return self.device
 
-    def share(self, kind: str) -> float:
-        """The GPUs one single-process cell asks Ray for."""
-        if kind != "cuda":
-            return 0.0
-        return 1.0 if self.gpus_per_cell is None else self.gpus_per_cell
-
 
 def cell_gpus(cell: Cell) -> int:
     """Processes (GPUs under CUDA) of a cell's training: its ``processes`` argument."""
@@ -134,8 +128,14 @@ def place(cell: Cell, kind: str) -> Cell:
     return replace(cell, kwargs=kwargs, placement=tag)
 
 
-def place_all(cells: Sequence[Cell], kind: str) -> list[Cell]:
-    return [place(c, kind) for c in cells]
+def place_all(cells: Sequence[Cell], kind: str, share: float | None = None) -> list[Cell]:
+    """Every cell placed on ``kind``; ``share``: what the CUDA ones ask Ray for (the suite's
+    ``gpus_per_cell``; None: ``--gpus-per-cell`` or 1)."""
+    placed = [place(c, kind) for c in cells]
+    if share is None:
+        return placed
+    return [replace(c, gpu_share=share) if c.placement.startswith("cuda") else c
+            for c in placed]
 
 
 def check_devices(cfg: DeviceConfig, kind: str, cells: Sequence[Cell], executor,

@@ -27,6 +27,7 @@ from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_file
 from tokengeo.experiments.placement import (
     DeviceConfig,
     check_devices,
+    check_share,
     place_all,
     visible_gpus,
     where_ran,
@@ -159,8 +160,19 @@ def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True,
         check_settings(name, where, settings, suite.schema)
         check_suite(name, where, settings)  # as a whole
     ctx = SuiteContext.under(cfg.out, name, settings)
-    cells = place_all(suite.plan(settings, ctx), kind)
+    cells = place_all(suite.plan(settings, ctx), kind, _share(where, settings))
     return SuitePlan(name, suite, settings, ctx, cells, unresolved)
+
+
+def _share(where: Path, settings: dict) -> float | None:
+    """The suite's ``gpus_per_cell`` (what its CUDA cells ask Ray for), checked."""
+    if "gpus_per_cell" not in settings:
+        return None
+    try:
+        return check_share(settings["gpus_per_cell"])
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {str(exc).replace('--gpus-per-cell', 'gpus_per_cell =')}"
+                          ) from None
 
 
 def plan_all(cfg: ReproduceConfig, paths_required: bool = True,
@@ -289,7 +301,7 @@ def place_executor(devices: DeviceConfig, executor: ExecutorConfig
                         and executor.ray_address is not None)
     if kind != "cuda":
         return kind, executor
-    return kind, replace(executor, gpus=tuple(gpus), gpu_share=devices.share(kind))
+    return kind, replace(executor, gpus=tuple(gpus), gpu_share=devices.gpus_per_cell)
 
 
 def summary_text(outputs: list[SuiteOutput]) -> str:

@@ -66,6 +66,7 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "cell_cost": Setting("number", required=False),
     "efficiency_cost": Setting("number", required=False),
     "gpus": Setting("int", required=False, lo=1),  # > 1: each cell DDP under torchrun
+    "gpus_per_cell": Setting("number", required=False),  # of a GPU per cell on Ray: 1 or 1/n
 }
 
 NAME = "ltransformer"
