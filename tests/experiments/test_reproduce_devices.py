@@ -73,6 +73,11 @@ def test_a_gpu_table_on_the_cpu_trains_fp32_uncompiled():
     assert placed.kwargs["run_dir"] == cell.kwargs["run_dir"]
 
 
+def test_device_cpu_overrides_a_table_that_names_cuda():
+    placed = pl.place(_train_cell({"device": "cuda"}), "cpu")
+    assert placed.kwargs["config"]["device"] == "cpu" and placed.placement == ""
+
+
 def test_a_ddp_cell_has_its_own_run_folder_and_key():
     on_gpu = pl.place(_train_cell(processes=2), "cuda")
     on_cpu = pl.place(_train_cell(processes=2), "cpu")
@@ -227,6 +232,15 @@ def test_cuda_without_a_gpu_exits_2_before_out_is_touched(tmp_path, capsys):
     code = main(["reproduce", "--gpu", "--device", "cuda", "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--device cuda but no CUDA device" in err[0]
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_gpu_mode_never_falls_back_to_the_cpu_unasked(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["reproduce", "--gpu", "--out", str(out)])  # --device auto, no GPU
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--device cpu to train the [gpu] tables" in err[0]
     assert not out.exists()
 
 

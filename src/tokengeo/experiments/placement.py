@@ -118,6 +118,8 @@ def place(cell: Cell, kind: str) -> Cell:
         asks_gpu = config.get("precision", "auto") in ("bf16", "fp16") or config.get("compile")
         if trains and asks_gpu:
             config.update(precision="fp32", compile=False)  # fp32, uncompiled on a CPU
+        if config.get("device", "cpu") != "cpu":  # a table's own device yields to --device
+            config["device"] = "cpu"
         tag = "cpu"
     tag += f"-x{n}" if trains and n > 1 else ""
     if tag == "cpu":  # a CPU cell keeps the key of every earlier CPU run

@@ -251,7 +251,7 @@ def reproduce(cfg: ReproduceConfig, log=None,
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     names = cfg.suites()
     check_output_folder("--out", cfg.out)
-    kind, executor = place_executor(cfg.devices, executor)
+    kind, executor = place_executor(cfg.devices, executor, cfg.mode)
     plans = plan_all(cfg, kind=kind)  # every setting and supplied path checked before any write
     check_devices(cfg.devices, kind, [c for p in plans for c in p.cells], executor,
                   len(executor.gpus) if kind == "cuda" else 0)
@@ -291,14 +291,19 @@ SCALE = {  # the report's second preamble line, per mode
 }
 
 
-def place_executor(devices: DeviceConfig, executor: ExecutorConfig
+def place_executor(devices: DeviceConfig, executor: ExecutorConfig, mode: str = "quick"
                    ) -> tuple[str, ExecutorConfig]:
     """The device kind of this run (``--device``; CUDA without a GPU refused, except on a
-    Ray cluster given by address, checked when it connects) and the executor with the GPUs
-    its local workers share and the share a Ray cell asks for."""
+    Ray cluster given by address, checked when it connects; ``--gpu`` never falls back to
+    the CPU unasked) and the executor with the GPUs its local workers share and the share a
+    Ray cell asks for."""
     gpus = visible_gpus()
     kind = devices.kind(len(gpus), lenient=executor.executor == "ray"
                         and executor.ray_address is not None)
+    if mode == "gpu" and kind == "cpu" and devices.device == "auto":
+        raise ConfigError("--gpu sizes its cells for a GPU and no CUDA device is visible here; "
+                          "give --device cuda (a Ray cluster's GPUs, with --ray-address) or "
+                          "--device cpu to train the [gpu] tables on the CPU (hours)")
     if kind != "cuda":
         return kind, executor
     return kind, replace(executor, gpus=tuple(gpus), gpu_share=devices.gpus_per_cell)
