@@ -325,6 +325,13 @@ def test_gpu_tables_pass_every_check_with_the_issue_sizes():
     assert others and all(p.ctx.skipped and not p.cells for p in others)
 
 
+def test_a_skip_only_table_takes_the_full_settings(tmp_path):
+    (tmp_path / "s.toml").write_text('[common]\na = 1\n[full]\nb = 2\n[gpu]\nskip = "why"\n'
+                                     '[quick]\nskip = "q"\nb = 3\n')
+    assert rp.load_settings(tmp_path, "s", "gpu") == {"a": 1, "b": 2, "skip": "why"}
+    assert rp.load_settings(tmp_path, "s", "quick") == {"a": 1, "b": 3, "skip": "q"}
+
+
 def test_gpu_dry_run_prints_estimated_gpu_minutes(tmp_path, capsys):
     code = main(["reproduce", "--gpu", "--dry-run", "--out", str(tmp_path / "out")])
     out = capsys.readouterr().out

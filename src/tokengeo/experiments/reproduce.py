@@ -35,7 +35,7 @@ from tokengeo.experiments.placement import (
 from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.experiments.settings import check_settings
-from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.suite import SKIP, Suite, SuiteContext
 from tokengeo.experiments.user_data import FLAG, Unresolved, fill_paths, placeholder_names
 from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import write_bytes
@@ -82,7 +82,9 @@ TABLES = ("common", *MODES)
 
 
 def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
-    """The ``[common]`` table merged with the ``[mode]`` table of ``<suite>.toml``."""
+    """The ``[common]`` table merged with the ``[mode]`` table of ``<suite>.toml``; a mode
+    table that holds only ``skip = "reason"`` takes the ``[full]`` table's settings (the
+    skipped suite's report still names its model and data)."""
     folder = Path(config_dir)
     if not folder.is_dir():
         what = "is a file" if folder.exists() else "not found"
@@ -108,7 +110,10 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
                           "and pass --config-dir) or leave this suite out with --only")
     if not all(isinstance(data.get(t, {}), dict) for t in TABLES):
         raise ConfigError(f"{path}: {list(TABLES)} must be tables")
-    return {**data.get("common", {}), **data[mode]}
+    table = data[mode]
+    if set(table) == {SKIP} and "full" in data:  # skipped: [full]'s settings for the report
+        table = {**data["full"], **table}
+    return {**data.get("common", {}), **table}
 
 
 @dataclass
