@@ -42,6 +42,8 @@ SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
     "geometry_examples": Setting("int", required=False, lo=1),
     "train": Setting("table", check=train_table),
     "cell_cost": Setting("number", required=False),
+    "gpus": Setting("int", required=False, lo=1),  # > 1: each cell DDP under torchrun
+    "gpus_per_cell": Setting("number", required=False),  # of a GPU per cell on Ray: 1 or 1/n
 }
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
          "Representations\", arXiv 2602.09297")

@@ -42,6 +42,7 @@ from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import (
     SweepResults,
+    device_columns,
     difference_claim,
     metric_table,
     training_cells,
@@ -64,6 +65,8 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "efficiency": Setting("table"),
     "cell_cost": Setting("number", required=False),
     "efficiency_cost": Setting("number", required=False),
+    "gpus": Setting("int", required=False, lo=1),  # > 1: each cell DDP under torchrun
+    "gpus_per_cell": Setting("number", required=False),  # of a GPU per cell on Ray: 1 or 1/n
 }
 
 NAME = "ltransformer"
@@ -167,7 +170,7 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
                     {"config": {**settings["efficiency"], "p": settings["p"],
                                 "head_dim": settings["head_dim"]}},
                     label="efficiency: parameters, FLOPs, saved activations, step time",
-                    cost=float(settings.get("efficiency_cost", 1.0))))
+                    cost=float(settings.get("efficiency_cost", 1.0)), on_device=True))
     return out
 
 
@@ -430,10 +433,10 @@ def _tables(out: SuiteOutput, main: SweepResults, long: SweepResults, ranks,
             "train s": lambda r: r.wall_time_s}
     if not main.not_run():
         out.tables.append(("main task: by model (mean ± std over seeds)",
-                           *metric_table(main, cols)))
+                           *metric_table(main, {**cols, **device_columns(main)})))
     if has_long and not long.not_run():
         out.tables.append(("long-input task: by model (mean ± std over seeds)",
-                           *metric_table(long, cols)))
+                           *metric_table(long, {**cols, **device_columns(long)})))
     if ranks:
         out.tables.append(("α: mean rank over seeds (higher = better; ranks within a run)",
                            ["α", "main task", "long-input task"], ranks))
