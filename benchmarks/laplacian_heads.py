@@ -11,7 +11,7 @@ import json
 
 from tokengeo.bench.laplacian import LaplacianBenchConfig, run
 from tokengeo.bench.measure import ensure_precise_rss
-from tokengeo.nn.laplacian_sdpa import KERNELS
+from tokengeo.nn.kernels import KERNELS
 
 if __name__ == "__main__":
     ensure_precise_rss()

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError, MissingDependencyError
-from tokengeo.nn import laplacian_triton as lt
+from tokengeo.nn.kernels import triton as lt
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

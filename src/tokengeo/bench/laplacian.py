@@ -8,7 +8,7 @@ parameters and, fused, no T×T matrix).
 Sizes depend on the device (:data:`DEFAULTS`): CPU sizes on a CPU; on CUDA the sizes of a
 GPU run (B = 8, H = 12, Dh = 64, T up to 8192, bf16, gpt-small and vit-small train steps
 under bf16 autocast). ``kernel`` picks the Laplacian kernel measured
-(:func:`tokengeo.nn.laplacian_sdpa.plan_kernel`: ``auto``, ``lean``, ``compose``, ``triton``).
+(a name in :data:`tokengeo.nn.kernels.KERNELS`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.bench.measure import allocate_for_timing, interleaved_medians, peak_bytes
-from tokengeo.nn.laplacian_sdpa import laplacian_attention
+from tokengeo.nn.kernels import laplacian_attention
 
 # Sizes per device type; a field left at None takes these.
 DEFAULTS = {
@@ -52,7 +52,7 @@ class LaplacianBenchConfig:
     train_repeats: int = 15
     device: str = "cpu"
     kernel: str = "auto"
-    compile: bool = False  # train steps through torch.compile (tokengeo.nn.compiled)
+    compile: bool = False  # train steps through torch.compile (tokengeo.nn.kernels.checkpointed)
 
     def __post_init__(self) -> None:
         defaults = DEFAULTS["cuda" if self.device.startswith("cuda") else "cpu"]
@@ -76,7 +76,7 @@ def standard_op(q, k, v):
 
 
 def fused_laplacian_op(q, k, v, kernel: str = "auto"):
-    """(I − P) V through :func:`~tokengeo.nn.laplacian_sdpa.laplacian_attention` (what
+    """(I − P) V through :func:`~tokengeo.nn.kernels.laplacian_attention` (what
     tokengeo's attention trains with): the fused kernel, standard attention's saved tensors."""
     B, T, H, Dh = q.shape
     ones = torch.ones(H, dtype=q.dtype, device=q.device)

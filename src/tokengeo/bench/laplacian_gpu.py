@@ -7,12 +7,12 @@ causal, fwd + bwd), the median of ``repeats`` CUDA-event timings and the peak of
 
 * ``standard``      ``F.scaled_dot_product_attention`` (what a model without Laplacian heads runs);
 * ``v_minus_sdpa``  ``V − SDPA(q, k, v)`` in plain autograd (the obvious implementation);
-* ``lean[...]``     :func:`tokengeo.nn.laplacian_sdpa.laplacian_attention` with all heads
+* ``in_place[...]`` :func:`tokengeo.nn.kernels.laplacian_attention` with all heads
   Laplacian (``lap``), half (``half``) or mixed (``mixed``), for each kernel it offers;
 * the same with the packed ``qkv`` a model passes (``packed``), where supported.
 
 and the training-step ratio k / k = 0 of ``gpt-small`` and ``vit-small`` under bf16 autocast,
-per kernel (``auto``, ``lean``, ``recompute``, ``triton``), with ``recompute_vs_lean``: the
+per kernel (``auto``, ``in_place``, ``recompute``, ``triton``), with ``recompute_vs_in_place``: the
 time and peak ratios that decide ``laplacian_sdpa._RECOMPUTE_ON_CUDA``. Every ratio is
 taken in one process. Prints one JSON object (``--json PATH`` also writes it).
 """
@@ -75,13 +75,13 @@ def _coefficients(kind: str, H: int, device) -> tuple[torch.Tensor, torch.Tensor
 
 def _kernels() -> list[str]:
     """The kernel names ``laplacian_attention`` accepts (``["default"]`` if it takes none)."""
-    from tokengeo.nn.laplacian_sdpa import laplacian_attention
+    from tokengeo.nn.kernels import laplacian_attention
 
     if "kernel" not in inspect.signature(laplacian_attention).parameters:
         return ["default"]
-    names = ["auto", "lean", "recompute", "compose"]
+    names = ["auto", "in_place", "recompute", "compose"]
     try:
-        from tokengeo.nn.laplacian_triton import triton_available
+        from tokengeo.nn.kernels.triton import triton_available
 
         if triton_available():
             names.append("triton")
@@ -92,7 +92,7 @@ def _kernels() -> list[str]:
 
 def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=False) -> dict:
     """fwd + bwd of every operator at one dtype and length; times and peaks."""
-    from tokengeo.nn.laplacian_sdpa import laplacian_attention
+    from tokengeo.nn.kernels import laplacian_attention
 
     dev, dt = torch.device("cuda"), DTYPES[dtype]
     torch.manual_seed(0)
@@ -148,7 +148,7 @@ def train_step_case(model_name: str, *, repeats=20, batch=None, kernel="auto",
                     compile_mode: str | None = None) -> dict:
     """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0,
     with every attention module's kernel set to ``kernel`` (``auto``: what a user gets;
-    ``lean``, ``recompute``, ``triton``: forced); ``compile_mode``: the model's forward
+    ``in_place``, ``recompute``, ``triton``: forced); ``compile_mode``: the model's forward
     through ``torch.compile`` in that mode (``"default"``, ``"reduce-overhead"``)."""
     from tokengeo.models.registry import create_model
 
@@ -223,7 +223,7 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
                 ops.append(operator_case(dtype, T, repeats=repeats, packed=True))
     train = []
     for m in models:
-        for kernel in ("auto", "lean", "recompute", "triton"):
+        for kernel in ("auto", "in_place", "recompute", "triton"):
             try:
                 train.append(train_step_case(m, repeats=repeats, kernel=kernel))
             except Exception as e:  # recorded: a diagnostic table
@@ -236,7 +236,7 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
         "kernels": _kernels(),
         "operator": ops,
         "train_step": train,
-        "recompute_vs_lean": recompute_vs_lean(ops, train),
+        "recompute_vs_in_place": recompute_vs_in_place(ops, train),
         "seconds": time.perf_counter() - t0,
     }
 
@@ -244,7 +244,7 @@ def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
 def compiled_train_steps(models=("gpt-small", "vit-small"), repeats=15,
                          modes=("reduce-overhead",)) -> list[dict]:
     """Train steps with the model compiled (``kernel="auto"``: under compile, the
-    composition inside selective checkpointing, :mod:`tokengeo.nn.compiled`), per mode;
+    composition inside selective checkpointing, :mod:`tokengeo.nn.kernels.checkpointed`), per mode;
     each case records its error instead of stopping the others."""
     cases = []
     for mode in modes:
@@ -257,22 +257,22 @@ def compiled_train_steps(models=("gpt-small", "vit-small"), repeats=15,
     return cases
 
 
-def recompute_vs_lean(ops: list[dict], train: list[dict]) -> dict:
-    """recompute / lean, time and peak, for the heads it can run (all and half Laplacian),
+def recompute_vs_in_place(ops: list[dict], train: list[dict]) -> dict:
+    """recompute / in_place, time and peak, for the heads it can run (all and half Laplacian),
     per operator case and per train step; ``faster_everywhere``: whether every time ratio
     is below 1 (the test for ``laplacian_sdpa._RECOMPUTE_ON_CUDA``)."""
     operator, steps = [], []
     for case in ops:
         ms, mb = case["median_ms"], case["peak_mb"]
         for kind in ("lap", "half"):
-            r, ln = f"recompute[{kind}]", f"lean[{kind}]"
+            r, ln = f"recompute[{kind}]", f"in_place[{kind}]"
             if r in ms and ln in ms:
                 operator.append({"dtype": case["dtype"], "T": case["T"],
                                  "packed": case["packed"], "heads": kind,
                                  "time": ms[r] / ms[ln], "peak": mb[r] / mb[ln]})
     by_kernel = {(t["model"], t.get("kernel")): t for t in train if "median_ms" in t}
     for (model, kernel), t in by_kernel.items():
-        lean = by_kernel.get((model, "lean"))
+        lean = by_kernel.get((model, "in_place"))
         if kernel == "recompute" and lean:
             steps.append({"model": model, **{k: t["median_ms"][k] / lean["median_ms"][k]
                                              for k in t["median_ms"] if k != "k=0"}})

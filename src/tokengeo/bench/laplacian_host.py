@@ -6,12 +6,13 @@ forward + backward of one attention layer is bound by the host, which issues the
 there, the time ratio to standard attention is the ratio of host work per call. That work
 is Python and the dispatcher, and it can be measured on a CPU: at sizes where arithmetic
 is negligible (B = 1, H = 12, T = 8, Dh = 16, one thread), the median wall time of forward
-+ backward is the host cost. The lean kernel's CUDA backward is forced
-(``laplacian_kernel._pv_apart``), so the Python that runs is the Python a GPU runs.
++ backward is the host cost. The in_place kernel's device path is forced
+(:func:`tokengeo.nn.kernels.device_path`), so the Python that runs is the Python a GPU runs.
 
 The H200 run of 2026-12-04 (``docs/benchmarks/gpu_check_2026-12-04.json``, bf16,
 T = 1024, all heads Laplacian, q, k, v unpacked) gave 1.11 (``V − SDPA``), 1.49 (compose)
-and 2.26 (lean) over standard SDPA; this benchmark, on that code, 1.12, 1.54 and 2.00
+and 2.26 (in_place, then called lean) over standard SDPA; this benchmark, on that code,
+1.12, 1.54 and 2.00
 (``docs/benchmarks/laplacian_host_2026-12-05.json``): the short-sequence GPU ratios are
 host ratios.
 
@@ -38,7 +39,7 @@ import torch.nn.functional as F
 from tokengeo.bench.measure import MMAP_ENV
 
 KINDS = {"lap": ("laplacian",) * 12, "half": ("attention",) * 6 + ("laplacian",) * 6}
-KERNELS = ("lean", "recompute", "compose")
+KERNELS = ("in_place", "recompute", "compose")
 
 
 def _case(B: int, H: int, T: int, Dh: int):
@@ -57,7 +58,7 @@ def _ops(qkv, heads) -> dict[str, Callable[[], torch.Tensor]]:
     """name -> forward returning z (B, T, H, Dh): standard SDPA, V − SDPA, and each kernel
     on each head layout: called per call (``fn``), with the packed qkv (``packed``), and
     through a plan made once, as an attention module runs it (``planned``)."""
-    from tokengeo.nn.laplacian_sdpa import head_runs, laplacian_attention, plan_kernel, run_plan
+    from tokengeo.nn.kernels import Call, head_runs, laplacian_attention, plan_kernel
 
     def standard():
         return F.scaled_dot_product_attention(*heads(), is_causal=True).transpose(1, 2)
@@ -74,12 +75,12 @@ def _ops(qkv, heads) -> dict[str, Callable[[], torch.Tensor]]:
             def call(kinds=kinds, a=a, b=b, kernel=kernel, packed=False):
                 return laplacian_attention(*heads(), a, b, is_causal=True, head_kinds=kinds,
                                            kernel=kernel, qkv=qkv if packed else None)
-            plan = plan_kernel(*heads(), runs=head_runs(a, b, kinds), is_causal=True,
-                               packed=True, kernel=kernel)
+            plan = plan_kernel(Call(*heads(), head_runs(a, b, kinds), is_causal=True,
+                                    packed=True), kernel)
 
             def planned(plan=plan, a=a, b=b):
-                return run_plan(plan, *heads(), a, b, attn_mask=None, is_causal=True,
-                                dropout_p=0.0, scale=None, qkv=qkv)
+                return plan.run(*heads(), a, b, None, True, 0.0, None,
+                                qkv if plan.packed else None)
             ops[f"{kernel}[{name}]"] = call
             ops[f"{kernel} packed[{name}]"] = lambda call=call: call(packed=True)
             ops[f"{kernel} planned[{name}]"] = planned
@@ -134,26 +135,24 @@ def memory() -> dict:
 
 
 def run(repeats: int = 7, calls: int = 300) -> dict:
-    from tokengeo.nn import laplacian_kernel
+    from tokengeo.nn.kernels import device_path
 
     threads = torch.get_num_threads()
-    apart = laplacian_kernel._pv_apart
     torch.set_num_threads(1)
-    laplacian_kernel._pv_apart = lambda z: True  # the lean kernel's CUDA backward
     try:
-        host = host_us(repeats, calls)
-        mem = memory() if os.environ.get(MMAP_ENV) else {
-            "skipped": f"resident memory measures tensors only with {MMAP_ENV} set before "
-                       f"the process starts (main() re-executes with it)"}
+        with device_path():  # the in_place kernel's CUDA path, run on this CPU
+            host = host_us(repeats, calls)
+            mem = memory() if os.environ.get(MMAP_ENV) else {
+                "skipped": f"resident memory measures tensors only with {MMAP_ENV} set "
+                           f"before the process starts (main() re-executes with it)"}
     finally:
-        laplacian_kernel._pv_apart = apart
         torch.set_num_threads(threads)
     return {
         "benchmark": "laplacian_host",
         "config": {"host": {"B": 1, "H": 12, "T": 8, "Dh": 16, "dtype": "float32",
                             "threads": 1, "repeats": repeats, "calls": calls,
                             "timing": "median over repeats of mean us per fwd+bwd",
-                            "lean_backward": "CUDA branch forced"},
+                            "in_place_path": "the device (CUDA) path, forced"},
                    "memory": {"B": 8, "H": 12, "T": 256, "Dh": 64, "dtype": "float32",
                               "measure": "RSS the forward keeps, and peak RSS of fwd+bwd "
                                          "(min of 3 each)"}},

@@ -37,7 +37,7 @@ def _standard(q, k, v):
 
 
 def _kernel_op(coef_a, coef_b):
-    from tokengeo.nn.laplacian_triton import laplacian_attention_triton
+    from tokengeo.nn.kernels.triton import laplacian_attention_triton
 
     def op(q, k, v):
         Bq, T = q.shape[:2]
@@ -141,7 +141,7 @@ def sweep(T: int = 4096, dtype: str = "bfloat16", repeats: int = 20) -> dict:
     """Median fwd+bwd ms of the all-Laplacian op under each tiling of SWEEP (and standard)."""
     from dataclasses import replace
 
-    from tokengeo.nn import laplacian_triton as lt
+    from tokengeo.nn.kernels import triton as lt
 
     device = torch.device("cuda")
     q, k, v = (torch.randn(B, T, H, DH, device=device, dtype=getattr(torch, dtype))
