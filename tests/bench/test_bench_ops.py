@@ -63,7 +63,7 @@ def test_benchmark_scripts_are_thin_entry_points():
     from pathlib import Path
 
     scripts = sorted((Path(__file__).parents[2] / "benchmarks").glob("*.py"))
-    assert len(scripts) == 9
+    assert len(scripts) == 8
     for path in scripts:
         tree = ast.parse(path.read_text())
         defs = [n.name for n in ast.walk(tree)
@@ -79,7 +79,7 @@ def test_host_cost_benchmark_reports_every_kernel_against_standard(one_thread):
     from tokengeo.bench import laplacian_host
     from tokengeo.nn.kernels import in_place
 
-    out = laplacian_host.run(repeats=1, calls=2)
+    out = laplacian_host.run(laplacian_host.HostBenchConfig(repeats=1, calls=2))
     assert not in_place.on_device_path(torch.zeros(1))  # the switch is restored
     names = set(out["host"]["us"])
     assert {"standard", "v_minus_sdpa", "recompute planned[lap]", "in_place[half]"} <= names
@@ -92,7 +92,7 @@ def test_host_cost_benchmark_reports_every_kernel_against_standard(one_thread):
 def test_recompute_vs_in_place_summary_decides_only_when_recompute_wins_everywhere():
     """The GPU benchmark's decision for opting into recompute on CUDA: time ratios
     recompute / in_place per operator case and train step; faster only if every ratio < 1."""
-    from tokengeo.bench.laplacian_gpu import recompute_vs_in_place
+    from tokengeo.bench.laplacian_cuda import recompute_vs_in_place
 
     def case(lean, rec):
         return {"dtype": "bf16", "T": 1024, "packed": True,
@@ -112,9 +112,10 @@ def test_recompute_vs_in_place_summary_decides_only_when_recompute_wins_everywhe
 
 
 @pytest.mark.parametrize("argv", [["--repeats", "0"], ["--calls", "-3"]])
-def test_host_benchmark_refuses_counts_below_one(argv, capsys):
-    from tokengeo.bench.laplacian_host import main
+def test_host_benchmark_refuses_counts_below_one(argv, capsys, monkeypatch):
+    from tokengeo.bench import registry
 
-    assert main(argv) == 2
+    monkeypatch.setattr("tokengeo.bench.measure.ensure_precise_rss", lambda: None)
+    assert registry.script("laplacian_host", argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: --repeats and --calls must be at least 1"]
+    assert len(err) == 1 and "must be at least 1" in err[0]

@@ -18,28 +18,40 @@ host ratios.
 
 Also the resident memory the forward keeps for the backward and the peak of forward +
 backward (Linux; glibc's mmap threshold fixed so freed tensors leave the resident set) at
-B = 8, T = 256, H = 12, Dh = 64, fp32, each as a ratio to standard SDPA's. Prints one JSON object::
+B = 8, T = 256, H = 12, Dh = 64, fp32, each as a ratio to standard SDPA's::
 
-    python benchmarks/laplacian_host.py [--repeats 7] [--calls 300]
+    tokengeo bench laplacian_host        (or python benchmarks/laplacian_host.py --calls 300)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from tokengeo.bench.measure import MMAP_ENV
+from tokengeo.errors import ConfigError
 
 KINDS = {"lap": ("laplacian",) * 12, "half": ("attention",) * 6 + ("laplacian",) * 6}
 KERNELS = ("in_place", "recompute", "compose")
+
+
+@dataclass
+class HostBenchConfig:
+    """``repeats`` interleaved rounds of ``calls`` forward + backward calls per op."""
+
+    repeats: int = 7
+    calls: int = 300
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1 or self.calls < 1:
+            raise ConfigError(f"repeats={self.repeats} and calls={self.calls} must be at "
+                              "least 1")
 
 
 def _case(B: int, H: int, T: int, Dh: int):
@@ -134,44 +146,28 @@ def memory() -> dict:
             "tensor_bytes": qkv.numel() // 3 * qkv.element_size()}
 
 
-def run(repeats: int = 7, calls: int = 300) -> dict:
+def run(cfg: HostBenchConfig) -> dict:
+    """Host microseconds per call (one thread, the in_place kernel's device path) and the
+    memory each forward keeps; ratios to standard SDPA."""
     from tokengeo.nn.kernels import device_path
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with device_path():  # the in_place kernel's CUDA path, run on this CPU
-            host = host_us(repeats, calls)
+            host = host_us(cfg.repeats, cfg.calls)
             mem = memory() if os.environ.get(MMAP_ENV) else {
                 "skipped": f"resident memory measures tensors only with {MMAP_ENV} set "
-                           f"before the process starts (main() re-executes with it)"}
+                           f"before the process starts (tokengeo bench sets it)"}
     finally:
         torch.set_num_threads(threads)
     return {
-        "benchmark": "laplacian_host",
-        "config": {"host": {"B": 1, "H": 12, "T": 8, "Dh": 16, "dtype": "float32",
-                            "threads": 1, "repeats": repeats, "calls": calls,
-                            "timing": "median over repeats of mean us per fwd+bwd",
-                            "in_place_path": "the device (CUDA) path, forced"},
-                   "memory": {"B": 8, "H": 12, "T": 256, "Dh": 64, "dtype": "float32",
-                              "measure": "RSS the forward keeps, and peak RSS of fwd+bwd "
-                                         "(min of 3 each)"}},
-        "torch": torch.__version__,
+        "sizes": {"host": {"B": 1, "H": 12, "T": 8, "Dh": 16, "dtype": "float32",
+                           "threads": 1, "timing": "median over repeats of mean us per fwd+bwd",
+                           "in_place_path": "the device (CUDA) path, forced"},
+                  "memory": {"B": 8, "H": 12, "T": 256, "Dh": 64, "dtype": "float32",
+                             "measure": "RSS the forward keeps, and peak RSS of fwd+bwd "
+                                        "(min of 3 each)"}},
         "host": host,
         "memory": mem,
     }
-
-
-def main(argv=None) -> int:
-    from tokengeo.bench.measure import ensure_precise_rss
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=300)
-    args = parser.parse_args(argv)
-    if args.repeats < 1 or args.calls < 1:
-        print("error: --repeats and --calls must be at least 1", file=sys.stderr)
-        return 2
-    ensure_precise_rss()  # re-executes this process once, with the same arguments
-    print(json.dumps(run(args.repeats, args.calls), indent=1))
-    return 0
