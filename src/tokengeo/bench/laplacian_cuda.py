@@ -232,9 +232,9 @@ def recompute_vs_in_place(ops: list[dict], train: list[dict]) -> dict:
                                  "time": ms[r] / ms[ln], "peak": mb[r] / mb[ln]})
     by_kernel = {(t["model"], t.get("kernel")): t for t in train if "median_ms" in t}
     for (model, kernel), t in by_kernel.items():
-        lean = by_kernel.get((model, "in_place"))
-        if kernel == "recompute" and lean:
-            steps.append({"model": model, **{k: t["median_ms"][k] / lean["median_ms"][k]
+        in_place = by_kernel.get((model, "in_place"))
+        if kernel == "recompute" and in_place:
+            steps.append({"model": model, **{k: t["median_ms"][k] / in_place["median_ms"][k]
                                              for k in t["median_ms"] if k != "k=0"}})
     times = [c["time"] for c in operator] + [v for s in steps for k, v in s.items()
                                             if k != "model"]

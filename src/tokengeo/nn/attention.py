@@ -66,12 +66,6 @@ def build_attn_mask(
     return (tril & keep[:, None, None, :]) | eye, False  # (B, 1, T, T)
 
 
-def _mask_signature(attn_mask: torch.Tensor | None) -> tuple | None:
-    if attn_mask is None:
-        return None
-    return attn_mask.dtype, attn_mask.requires_grad, attn_mask.device
-
-
 class HeadAttention(HeadMixer):
     """Head kinds plus the kernel that computes them, chosen once per input signature.
 
@@ -103,15 +97,17 @@ class HeadAttention(HeadMixer):
         ``qkv``: the (N, T, 3, H, Dh) tensor q, k, v are views of, when nothing watches
         their gradients; ``hooked``: a hook sees z or P."""
         packed = qkv is not None and qkv.requires_grad and qkv.dtype == q.dtype
-        hooked = hooked and torch.is_grad_enabled()
+        hooked = hooked and torch.is_grad_enabled()  # (each read only where it matters)
         mix = self.mix_coef
         coef_grad = mix is not None and mix.requires_grad and torch.is_grad_enabled()
         if compiling():  # planned while tracing: the graph keeps the choice, no cache
             return plan_kernel(Call(q, k, v, self.head_runs, attn_mask, is_causal, dropout_p,
                                     None, packed, coef_grad, mix is not None and mix.dim() == 3,
                                     hooked), self.kernel)
-        key = (q.device, q.dtype, q.shape, _mask_signature(attn_mask), is_causal,
-               dropout_p > 0, packed, hooked, coef_grad)
+        mask = None if attn_mask is None else (  # its kind, not its values
+            attn_mask.dtype, attn_mask.requires_grad, attn_mask.device)
+        key = (q.device, q.dtype, q.shape, mask, is_causal, dropout_p > 0, packed, hooked,
+               coef_grad)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= MAX_PLANS:  # e.g. decoding, one length after another
@@ -137,19 +133,19 @@ class HeadAttention(HeadMixer):
             pv = (F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern) @ v
             return self.combine(v.transpose(1, 2), pv.transpose(1, 2))  # (N, T, H, Dh)
         a, b = self.head_coefficients()  # (H,) each, or (p, H) per slice
-        return plan.run(q, k, v, a, b, attn_mask, is_causal, dropout_p, None,
-                        qkv if plan.packed else None)
+        return plan.kernel.run(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, None,
+                               qkv if plan.packed else None)
 
     def attend_project(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-        project: Callable[[torch.Tensor], torch.Tensor], *, qkv: torch.Tensor | None,
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out_shape: tuple[int, ...],
+        *, qkv: torch.Tensor | None,
         attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
         edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
         hook_z: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """``project(z)`` for z of q, k, v (N, T, H, Dh): planned, hooked (``hook_z`` sees
-        z and may replace it) and, where the plan says so, inside selective checkpointing
-        (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`)."""
+        """``self.proj(z.reshape(out_shape))`` for z of q, k, v (N, T, H, Dh): planned,
+        hooked (``hook_z`` sees z and may replace it) and, where the plan says so, inside
+        selective checkpointing (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`)."""
         qh, kh, vh, attn_mask = autocast_inputs(  # (N, H, T, Dh) each
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask)
         plan = self.plan(qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
@@ -159,7 +155,7 @@ class HeadAttention(HeadMixer):
         def run(qh, kh, vh):
             z = self.attend(plan, qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
                             dropout_p=dropout_p, edit_pattern=edit_pattern, qkv=qkv)
-            return project(z if hook_z is None else hook_z(z))
+            return self.proj((z if hook_z is None else hook_z(z)).reshape(out_shape))
 
         if plan.kernel.checkpoints:
             return keep_only_attention(run, qh, kh, vh)
@@ -215,7 +211,7 @@ class MultiHeadAttention(HeadAttention):
             qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         return self.proj_drop(self.attend_project(
-            q, k, v, lambda z: self.proj(z.reshape(B, T, D)), qkv=qkv, attn_mask=attn_mask,
+            q, k, v, (B, T, D), qkv=qkv, attn_mask=attn_mask,
             is_causal=is_causal, dropout_p=self.attn_dropout if self.training else 0.0,
             edit_pattern=self.hook_pattern if active(self.hook_pattern) else None,
             hook_z=self.hook_z if active(self.hook_z) else None))

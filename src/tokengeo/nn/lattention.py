@@ -101,7 +101,7 @@ class LMultiHeadAttention(HeadAttention):
         if attn_mask is not None:
             attn_mask = attn_mask.repeat(P, 1, 1, 1)  # (P·B, 1, 1 or T, T), slice-major
         return self.proj_drop(self.attend_project(
-            q, k, v, lambda z: self.proj(z.reshape(P, B, T, self.d_slice)), qkv=qkv,
+            q, k, v, (P, B, T, self.d_slice), qkv=qkv,
             attn_mask=attn_mask, is_causal=is_causal,
             dropout_p=self.attn_dropout if self.training else 0.0,
             edit_pattern=self._edit_pattern if active(self.hook_pattern) else None,

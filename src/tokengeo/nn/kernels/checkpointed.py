@@ -29,9 +29,8 @@ import torch
 __all__ = ["compiling", "keep_only_attention"]
 
 
-def compiling() -> bool:
-    """Whether torch.compile is tracing this call."""
-    return torch.compiler.is_compiling()
+compiling = torch.compiler.is_compiling
+"""Whether torch.compile is tracing this call (torch's own function: no frame of ours)."""
 
 
 @functools.cache
