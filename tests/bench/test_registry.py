@@ -106,3 +106,15 @@ def test_cuda_event_timer_measures_gpu_work():
     small = cuda_median_ms(lambda: x[:64, :64] @ x[:64, :64], repeats=5)
     large = cuda_median_ms(lambda: x @ x @ x @ x, repeats=5)
     assert 0 < small < large and cuda_seconds(lambda: x @ x) > 0
+
+
+def test_flags_of_fields_the_device_chooses_take_their_annotated_type():
+    from tokengeo.bench.cli import parse_config
+    from tokengeo.bench.laplacian import LaplacianBenchConfig
+
+    cfg = parse_config(LaplacianBenchConfig, argv=["--seq-lens", "64", "128", "--batch", "2",
+                                                   "--kernel", "compose", "--compile"])
+    assert cfg.seq_lens == (64, 128) and cfg.batch == 2 and cfg.compile
+    assert cfg.kernel == "compose" and cfg.n_heads == 4  # the CPU default fills the rest
+    with pytest.raises(ConfigError, match="kernel='lean' was renamed kernel='in_place'"):
+        parse_config(LaplacianBenchConfig, argv=["--kernel", "lean"])
