@@ -6,10 +6,10 @@ of a scarce GPU gives every figure it can):
 1. ``env``        torch, CUDA, triton versions and the device;
 2. ``cuda_tests`` ``pytest -m cuda`` (the kernels in every dtype against the float64
    reference, laplacianize on CUDA, the trainer, the flows simulator): counts and failures;
-3. ``laplacian``  the operator table (bf16 / fp32, T = 1024 / 4096 / 8192, standard SDPA vs
-   every Laplacian kernel) and the train-step ratios of gpt-small / vit-small
-   (``tokengeo.bench.laplacian_gpu``);
-4. ``triton``     the fused Triton kernel's own table (``tokengeo.bench.laplacian_triton``);
+3. ``laplacian``  ``tokengeo bench laplacian --device cuda``: the operator table (bf16 / fp32,
+   T = 1024 / 4096 / 8192, standard SDPA vs every kernel of the table) and the train-step
+   ratios of gpt-small / vit-small per kernel (``tokengeo.bench.laplacian_cuda``);
+4. ``triton``     ``tokengeo bench laplacian_triton``: the fused Triton kernel's own table;
 5. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``);
 6. ``compiled``   train steps of gpt-small / vit-small through
    ``torch.compile(mode="reduce-overhead")`` (CUDA graphs), when at least 150 s of the budget
@@ -67,15 +67,17 @@ def cuda_tests(timeout: int = 200) -> dict:
 
 
 def laplacian() -> dict:
-    from tokengeo.bench.laplacian_gpu import run
+    from tokengeo.bench import registry
 
-    return run(repeats=15)
+    config = registry.benchmark("laplacian").make_config(device="cuda", op_repeats=15,
+                                                           train_repeats=15)
+    return registry.run("laplacian", config)
 
 
 def triton_table() -> dict:
-    from tokengeo.bench.laplacian_triton import run
+    from tokengeo.bench import registry
 
-    return run()
+    return registry.run("laplacian_triton")
 
 
 def compiled() -> dict:
@@ -84,7 +86,7 @@ def compiled() -> dict:
     left = DEADLINE - (time.perf_counter() - START)
     if left < 150:
         return {"skipped": f"{left:.0f} s of the budget left; needs about 150"}
-    from tokengeo.bench.laplacian_gpu import compiled_train_steps
+    from tokengeo.bench.laplacian_cuda import compiled_train_steps
 
     return {"train_step": compiled_train_steps()}
 
