@@ -112,10 +112,42 @@ def test_a_family_where_holm_changes_a_verdict():
     members = [_claim(clear, "a")] + [_claim(v, f"n{i}") for i, v in enumerate(noise)]
     fam = family("t", "some α helps", members, rule="any")
     assert members[0].verdict == REPRODUCED
-    assert fam.verdict == REPRODUCED and fam.verdict_holm == INCONCLUSIVE
+    # "some α helps" needs the adjusted evidence: the family is inconclusive
+    assert fam.verdict_raw == REPRODUCED and fam.verdict == INCONCLUSIVE
     assert fam.member_holm()[0] == INCONCLUSIVE
     d = fam.to_dict("paper")
-    assert d["verdict_holm"] == INCONCLUSIVE and len(d["members"]) == 5
+    assert d["verdict"] == INCONCLUSIVE and d["verdict_raw"] == REPRODUCED
+    assert len(d["members"]) == 5 and d["members"][0]["verdict_holm"] == INCONCLUSIVE
+
+
+def test_an_all_family_needs_adjusted_evidence_to_fail_and_none_to_hold():
+    # six blocks, "every block falls": one block rises at p ≈ 2% alone, not after Holm
+    rises = [-0.02, -0.01, 0.0, -0.03, -0.015]  # negated: t = +3.0 against "< 0", p ≈ 2%
+    down = Region.below(0.0)
+    fails = _claim([-v for v in rises], "b1", region=down)  # raw: not reproduced
+    holds = [_claim([-1.0, -1.1, -0.9, -1.05, -0.95], f"b{i}", region=down) for i in range(2, 7)]
+    fam = family("t", "every block falls", [fails, *holds], rule="all")
+    assert fails.verdict == NOT_REPRODUCED and fam.member_holm()[0] == INCONCLUSIVE
+    assert fam.verdict_raw == NOT_REPRODUCED and fam.verdict == INCONCLUSIVE
+    # every member reproduced on its own: the intersection-union test needs no adjustment
+    weak = [_claim([-0.02, -0.01, 0.0, -0.03, -0.015], f"w{i}", region=down) for i in range(6)]
+    assert all(m.verdict == REPRODUCED for m in weak)
+    assert all(h == INCONCLUSIVE for h in family("t", "w", weak, rule="all").member_holm())
+    assert family("t", "w", weak, rule="all").verdict == REPRODUCED
+    # ... and "any" is the reverse: every member failing needs no adjustment
+    assert family("t", "w", [_claim([-v for v in m.measured.values], "x", region=down)
+                             for m in weak], rule="any").verdict == NOT_REPRODUCED
+
+
+def test_the_tally_counts_a_familys_one_verdict():
+    from tokengeo.experiments.summary import SuiteOutput, tally
+
+    down = Region.below(0.0)
+    fails = _claim([0.02, 0.01, 0.0, 0.03, 0.015], "b1", region=down)
+    holds = [_claim([-1.0, -1.1, -0.9, -1.05, -0.95], f"b{i}", region=down) for i in range(5)]
+    fam = family("t", "every block falls", [fails, *holds], rule="all", kind="stand-in")
+    counts = tally([SuiteOutput("t", "T", "P", [fam])])["papers"]["P"]
+    assert counts[INCONCLUSIVE] == 1 and counts[NOT_REPRODUCED] == 0
 
 
 def test_family_rules_any_and_all():

@@ -5,8 +5,15 @@ Each claim has a kind (:data:`CLAIM_KINDS`), a direction verdict (the region rul
 verdict against the paper's own effect (``vs_paper``) when the paper gives one, and, for
 undecided ones, the power numbers (:mod:`tokengeo.experiments.power`). A *family* (five α,
 several k) is one claim whose ``members`` are claims: one row in the summary, its members in
-a detail table, judged by ``rule`` ("any": reproduced if some member is, after Holm; "all":
-reproduced if every member is).
+a detail table, and one verdict (:func:`family_verdict`):
+
+* ``all`` (every member must hold: an intersection–union test, Berger 1982): *reproduced*
+  when every member is reproduced on its own (no adjustment: each member's test at 2.5%
+  bounds the family's error); *not reproduced* only when some member's Holm-adjusted
+  verdict is (the union of "this member fails" needs the multiplicity correction);
+* ``any`` (some member must hold): the reverse — *reproduced* only when some member's
+  Holm-adjusted verdict is; *not reproduced* when every member is, unadjusted;
+* otherwise *inconclusive*. ``verdict_raw`` keeps the unadjusted combination for the reader.
 """
 
 from __future__ import annotations
@@ -86,23 +93,26 @@ class Claim:
 
     @property
     def verdict(self) -> str:
+        """The claim's one verdict; a family's by :func:`family_verdict`."""
         missing = self._missing()
         if missing:
             return missing
         if self.is_family:
-            return _combine([m.verdict for m in self.members], self.rule_of_family)
+            return family_verdict([m.verdict for m in self.members], self.member_holm(),
+                                  self.rule_of_family)
         return verdict(self.measured, self.region)
+
+    @property
+    def verdict_raw(self) -> str:
+        """A family's unadjusted combination of its members' verdicts (shown, not tallied)."""
+        missing = self._missing()
+        if missing or not self.is_family:
+            return missing or self.verdict
+        return _combine([m.verdict for m in self.members], self.rule_of_family)
 
     def member_holm(self) -> list[str]:
         """The members' verdicts, Holm-adjusted across the family."""
         return holm_verdicts([(m.measured, m.region) for m in self.members])
-
-    @property
-    def verdict_holm(self) -> str:
-        missing = self._missing()
-        if missing or not self.is_family:
-            return missing or self.verdict
-        return _combine(self.member_holm(), self.rule_of_family)
 
     @property
     def vs_paper(self) -> str | None:
@@ -169,10 +179,13 @@ class Claim:
     @property
     def rule(self) -> str:
         if self.is_family:
-            quant = ("some member is" if self.rule_of_family == "any"
-                     else "every member is")
-            return (f"reproduced if {quant} reproduced; each member: {self.members[0].rule}. "
-                    "Holm's adjustment across the members is shown beside the raw verdict")
+            if self.rule_of_family == "all":
+                how = ("every member must hold: reproduced if every member is reproduced; "
+                       "not reproduced if some member is, after Holm's adjustment")
+            else:
+                how = ("some member must hold: reproduced if some member is reproduced "
+                       "after Holm's adjustment; not reproduced if every member is")
+            return f"{how}; inconclusive otherwise. Each member: {self.members[0].rule}"
         how = {"sign-flip": " (exact sign-flip test)",
                "worst run": " (the worst run: a claim about every run)",
                "log-ratio": " (log scale, shown as a ratio)"}.get(
@@ -206,7 +219,7 @@ class Claim:
             "proxy": self.proxy, "source": self.source, "paper_value": self.paper_value,
             "quantity": self.quantity, "region": self.region.text,
             "interval": self.measured.to_dict() if self.measured is not None else None,
-            "verdict": self.verdict, "verdict_holm": self.verdict_holm,
+            "verdict": self.verdict,
             "paper_effect": self.paper_effect, "vs_paper": self.vs_paper,
             "mde_80": self.mde_80, "seeds_for_80": self.seeds_for_80,
             "power_basis": self.power_basis,
@@ -214,6 +227,7 @@ class Claim:
         }
         if self.is_family:
             out["family_rule"] = self.rule_of_family
+            out["verdict_raw"] = self.verdict_raw
             out["members"] = [dict(m.to_dict(paper), label=m.label, verdict_holm=h)
                               for m, h in zip(self.members, self.members_holm(),
                                               strict=True)]
@@ -224,6 +238,21 @@ class Claim:
         if self._missing():
             return [m.verdict for m in self.members]
         return self.member_holm()
+
+
+def family_verdict(raw: list[str], holm: list[str], rule: str) -> str:
+    """One verdict for a family from its members' raw and Holm-adjusted verdicts.
+
+    ``all``: reproduced iff every raw verdict is; not reproduced iff some Holm-adjusted
+    verdict is. ``any``: reproduced iff some Holm-adjusted verdict is; not reproduced iff
+    every raw verdict is. Else inconclusive (see the module docstring)."""
+    if rule == "all":
+        if all(v == REPRODUCED for v in raw):
+            return REPRODUCED
+        return NOT_REPRODUCED if NOT_REPRODUCED in holm else INCONCLUSIVE
+    if REPRODUCED in holm:
+        return REPRODUCED
+    return NOT_REPRODUCED if all(v == NOT_REPRODUCED for v in raw) else INCONCLUSIVE
 
 
 def _combine(verdicts: list[str], rule: str) -> str:

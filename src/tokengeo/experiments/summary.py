@@ -71,7 +71,7 @@ def _bucket(verdict: str) -> str:
 
 # ---------------------------------------------------------------------- tables
 SUMMARY_HEADER = ["suite", "kind", "claim", "paper", "tokengeo (mean [95% interval])",
-                  "verdict", "Holm", "vs paper"]
+                  "verdict", "vs paper"]
 
 
 def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
@@ -80,9 +80,8 @@ def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
         for c in s.claims:
             if c.kind == "construction":
                 continue  # listed under "verified"
-            holm = c.verdict_holm if c.is_family else ""  # the proxy is under the claim
             rows.append([s.name, c.kind, c.text, c.paper_value, c.measured_text(), c.verdict,
-                         holm, c.vs_paper or ""])
+                         c.vs_paper or ""])
     return rows
 
 
