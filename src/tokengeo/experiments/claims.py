@@ -70,8 +70,12 @@ class Claim:
     members: list[Claim] = field(default_factory=list)
     rule_of_family: str = "any"
     label: str = ""  # a member's name in its family's table (k=2, α=linear)
+    margin: float | None = None  # equivalence margin of a paper value "≈ 0" or a tolerance
 
     def __post_init__(self) -> None:
+        if self.paper_effect == 0 and not (self.margin or 0) > 0:
+            raise ValueError(f"claim {self.text!r}: a paper effect of 0 (\"≈ 0\") needs an "
+                             "equivalence margin; pass margin=")
         if self.kind not in CLAIM_KINDS:
             raise ValueError(f"claim kind {self.kind!r}; choose one of {CLAIM_KINDS}")
         if self.rule_of_family not in FAMILY_RULES:
@@ -121,7 +125,7 @@ class Claim:
         if self.is_family:
             seen = {m.vs_paper for m in self.members} - {None}
             return seen.pop() if len(seen) == 1 else ("mixed" if seen else None)
-        return vs_paper(self.measured, self.paper_effect)
+        return vs_paper(self.measured, self.paper_effect, self.margin)
 
     # ------------------------------------------------------------------ power
     def _spread(self) -> tuple[float, int, int] | None:
@@ -217,8 +221,8 @@ class Claim:
         out = {
             "suite": self.suite, "paper": paper, "claim": self.text, "kind": self.kind,
             "proxy": self.proxy, "source": self.source, "paper_value": self.paper_value,
-            "quantity": self.quantity, "region": self.region.text,
-            "interval": self.measured.to_dict() if self.measured is not None else None,
+            "quantity": self.quantity, "region": self.region.to_dict(),
+            "margin": self.margin, "interval": self._interval_dict(),
             "verdict": self.verdict,
             "paper_effect": self.paper_effect, "vs_paper": self.vs_paper,
             "mde_80": self.mde_80, "seeds_for_80": self.seeds_for_80,
@@ -231,6 +235,14 @@ class Claim:
             out["members"] = [dict(m.to_dict(paper), label=m.label, verdict_holm=h)
                               for m, h in zip(self.members, self.members_holm(),
                                               strict=True)]
+        return out
+
+    def _interval_dict(self) -> dict | None:
+        if self.measured is None:
+            return None
+        out = self.measured.to_dict()
+        if self.margin is not None:
+            out["margin"] = self.margin
         return out
 
     def members_holm(self) -> list[str]:
@@ -270,5 +282,5 @@ def family(suite: str, text: str, members: list[Claim], rule: str = "any",
     first = members[0]
     base = {"source": first.source, "paper_value": first.paper_value,
             "quantity": first.quantity, "region": first.region, "kind": first.kind,
-            "proxy": first.proxy, "paper_effect": first.paper_effect}
+            "proxy": first.proxy, "paper_effect": first.paper_effect, "margin": first.margin}
     return Claim(suite, text, **{**base, **fields}, members=members, rule_of_family=rule)

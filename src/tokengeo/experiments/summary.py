@@ -13,7 +13,7 @@ from tokengeo.errors import TokengeoError
 from tokengeo.experiments.claims import CLAIM_KINDS, TALLIED_KINDS, Claim
 from tokengeo.experiments.stats import INCONCLUSIVE, NO_CHANGE, NOT_REPRODUCED, REPRODUCED
 
-JSON_FORMAT = "tokengeo-report/1"
+JSON_FORMAT = "tokengeo-report/2"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run")
 
 

@@ -1,0 +1,47 @@
+"""The flows suite's claims: opposite claims have disjoint regions; deterministic runs are one
+number judged against the claim's stated margin; the paper's "b ≈ 0" is an equivalence."""
+
+from types import SimpleNamespace
+
+import torch
+
+from tokengeo.experiments.stats import NOT_REPRODUCED, REPRODUCED
+from tokengeo.experiments.suites import flows
+
+
+def _settling(tol=0.5):
+    return SimpleNamespace(tolerance=tol, verdict="stationary", exponent=-1.0,
+                           exponent_split=4, trend=[0.0, 0.0])
+
+
+def _claims(trend: float, deterministic: bool):
+    trends = [torch.tensor([trend, trend]), torch.tensor([trend, trend])]
+    return [flows._settling_claim(d, _settling(), trends, [1, 8], deterministic)
+            for d in ("ou", "inphase")]
+
+
+def test_settles_and_never_settles_cannot_both_hold():
+    for trend in (-0.6, -0.5, -0.2, 0.0, 0.3, 0.5, 0.7, 2.0):
+        settles, never = _claims(trend, deterministic=True)
+        both = settles.verdict == REPRODUCED and never.verdict == REPRODUCED
+        assert not both, trend
+    settles, never = _claims(0.0, deterministic=True)  # a flat G²
+    assert settles.verdict == REPRODUCED and never.verdict == NOT_REPRODUCED
+    a, b = settles.region, never.region
+    assert a.high <= b.low or b.high <= a.low  # disjoint
+
+
+def test_a_deterministic_run_is_one_number_judged_against_the_margin():
+    settles, _ = _claims(0.1, deterministic=True)
+    d = settles.to_dict("P")
+    assert d["interval"]["method"] == "deterministic" and d["interval"]["values"] == [
+        torch.tensor(0.1).item()]
+    assert d["interval"]["margin"] == 0.5 and d["margin"] == 0.5
+
+
+def test_the_in_phase_exponent_claim_states_its_equivalence_margin():
+    text, paper, region, kind, effect, proxy = flows.EXPONENT_CLAIMS["inphase"]
+    assert effect == 0.0
+    est = {"value": 0.0014, "lo": 0.0014, "hi": 0.0014, "n": 1, "exact": True}
+    iv = flows._interval(est)
+    assert iv.method == "deterministic" and iv.fmt() == "0.0014 (deterministic)"
