@@ -1,0 +1,42 @@
+"""Re-judging a format-1 report.json: one verdict per family from its members' verdicts."""
+
+import json
+from pathlib import Path
+
+from tokengeo.experiments.rejudge import rejudge_families
+
+PUBLISHED = Path(__file__).parents[2] / "docs" / "results" / "report.json"
+
+
+def _report(rule, raw, holm, verdict):
+    members = [{"verdict": v, "verdict_holm": h} for v, h in zip(raw, holm, strict=True)]
+    claim = {"paper": "P", "kind": "stand-in", "claim": "c", "verdict": verdict,
+             "verdict_holm": "inconclusive", "family_rule": rule, "not_run": None,
+             "rule": "reproduced if every member is reproduced; each member: x. Holm's "
+                     "adjustment across the members is shown beside the raw verdict",
+             "members": members}
+    counts = dict.fromkeys(["reproduced", "not reproduced", "inconclusive", "no change",
+                            "not run"], 0)
+    counts[verdict] = 1
+    return {"claims": [claim], "tally": {"papers": {"P": dict(counts)},
+                                         "kinds": {"stand-in": dict(counts)}, "verified": []}}
+
+
+def test_a_raw_failure_without_adjusted_evidence_becomes_inconclusive():
+    data = _report("all", ["not reproduced", "reproduced"], ["inconclusive", "reproduced"],
+                   "not reproduced")
+    (line,) = rejudge_families(data)
+    assert "not reproduced -> inconclusive" in line
+    c = data["claims"][0]
+    assert c["verdict"] == "inconclusive" and c["verdict_raw"] == "not reproduced"
+    assert "verdict_holm" not in c and c["rule"].endswith("Each member: x")
+    assert data["tally"]["papers"]["P"]["inconclusive"] == 1
+    assert data["tally"]["papers"]["P"]["not reproduced"] == 0
+
+
+def test_the_published_report_is_already_rejudged():
+    data = json.loads(PUBLISHED.read_text())
+    assert rejudge_families(data) == []
+    laplacian = data["tally"]["papers"]["Zhang & Papyan (Laplacian heads)"]
+    assert [laplacian[v] for v in ("reproduced", "not reproduced", "inconclusive",
+                                   "not run")] == [6, 9, 33, 4]  # the issue's recount
