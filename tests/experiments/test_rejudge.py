@@ -40,3 +40,18 @@ def test_the_published_report_is_already_rejudged():
     laplacian = data["tally"]["papers"]["Zhang & Papyan (Laplacian heads)"]
     assert [laplacian[v] for v in ("reproduced", "not reproduced", "inconclusive",
                                    "not run")] == [6, 9, 33, 4]  # the recount
+
+
+def test_the_published_flows_claims_are_rejudged_and_the_step_is_idempotent():
+    from tokengeo.experiments.rejudge import rejudge_flows
+
+    data = json.loads(PUBLISHED.read_text())
+    assert rejudge_flows(data) == []  # already applied
+    flows = {c["claim"]: c for c in data["claims"] if c["suite"] == "flows"}
+    inphase_b = next(c for t, c in flows.items() if t.endswith("b ≈ 0"))
+    assert inphase_b["vs_paper"] == "consistent" and inphase_b["margin"] == 0.3
+    assert inphase_b["interval"]["method"] == "deterministic"
+    never = [c for t, c in flows.items() if "never settles" in t]
+    settles = next(c for t, c in flows.items() if "cloud settles" in t)
+    assert never and all(c["region"].startswith("> 0.5") for c in never)
+    assert settles["region"] == "within 0 ± 0.5"  # disjoint from "> 0.5"

@@ -5,10 +5,16 @@ A family's one verdict needs only what such a report already holds: each member'
 ``verdict`` and its Holm-adjusted ``verdict_holm``. :func:`rejudge_families` rewrites each
 family's ``verdict`` (keeping the old combination as ``verdict_raw``), its ``rule`` text,
 and the tally's per-paper and per-kind counts; it returns one line per changed verdict.
+:func:`rejudge_flows` applies the flows fixes the JSON alone allows: a deterministic value
+written as a zero-width ``t`` interval of n = 1 becomes method ``deterministic``; a paper
+value "≈ 0" takes its region's tolerance as its equivalence margin (``vs_paper``); "never
+settles" takes the region disjoint from "settles" (trend above +tol, not above −tol).
 Members, intervals and everything else stay as published.
 """
 
 from __future__ import annotations
+
+import re
 
 from tokengeo.experiments.claims import TALLIED_KINDS, _combine, family_verdict
 from tokengeo.experiments.summary import VERDICTS
@@ -37,6 +43,63 @@ def tally_counts(claims: list[dict], papers: list[str], kinds: list[str]) -> dic
     return {"papers": by_paper, "kinds": by_kind}
 
 
+def _deterministic(iv: dict | None) -> bool:
+    return (iv is not None and iv["method"] in ("t", "exact", "deterministic") and iv["n"] == 1
+            and iv["std"] == 0 and iv["low"] == iv["high"] == iv["mean"])
+
+
+def rejudge_flows(data: dict) -> list[str]:
+    """The flows claims' deterministic values, equivalence margins and disjoint regions;
+    one line per changed verdict or vs_paper."""
+    from tokengeo.experiments.stats import Interval
+    from tokengeo.experiments.verdicts import vs_paper
+
+    changes = []
+    for i, c in enumerate(data["claims"]):
+        if c["suite"] != "flows" or c["interval"] is None:
+            continue
+        iv = c["interval"]
+        if _deterministic(iv) and iv["method"] == "t":
+            iv["method"] = "deterministic"
+        band = re.fullmatch(r"within 0 ± (\S+)", str(c["region"]))
+        if c.get("paper_effect") == 0 and band:
+            margin = float(band[1])
+            c["margin"] = margin
+            old = c["vs_paper"]
+            value = Interval.exact_value(iv["mean"]) if _deterministic(iv) else Interval(
+                iv["mean"], iv["low"], iv["high"], iv["n"], iv["std"])
+            c["vs_paper"] = vs_paper(value, 0.0, margin)
+            if c["vs_paper"] != old:
+                changes.append(f"claims[{i}] ({c['paper']}, {c['kind']}): {c['claim']}: "
+                               f"vs_paper {old} -> {c['vs_paper']} (equivalence margin "
+                               f"±{margin:g} of the paper's b ≈ 0)")
+        never = re.fullmatch(r"> -(\S+)", str(c["region"]))
+        if "never settles" in c["claim"] and never:
+            tol = float(never[1])
+            c["region"] = f"> {tol:g} (beyond the settling band ±{tol:g})"
+            c["rule"] = c["rule"].replace(f"lies > -{tol:g}", f"lies {c['region']}")
+            c["claim"] = c["claim"].replace("(G² does not fall)",
+                                            "(G² keeps rising over [T/2, T])")
+            old = c["verdict"]
+            lo = iv["mean"] if _deterministic(iv) else iv["low"]
+            hi = iv["mean"] if _deterministic(iv) else iv["high"]
+            c["verdict"] = ("reproduced" if lo > tol else "not reproduced" if hi <= tol
+                            else "inconclusive")
+            if c["verdict"] != old:
+                changes.append(f"claims[{i}] ({c['paper']}, {c['kind']}): {c['claim']}: "
+                               f"{old} -> {c['verdict']} (trend {iv['mean']:.3g}: the region "
+                               f"> -{tol:g} overlapped \"settles\", |trend| <= {tol:g}; now "
+                               f"> {tol:g})")
+    _recount(data)
+    return changes
+
+
+def _recount(data: dict) -> None:
+    counts = tally_counts(data["claims"], list(data["tally"]["papers"]),
+                          list(data["tally"]["kinds"]))
+    data["tally"] = {**data["tally"], **counts}
+
+
 def rejudge_families(data: dict) -> list[str]:
     """Rewrite ``data`` (a report.json, in place) with one verdict per family; the lines
     say which claims changed and why."""
@@ -59,7 +122,5 @@ def rejudge_families(data: dict) -> list[str]:
         if new != old:
             changes.append(f"claims[{i}] ({c['paper']}, {c['kind']}, {rule}): {c['claim']}: "
                            f"{old} -> {new} (members raw {raw}, Holm {holm})")
-    counts = tally_counts(data["claims"], list(data["tally"]["papers"]),
-                          list(data["tally"]["kinds"]))
-    data["tally"] = {**data["tally"], **counts}
+    _recount(data)
     return changes
