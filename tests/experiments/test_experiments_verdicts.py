@@ -206,3 +206,14 @@ def test_exact_tests_need_six_seeds_before_any_effect_is_detectable():
               measured=mean_interval([-1, -1, 0, -2, -1], discrete=True))
     assert c.verdict == INCONCLUSIVE and c.mde_80 is None
     assert c.seeds_for_80 >= 6
+
+
+def test_a_familys_text_names_each_members_own_quantity():
+    members = []
+    for a in ("identity", "linear"):
+        c = _claim([0.1, 0.2, 0.15], f"α={a}")
+        c.quantity = f"test accuracy(L_alpha-{a}) − test accuracy(fair)"
+        members.append(c)
+    fam = family("t", "some α", members, rule="any")
+    assert "L_alpha-linear" in fam.quantity and "L_alpha-identity" in fam.quantity
+    assert "L_alpha-identity" not in fam.rule  # not the first member's label for every α

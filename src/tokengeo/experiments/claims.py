@@ -189,7 +189,12 @@ class Claim:
             else:
                 how = ("some member must hold: reproduced if some member is reproduced "
                        "after Holm's adjustment; not reproduced if every member is")
-            return f"{how}; inconclusive otherwise. Each member: {self.members[0].rule}"
+            first = self.members[0]
+            each = first.rule if _shared_quantity(self.members) else (
+                f"reproduced if the 95% interval of its own quantity (the members' table) "
+                f"lies {first.region.text}; not reproduced if it lies outside; inconclusive "
+                "otherwise")
+            return f"{how}; inconclusive otherwise. Each member: {each}"
         how = {"sign-flip": " (exact sign-flip test)",
                "worst run": " (the worst run: a claim about every run)",
                "log-ratio": " (log scale, shown as a ratio)"}.get(
@@ -252,6 +257,10 @@ class Claim:
         return self.member_holm()
 
 
+def _shared_quantity(members: list[Claim]) -> bool:
+    return len({m.quantity for m in members}) == 1
+
+
 def family_verdict(raw: list[str], holm: list[str], rule: str) -> str:
     """One verdict for a family from its members' raw and Holm-adjusted verdicts.
 
@@ -280,7 +289,9 @@ def family(suite: str, text: str, members: list[Claim], rule: str = "any",
            **fields) -> Claim:
     """One row for a family of related claims; fields default to the first member's."""
     first = members[0]
+    quantity = first.quantity if _shared_quantity(members) else (
+        "per member: " + "; ".join(f"{m.label or m.text}: {m.quantity}" for m in members))
     base = {"source": first.source, "paper_value": first.paper_value,
-            "quantity": first.quantity, "region": first.region, "kind": first.kind,
+            "quantity": quantity, "region": first.region, "kind": first.kind,
             "proxy": first.proxy, "paper_effect": first.paper_effect, "margin": first.margin}
     return Claim(suite, text, **{**base, **fields}, members=members, rule_of_family=rule)
