@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from report_audit import audit
 from test_report_json import validate_report
 
 from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, SUITES, ReproduceConfig, reproduce
@@ -117,7 +118,10 @@ def test_suite_runs_at_micro_size(suite, tmp_path):
     assert all(c.verdict in allowed for c in out.claims), [c.verdict for c in out.claims]
     measured = [m for c in out.claims for m in (c.members or [c])]  # a family's members
     assert all(c.measured is not None for c in measured)
-    validate_report(json.loads(path.with_name("report.json").read_text()))
+    data = json.loads(path.with_name("report.json").read_text())
+    validate_report(data)
+    check = audit(data)  # the independent recomputation (tests/report_audit.py)
+    assert check.problems == [] and check.taken == 0, check.problems
     assert all(Path(f).exists() for f in out.figures)
     html = path.read_text()
     assert html.count("<h3>") == len(out.claims)
