@@ -45,3 +45,12 @@ def test_the_in_phase_exponent_claim_states_its_equivalence_margin():
     est = {"value": 0.0014, "lo": 0.0014, "hi": 0.0014, "n": 1, "exact": True}
     iv = flows._interval(est)
     assert iv.method == "deterministic" and iv.fmt() == "0.0014 (deterministic)"
+
+
+def test_tautological_slopes_are_verified_and_the_identity_is_tallied():
+    claims = flows._theory_claims({"theory": {"dt_heads": [1, 10], "heads": 10}}, {})
+    kinds = {c.text: c.kind for c in claims}
+    identity = next(k for t, k in kinds.items() if t.startswith("energy–dissipation identity"))
+    assert identity == "paper"  # the paper states it: tallied
+    slopes = [k for t, k in kinds.items() if "Grönwall" in t or "continuity" in t]
+    assert slopes and set(slopes) == {"construction"}  # slopes ≈ 1 hold for any smooth ODE

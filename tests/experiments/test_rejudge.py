@@ -43,10 +43,12 @@ def test_the_published_report_is_already_rejudged():
 
 
 def test_the_published_flows_claims_are_rejudged_and_the_step_is_idempotent():
-    from tokengeo.experiments.rejudge import rejudge_flows
+    from tokengeo.experiments.rejudge import rejudge_flows, rejudge_kinds
 
     data = json.loads(PUBLISHED.read_text())
-    assert rejudge_flows(data) == []  # already applied
+    assert rejudge_flows(data) == [] and rejudge_kinds(data) == []  # already applied
+    kinds = {c["claim"]: c["kind"] for c in data["claims"] if c["suite"] == "flows"}
+    assert {k for t, k in kinds.items() if "Grönwall" in t} == {"construction"}
     flows = {c["claim"]: c for c in data["claims"] if c["suite"] == "flows"}
     inphase_b = next(c for t, c in flows.items() if t.endswith("b ≈ 0"))
     assert inphase_b["vs_paper"] == "consistent" and inphase_b["margin"] == 0.3

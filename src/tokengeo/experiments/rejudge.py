@@ -97,7 +97,30 @@ def rejudge_flows(data: dict) -> list[str]:
 def _recount(data: dict) -> None:
     counts = tally_counts(data["claims"], list(data["tally"]["papers"]),
                           list(data["tally"]["kinds"]))
-    data["tally"] = {**data["tally"], **counts}
+    verified = [{"suite": c["suite"], "claim": c["claim"], "verdict": c["verdict"]}
+                for c in data["claims"] if c["kind"] == "construction"]
+    data["tally"] = {**data["tally"], **counts, "verified": verified}
+
+
+def rejudge_kinds(data: dict) -> list[str]:
+    """The flows theory claims' kinds: the H = 1 energy–dissipation identity is the paper's
+    (tallied); the Grönwall and weight-path slopes ≈ 1 hold for any smooth ODE
+    (construction: verified, not tallied)."""
+    changes = []
+    for i, c in enumerate(data["claims"]):
+        if c["suite"] != "flows":
+            continue
+        new = c["kind"]
+        if c["claim"].startswith("energy–dissipation identity, H=1"):
+            new = "paper"
+        elif "Grönwall stability" in c["claim"] or "continuity in the weights' path" in c["claim"]:
+            new = "construction"
+        if new != c["kind"]:
+            changes.append(f"claims[{i}]: {c['claim']}: kind {c['kind']} -> {new} "
+                           f"({c['verdict']})")
+            c["kind"], c["proxy"] = new, (c["proxy"] if new != "construction" else None)
+    _recount(data)
+    return changes
 
 
 def rejudge_families(data: dict) -> list[str]:
