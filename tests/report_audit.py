@@ -21,7 +21,8 @@ from scipy import stats
 SIDE = 0.025
 R, NR, INC, NOCH = "reproduced", "not reproduced", "inconclusive", "no change"
 TALLIED = ("paper", "stand-in")
-BUCKETS = (R, NR, INC, NOCH, "not run")
+NOT_TESTABLE = "not testable here"
+BUCKETS = (R, NR, INC, NOCH, "not run", NOT_TESTABLE)
 CONTAINMENT = ("t", "welch", "log-ratio", "bootstrap over paths")
 Z975 = stats.norm.ppf(0.975)
 
@@ -224,6 +225,9 @@ def _format1(iv: dict) -> dict:
 def _claim_verdict(c: dict, a: Audit, name: str) -> str:
     if c.get("not_run"):
         return c["verdict"]
+    if c["verdict"].startswith(NOT_TESTABLE):  # its precondition's verdict is checked itself
+        a.taken += 1
+        return c["verdict"]
     iv, reg = _format1(c["interval"]), region(c)
     v = raw_verdict(iv, reg)
     if v is None:
@@ -264,15 +268,18 @@ def _family(c: dict, a: Audit, name: str) -> str:
 
 def audit(report: dict) -> Audit:
     a = Audit()
-    papers = {p: dict.fromkeys(BUCKETS, 0) for p in report["tally"]["papers"]}
-    kinds = {k: dict.fromkeys(BUCKETS, 0) for k in report["tally"]["kinds"]}
+    buckets = BUCKETS if any(NOT_TESTABLE in n for n in report["tally"]["kinds"].values()) \
+        else BUCKETS[:-1]  # reports before "not testable" count five buckets
+    papers = {p: dict.fromkeys(buckets, 0) for p in report["tally"]["papers"]}
+    kinds = {k: dict.fromkeys(buckets, 0) for k in report["tally"]["kinds"]}
     for i, c in enumerate(report["claims"]):
         name = f"claims[{i}] {c['claim'][:60]}"
         v = _family(c, a, name) if c.get("members") else _claim_verdict(c, a, name)
-        bucket = "not run" if v.startswith("not run") else v
-        kinds.setdefault(c["kind"], dict.fromkeys(BUCKETS, 0))[bucket] += 1
+        bucket = ("not run" if v.startswith("not run") else
+                  NOT_TESTABLE if v.startswith(NOT_TESTABLE) else v)
+        kinds.setdefault(c["kind"], dict.fromkeys(buckets, 0))[bucket] += 1
         if c["kind"] in TALLIED:
-            papers.setdefault(c["paper"], dict.fromkeys(BUCKETS, 0))[bucket] += 1
+            papers.setdefault(c["paper"], dict.fromkeys(buckets, 0))[bucket] += 1
     a.check(papers == report["tally"]["papers"],
             f"tally per paper {report['tally']['papers']}, recomputed {papers}")
     a.check(kinds == report["tally"]["kinds"],

@@ -32,8 +32,9 @@ def test_the_audit_recomputes_the_published_report():
     validate_report(data)
     a = audit(data)
     assert a.problems == []
-    # format 1 holds no values for its 10 sign-flip intervals: those are taken as stored
-    assert a.intervals >= 130 and a.verdicts >= 170 and a.families == 24 and a.taken <= 12
+    # format 1 holds no values for its 10 sign-flip intervals: those are taken as stored, as
+    # is the one "not testable here" claim (its precondition's verdict is recomputed)
+    assert a.intervals >= 130 and a.verdicts >= 165 and a.families == 24 and a.taken <= 13
 
 
 def test_the_audit_catches_a_changed_value_a_verdict_and_the_tally(tmp_path):

@@ -75,7 +75,7 @@ def test_tally_counts_only_paper_and_stand_in_claims():
     # (inconclusive: α=a holds alone, p ≈ 1.7%, but not after Holm's ×2) - not the sanity,
     # construction or new claims
     assert t["papers"]["A"] == {"reproduced": 1, "not reproduced": 0, "inconclusive": 2,
-                                "no change": 0, "not run": 0}
+                                "no change": 0, "not run": 0, "not testable here": 0}
     assert t["papers"]["B"]["not run"] == 1
     assert t["kinds"]["sanity"]["reproduced"] == 1 and t["kinds"]["new"]["inconclusive"] == 1
     assert [v["claim"] for v in t["verified"]] == ["1/p parameters"]
@@ -131,3 +131,29 @@ def test_a_zero_paper_effect_needs_a_margin_and_is_judged_by_equivalence():
     d = near.to_dict("P")
     assert d["interval"]["method"] == "deterministic" and d["interval"]["margin"] == 0.25
     assert d["interval"]["values"] == [0.0014] and "deterministic" in near.measured_text()
+
+
+def test_a_claim_whose_precondition_fails_is_not_testable_and_counted_apart(tmp_path):
+    from tokengeo.experiments.summary import tally
+
+    up = Region.above(0)
+    sanity = Claim("d", "pre-training beats random at segmentation", "src", "-", "d", up,
+                   measured=mean_interval([-0.01, 0.005, -0.002]), kind="sanity")
+    seg = Claim("d", "Laplacian heads raise segmentation", "src", "×1.083", "d", up,
+                measured=mean_interval([0.01, 0.02, 0.015]), kind="stand-in", proxy="p",
+                precondition=sanity)
+    assert sanity.verdict == "inconclusive"
+    assert seg.verdict.startswith("not testable here: the precondition")
+    assert "inconclusive" in seg.verdict and seg.vs_paper is None
+    counts = tally([SuiteOutput("d", "D", "P", [sanity, seg])])["papers"]["P"]
+    assert counts["not testable here"] == 1 and counts["reproduced"] == 0
+    write_report(tmp_path, [SuiteOutput("d", "D", "P", [sanity, seg])], "r", [], mode="quick")
+    data = json.loads((tmp_path / "report.json").read_text())
+    validate_report(data)
+    from report_audit import audit
+
+    assert audit(data).problems == []
+    good = Claim("d", "s", "src", "-", "d", up, measured=mean_interval([1, 1.1, 0.9]),
+                 kind="sanity")
+    seg.precondition = good
+    assert seg.verdict == "reproduced"  # judged once its precondition holds

@@ -29,7 +29,8 @@ END = "<!-- tokengeo:end {} -->"
 BLOCK = re.compile(r"<!-- tokengeo:begin (?P<name>[^ ]+) -->\n(?P<body>.*?)"
                    r"<!-- tokengeo:end (?P=name) -->", re.S)
 DOC_GLOBS = ("README.md", "docs/*.md", "docs/*/*.md")
-VERDICT_COLUMNS = ("reproduced", "not reproduced", "inconclusive", "no change", "not run")
+VERDICT_COLUMNS = ("reproduced", "not reproduced", "inconclusive", "no change", "not run",
+                   "not testable here")
 TALLIED = ("paper", "stand-in")
 
 
@@ -73,7 +74,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def _verdict(c: dict) -> str:
     v = c["verdict"]
-    return "not run" if v.startswith("not run") else v
+    return "not run" if v.startswith("not run") else v.split(":")[0]
 
 
 # ---------------------------------------------------------------------- blocks
@@ -84,14 +85,14 @@ def render_run(data: dict, _arg: str) -> str:
 
 
 def render_tally(data: dict, _arg: str) -> str:
-    rows = [[p, *(str(n[v]) for v in VERDICT_COLUMNS)]
+    rows = [[p, *(str(n.get(v, 0)) for v in VERDICT_COLUMNS)]
             for p, n in data["tally"]["papers"].items()]
     return _table(["paper (its claims, as stated or through a stand-in)", *VERDICT_COLUMNS],
                   rows)
 
 
 def render_kinds(data: dict, _arg: str) -> str:
-    rows = [[k, *(str(n[v]) for v in VERDICT_COLUMNS)]
+    rows = [[k, *(str(n.get(v, 0)) for v in VERDICT_COLUMNS)]
             for k, n in data["tally"]["kinds"].items() if sum(n.values())]
     return _table(["kind (all claims)", *VERDICT_COLUMNS], rows)
 

@@ -142,7 +142,7 @@ def _verdict_class(cell: str) -> str:
         return "bad"
     if cell in ("inconclusive", "no change"):
         return "meh"
-    if cell.startswith("not run"):
+    if cell.startswith(("not run", "not testable")):
         return "skip"
     return ""
 

@@ -42,6 +42,7 @@ from tokengeo.experiments import exact as _exact
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NO_CHANGE = "no change"
+NOT_TESTABLE = "not testable here"  # a failed precondition: the claim is not judged
 # judged by where the interval lies; every other method by its p-values
 INTERVAL_METHODS = ("t", "welch", "log-ratio", "bootstrap over paths")
 ALPHA_SIDE = _exact.ALPHA_SIDE  # 2.5% each side: a two-sided 95% interval

@@ -11,10 +11,16 @@ from pathlib import Path
 
 from tokengeo.errors import TokengeoError
 from tokengeo.experiments.claims import CLAIM_KINDS, TALLIED_KINDS, Claim
-from tokengeo.experiments.stats import INCONCLUSIVE, NO_CHANGE, NOT_REPRODUCED, REPRODUCED
+from tokengeo.experiments.stats import (
+    INCONCLUSIVE,
+    NO_CHANGE,
+    NOT_REPRODUCED,
+    NOT_TESTABLE,
+    REPRODUCED,
+)
 
 JSON_FORMAT = "tokengeo-report/2"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run")
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run", NOT_TESTABLE)
 
 
 UNRECORDED = "not recorded in tokengeo (see the paper)"  # a paper setting we do not cite
@@ -66,6 +72,8 @@ def figure_error(exc: BaseException) -> str:
 
 
 def _bucket(verdict: str) -> str:
+    if verdict.startswith(NOT_TESTABLE):
+        return NOT_TESTABLE
     return "not run" if verdict.startswith("not run") else verdict
 
 
