@@ -50,6 +50,12 @@ def test_the_published_flows_claims_are_rejudged_and_the_step_is_idempotent():
     data = json.loads(PUBLISHED.read_text())
     assert rejudge_flows(data) == [] and rejudge_kinds(data) == []  # already applied
     assert rejudge_preconditions(data) == []
+    from tokengeo.experiments.rejudge import rejudge_attention
+
+    assert rejudge_attention(data) == []
+    beyond = [c for c in data["claims"] if "attention does not" in c["claim"]]
+    assert len(beyond) == 6 and all(c["region"] == "> 0.5" for c in beyond)
+    assert all("ΔAUC (S − A)" in c["detail"] for c in beyond)
     seg = [c for c in data["claims"] if c["suite"] == "dino" and c["kind"] == "stand-in"
            and "segmentation" in c["claim"] and not c["not_run"]]
     assert seg and all(c["verdict"].startswith("not testable here") for c in seg)

@@ -129,6 +129,46 @@ def rejudge_preconditions(data: dict) -> list[str]:
     return changes
 
 
+STRATA = re.compile(r"AUC of S within 10 attention strata (\S+) \[(\S+), (\S+)\] "
+                    r"\(0\.5 = nothing beyond attention\); ")
+
+
+def rejudge_attention(data: dict) -> list[str]:
+    """"Output similarity carries information attention does not" is judged on the
+    attention-stratified AUC (> 0.5: S separates the pairs within strata of equal
+    attention), which each claim's detail holds (rounded to 3 decimals), not on ΔAUC > 0
+    (S beating attention outright); ΔAUC moves to the detail."""
+    from tokengeo.experiments.stats import Interval, Region, verdict
+
+    changes = []
+    for i, c in enumerate(data["claims"]):
+        m = STRATA.search(c.get("detail", ""))
+        if c["suite"] != "similarity" or "attention does not" not in c["claim"] or not m:
+            continue
+        old_iv, old = c["interval"], c["verdict"]
+        mean, lo, hi = (float(x) for x in m.groups())
+        region = Region.above(0.5)
+        iv = Interval(mean, lo, hi, old_iv["n"], 0.0, method="bootstrap over inputs")
+        c["interval"] = {**old_iv, "mean": mean, "low": lo, "high": hi, "std": 0.0}
+        c["region"], c["verdict"] = region.text, verdict(iv, region)
+        c["quantity"] = c["quantity"].replace(
+            "AUC of the similarity matrix − AUC of the (symmetrised) attention map for "
+            "predicting", "AUC of the similarity matrix within 10 strata of the (symmetrised) "
+            "attention map (0.5: nothing beyond attention) for predicting")
+        c["rule"] = (f"reproduced if the 95% interval of {c['quantity']} lies "
+                     f"{region.text}; not reproduced if it lies outside; inconclusive "
+                     "otherwise")
+        delta = (f"ΔAUC (S − A) {old_iv['mean']:.3f} [{old_iv['low']:.3f}, "
+                 f"{old_iv['high']:.3f}]; ")
+        c["detail"] = c["detail"].replace(m.group(0), delta)
+        if c["verdict"] != old:
+            changes.append(f"claims[{i}] ({c['kind']}): {c['claim']}: {old} -> "
+                           f"{c['verdict']} (stratified AUC {mean:.3f} [{lo:.3f}, {hi:.3f}] "
+                           f"against 0.5, in place of ΔAUC {old_iv['mean']:.3f} against 0)")
+    _recount(data)
+    return changes
+
+
 def rejudge_kinds(data: dict) -> list[str]:
     """The flows theory claims' kinds: the H = 1 energy–dissipation identity is the paper's
     (tallied); the Grönwall and weight-path slopes ≈ 1 hold for any smooth ODE
