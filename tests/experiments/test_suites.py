@@ -29,7 +29,7 @@ train = { model = "gpt-tiny", data = "shakespeare-char", steps = 2, batch_size =
 [quick]
 seeds = [0, 1]
 k = 2
-path_points = 3
+path_points = 4
 geometry_examples = 16
 train = { model = "vit-tiny", data = "digits", steps = 2, batch_size = 8, warmup = 1, weight_decay = 0.0, eval_every = 0, final_eval_batches = 2, model_overrides = { n_layers = 2, d_model = 16, patch_size = 4 } }
 """,
