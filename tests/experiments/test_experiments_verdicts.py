@@ -196,9 +196,13 @@ def test_claim_power_uses_the_paper_effect_and_the_boundary():
     assert c.seeds_for_80 == power.units_for(0.0225, c.measured.std)
     assert c.mde_80 == pytest.approx(power.mde(c.measured.std, 5))
     # where the data exclude the paper's effect, the seeds detect the observed one
-    low = _claim([0.001, -0.002, 0.0, 0.002, -0.001], "y", effect=0.0125)
+    low = _claim([0.004, 0.005, 0.006, 0.005, 0.004], "y", effect=0.0125)
     assert low.vs_paper == "smaller" and low.power_basis == "observed"
     assert low.seeds_for_80 == power.units_for(low.measured.mean, low.measured.std)
+    # ... unless the observed effect is within a standard error of the boundary: none
+    flat = _claim([0.001, -0.002, 0.0, 0.002, -0.001], "y", effect=0.0125)
+    assert flat.vs_paper == "smaller" and flat.power_basis == "no effect"
+    assert flat.seeds_for_80 is None
 
 
 def test_exact_tests_need_six_seeds_before_any_effect_is_detectable():
@@ -217,3 +221,31 @@ def test_a_familys_text_names_each_members_own_quantity():
     fam = family("t", "some α", members, rule="any")
     assert "L_alpha-linear" in fam.quantity and "L_alpha-identity" in fam.quantity
     assert "L_alpha-identity" not in fam.rule  # not the first member's label for every α
+
+
+def test_the_spreads_upper_bound_is_the_chi_square_one():
+    from scipy import stats
+
+    for n in (3, 4, 10):
+        lo_q = stats.chi2.ppf(0.025, n - 1)
+        assert power.sd_upper(1.0, n) == pytest.approx(math.sqrt((n - 1) / lo_q))
+    assert 3.6 < power.sd_upper(1.0, 4) < 3.8  # σ from 4 seeds: up to ×3.7 larger
+
+
+def test_power_counts_state_the_upper_bound_the_holm_size_and_no_effect():
+    # a paper claim 1 σ above the boundary: seeds at the spread and at its upper bound
+    c = _claim([0.2, 1.5, 0.8, 1.4, 0.4], "x", effect=1.0)
+    assert c.vs_paper == "consistent" and c.power_basis == "paper"
+    assert c.seeds_for_80_upper > c.seeds_for_80 >= 2
+    # the same member in a family of 5: its test is at 2.5% / 5, so more seeds
+    alone = c.seeds_for_80
+    family("t", "f", [c] + [_claim([0.1, 0.2, 0.15], f"m{i}") for i in range(4)])
+    assert c.holm_size == 5 and c.seeds_for_80 > alone
+    # an observed effect within a standard error of the boundary: no seed count
+    flat = _claim([0.01, -0.02, 0.015, -0.004, 0.001], "flat")
+    assert flat.power_basis == "no effect" and flat.seeds_for_80 is None
+    from tokengeo.experiments.summary import SuiteOutput, power_rows
+
+    flat.kind = "stand-in"
+    row = power_rows([SuiteOutput("t", "T", "P", [flat])])[0]
+    assert "no effect to detect" in row[-1]

@@ -75,6 +75,7 @@ class Claim:
     # a sanity claim this one needs (DINO beats a random backbone at segmentation): unless it
     # is reproduced, this claim is "not testable here" and counted apart
     precondition: Claim | None = field(default=None, repr=False)
+    holm_size: int = 1  # the members in this claim's family (power at 2.5% / m)
 
     def __post_init__(self) -> None:
         if self.paper_effect == 0 and not (self.margin or 0) > 0:
@@ -168,23 +169,42 @@ class Claim:
     @property
     def power_basis(self) -> str | None:
         """What ``seeds_for_80`` detects: the paper's effect, unless the data already
-        exclude it (``vs_paper`` smaller or opposite); then the observed effect."""
+        exclude it (``vs_paper`` smaller or opposite); then the observed effect, unless that
+        lies within one standard error of the boundary: then ``"no effect"`` (no seed count
+        is meaningful)."""
         if self.is_family or self._spread() is None or self._boundary() is None:
             return None
         if self.paper_effect is None or self.vs_paper in ("smaller", "opposite"):
+            se = standard_error(self.measured)
+            if se and abs(self.measured.mean - self._boundary()) < se:
+                return "no effect"
             return "observed"
         return "paper"
 
-    @property
-    def seeds_for_80(self) -> int | None:
+    def _seeds(self, upper: bool) -> int | None:
         basis = self.power_basis
-        if basis is None:
+        if basis not in ("paper", "observed"):
             return None
         target = self.paper_effect if basis == "paper" else self.measured.mean
-        n = power.units_for(target - self._boundary(), self._spread()[0], self._spread()[2])
+        sd, n_units, groups = self._spread()
+        if upper:
+            sd = power.sd_upper(sd, n_units)
+        n = power.units_for(target - self._boundary(), sd, groups,
+                            alpha=power.ALPHA / max(1, self.holm_size))
         if n is not None and self._exact_test():
             return max(n, EXACT_MIN_UNITS)  # 2^-n < 2.5% needs 6 seeds
         return n
+
+    @property
+    def seeds_for_80(self) -> int | None:
+        """Seeds for 80% power at the observed spread (at 2.5% / m in a family of m)."""
+        return self._seeds(upper=False)
+
+    @property
+    def seeds_for_80_upper(self) -> int | None:
+        """The same at the upper 95% confidence bound of the spread (σ from few seeds is
+        uncertain: a conservative count)."""
+        return self._seeds(upper=True)
 
     # ------------------------------------------------------------------ text
     @property
@@ -238,6 +258,7 @@ class Claim:
             "verdict": self.verdict,
             "paper_effect": self.paper_effect, "vs_paper": self.vs_paper,
             "mde_80": self.mde_80, "seeds_for_80": self.seeds_for_80,
+            "seeds_for_80_upper": self.seeds_for_80_upper, "holm_size": self.holm_size,
             "power_basis": self.power_basis,
             "not_run": self._not_run(), "rule": self.rule, "detail": self.detail,
         }
@@ -305,4 +326,6 @@ def family(suite: str, text: str, members: list[Claim], rule: str = "any",
     base = {"source": first.source, "paper_value": first.paper_value,
             "quantity": quantity, "region": first.region, "kind": first.kind,
             "proxy": first.proxy, "paper_effect": first.paper_effect, "margin": first.margin}
+    for m in members:
+        m.holm_size = len(members)  # its power is at Holm's first step, 2.5% / m
     return Claim(suite, text, **{**base, **fields}, members=members, rule_of_family=rule)

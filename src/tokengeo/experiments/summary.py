@@ -155,8 +155,15 @@ def _power_text(c: Claim) -> tuple[str, str]:
                                     else f"{mde:.3g}")
     basis = {"paper": "the paper's effect", "observed": "the observed effect"}.get(
         c.power_basis or "", "")
-    seeds_s = "—" if seeds is None else f"{seeds} seeds ({basis})"
-    if seeds is None and c.power_basis is not None:
+    upper = c.seeds_for_80_upper
+    up_s = (f"; {upper:,} at the spread's upper 95% bound" if upper and upper != seeds
+            else "; beyond reach at the spread's upper 95% bound" if seeds and not upper
+            else "")
+    holm = f", Holm-adjusted over {c.holm_size}" if c.holm_size > 1 else ""
+    seeds_s = "—" if seeds is None else f"{seeds:,} seeds ({basis}{holm}){up_s}"
+    if c.power_basis == "no effect":
+        seeds_s = "no effect to detect (the observed effect is within one standard error)"
+    elif seeds is None and c.power_basis is not None:
         seeds_s = "beyond reach (> 100,000)"
     return mde_s, seeds_s
 
@@ -181,7 +188,10 @@ def deciding_lines(s: SuiteOutput) -> list[str]:
     for _, c in _undecided([s]):
         mde_s, seeds_s = _power_text(c)
         name = _name(c)
-        if c.seeds_for_80:
+        if c.power_basis == "no effect":
+            lines.append(f"{name}: the smallest effect this run detects (80% power) is "
+                         f"{mde_s}; {seeds_s}.")
+        elif c.seeds_for_80:
             lines.append(f"{name}: the smallest effect this run detects (80% power) is "
                          f"{mde_s}; {seeds_s} would decide it.")
         else:
