@@ -54,3 +54,17 @@ def test_tautological_slopes_are_verified_and_the_identity_is_tallied():
     assert identity == "paper"  # the paper states it: tallied
     slopes = [k for t, k in kinds.items() if "Grönwall" in t or "continuity" in t]
     assert slopes and set(slopes) == {"construction"}  # slopes ≈ 1 hold for any smooth ODE
+
+
+def _slopes(values, exact=True):
+    return [{"h0": h, "h1": h * 2, "slope": v, "lo": v - 0.05, "hi": v + 0.05, "exact": exact}
+            for h, v in zip((1, 2, 4, 8), values, strict=False)]
+
+
+def test_an_exponent_is_quoted_only_where_a_power_law_fits():
+    assert flows.power_law_shape(_slopes([-1.0, -0.9, -1.1]), 0.3) is None
+    # a step between H = 2 and 8, flat beyond (the per-head drift): no exponent
+    shape = flows.power_law_shape(_slopes([-0.1, -3.5, -2.0, -0.2]), 0.3)
+    assert shape.startswith("not a power law") and "−" not in shape and "-3.50" in shape
+    # stochastic slopes: overlapping intervals within the tolerance still fit
+    assert flows.power_law_shape(_slopes([-1.0, -1.5], exact=False), 0.3) is None

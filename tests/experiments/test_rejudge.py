@@ -53,6 +53,12 @@ def test_the_published_flows_claims_are_rejudged_and_the_step_is_idempotent():
     from tokengeo.experiments.rejudge import rejudge_attention
 
     assert rejudge_attention(data) == []
+    from tokengeo.experiments.rejudge import rejudge_power_laws
+
+    assert rejudge_power_laws(data) == []
+    per_head = next(c for c in data["claims"] if "G² falls with H, b < 0" in c["claim"])
+    assert per_head["detail"].startswith("not a power law in H")
+    assert "not an exponent" in per_head["quantity"]
     beyond = [c for c in data["claims"] if "attention does not" in c["claim"]]
     assert len(beyond) == 6 and all(c["region"] == "> 0.5" for c in beyond)
     assert all("ΔAUC (S − A)" in c["detail"] for c in beyond)

@@ -76,6 +76,7 @@ class Claim:
     # is reproduced, this claim is "not testable here" and counted apart
     precondition: Claim | None = field(default=None, repr=False)
     holm_size: int = 1  # the members in this claim's family (power at 2.5% / m)
+    untestable: str | None = None  # why the measurement cannot test the claim (not judged)
 
     def __post_init__(self) -> None:
         if self.paper_effect == 0 and not (self.margin or 0) > 0:
@@ -94,6 +95,8 @@ class Claim:
     def _missing(self) -> str | None:
         if self.not_run is not None:
             return f"not run: {self.not_run}"
+        if self.untestable is not None:
+            return f"{NOT_TESTABLE}: {self.untestable}"
         if self.precondition is not None and self.precondition.verdict != REPRODUCED:
             return (f"{NOT_TESTABLE}: the precondition \"{self.precondition.text}\" is "
                     f"{self.precondition.verdict.split(':')[0]}")

@@ -97,6 +97,41 @@ def rejudge_flows(data: dict) -> list[str]:
     return changes
 
 
+LOCAL = re.compile(r"(\d+)→(\d+): ([+-]?[\d.]+)(?: \[([+-]?[\d.]+), ([+-]?[\d.]+)\])?")
+
+
+def rejudge_power_laws(data: dict) -> list[str]:
+    """An exponent is quoted only where one power law fits the local slopes (each flows
+    exponent claim's detail lists them): else a "b ≈ value" claim is not testable and a
+    direction claim ("G² falls with H") states the shape, not an exponent."""
+    from tokengeo.experiments.suites.flows import power_law_shape
+
+    changes = []
+    for i, c in enumerate(data["claims"]):
+        if c["suite"] != "flows" or "Local slopes" not in c.get("detail", ""):
+            continue
+        if c["detail"].startswith("not a power law") or c["verdict"].startswith(NOT_TESTABLE):
+            continue
+        part = c["detail"].split("Local slopes d log G²/d log H: ", 1)[1].split(". Mean", 1)[0]
+        local = [{"h0": int(a), "h1": int(b), "slope": float(v),
+                  "lo": float(lo) if lo else float(v), "hi": float(hi) if hi else float(v),
+                  "exact": lo is None} for a, b, v, lo, hi in LOCAL.findall(part)]
+        tol = float(c["margin"]) if c.get("margin") else 0.3
+        shape = power_law_shape(local, tol)
+        if shape is None:
+            continue
+        old = c["verdict"]
+        if str(c["region"]).startswith("within"):
+            c["verdict"], c["vs_paper"] = f"{NOT_TESTABLE}: {shape}", None
+        else:
+            c["quantity"] = ("slope of the log-log OLS of avg G² on all H (not an exponent: "
+                             "see the shape in the detail)")
+        c["detail"] = f"{shape}. {c['detail']}"
+        changes.append(f"claims[{i}]: {c['claim']}: {old} -> {c['verdict']} ({shape})")
+    _recount(data)
+    return changes
+
+
 def _recount(data: dict) -> None:
     counts = tally_counts(data["claims"], list(data["tally"]["papers"]),
                           list(data["tally"]["kinds"]))

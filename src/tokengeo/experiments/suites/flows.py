@@ -278,6 +278,24 @@ EXPONENT_CLAIMS = {  # drift: (text, paper's value, region maker, kind, paper ef
 }
 
 
+def power_law_shape(local: list[dict], tol: float) -> str | None:
+    """None when one power law G² ~ H^b fits: some b lies within ``tol`` of every local
+    slope d log G² / d log H (of its interval, for a stochastic run), i.e.
+    ``max(lo) − min(hi) ≤ 2 tol``; else the shape, in words. An exponent is quoted only
+    where a power law fits (a step between two H is not an exponent)."""
+    if len(local) < 2:
+        return None
+    lows = [s["slope"] if s["exact"] else s["lo"] for s in local]
+    highs = [s["slope"] if s["exact"] else s["hi"] for s in local]
+    if max(lows) - min(highs) <= 2 * tol:
+        return None
+    steep = min(local, key=lambda s: s["slope"])
+    flat = max(local, key=lambda s: s["slope"])
+    return (f"not a power law in H: the local slope d log G²/d log H runs from "
+            f"{steep['slope']:+.2f} (H {steep['h0']}→{steep['h1']}) to {flat['slope']:+.2f} "
+            f"(H {flat['h0']}→{flat['h1']}), more than ±{tol:g} apart")
+
+
 def _fits_detail(fits) -> str:
     local = ", ".join(
         f"{s['h0']}→{s['h1']}: {s['slope']:+.2f}"
@@ -320,11 +338,20 @@ def _drift_claims(drift: str, settings: dict, vals: list[dict], out: SuiteOutput
     tol = float(settings["exponent_tolerance"])
     samples = [np.asarray(v["summary"]["g2_avg"]) for v in vals]
     fits = scaling_fits(heads, samples, paper_heads)
-    out.claims.append(Claim(
+    shape = power_law_shape(fits.local, tol)
+    exponent = Claim(
         "flows", text, SOURCE, paper, "b of the log-log OLS of avg G² on all H (bootstrap "
         "over paths; exact for deterministic runs)", region(tol),
         measured=_interval(fits.to_dict()["loglog_b"]), detail=_fits_detail(fits), kind=kind,
-        proxy=proxy, paper_effect=effect, margin=tol))
+        proxy=proxy, paper_effect=effect, margin=tol)
+    if shape is not None:
+        if region(tol).low > -math.inf and region(tol).high < math.inf:  # b ≈ a value
+            exponent.untestable = shape  # no exponent to compare with the paper's
+        else:  # a direction (G² falls with H): still judged, the shape stated
+            exponent.quantity = ("slope of the log-log OLS of avg G² on all H (not an "
+                                 "exponent: see the shape in the detail)")
+            exponent.detail = f"{shape}. {exponent.detail}"
+    out.claims.append(exponent)
     from tokengeo.flows.presets import get_preset
 
     deterministic = _deterministic(get_preset(DRIFTS[drift], **dict(settings["preset"])))
