@@ -251,20 +251,23 @@ def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
     g = a.groups
     for text, section, paper, quantity, name, first, second in CONTRASTS:
         b = contrast(a.inputs, name, g[first], g[second], n_boot=n_boot)
+        per_input = (layer_share(a.inputs, name, g[first])
+                     - layer_share(a.inputs, name, g[second]))  # (N,) what it resamples
         shares = {k: float(layer_share(a.inputs, name, g[k]).mean()) for k in g}
         detail = ", ".join(f"{k} {v:.3f}" for k, v in shares.items())
         out.append(_claim(text, section, paper, quantity + f", bootstrap over {b.n} inputs",
-                          Region.above(0), _boot_interval(b), a.model, a.corpus,
+                          Region.above(0), _boot_interval(b, per_input), a.model, a.corpus,
                           f"mean share by layer group: {detail}"))
     all_layers = range(a.inputs.n_layers)
     from tokengeo.probes.similarity.ranks import bootstrap_mean
 
-    b = bootstrap_mean(layer_share(a.inputs, "excess", all_layers), n_boot=n_boot)
+    excess = layer_share(a.inputs, "excess", all_layers)  # (N,) per input
+    b = bootstrap_mean(excess, n_boot=n_boot)
     out.append(_claim("top similarities prefer the same sentence, above the distance-matched "
                       "chance", "sentence preference", "> 33% (BERT)",
                       f"within-sentence share of top pairs − its distance-matched chance, all "
                       f"layers (per input), bootstrap over {b.n} inputs", Region.above(0),
-                      _boot_interval(b), a.model, a.corpus))
+                      _boot_interval(b, excess), a.model, a.corpus))
     rep = repetition_head(a.inputs, n_boot=n_boot)
     L = a.inputs.n_layers
     where = next(k for k, layers in g.items() if rep.layer in layers)
