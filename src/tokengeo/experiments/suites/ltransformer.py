@@ -187,8 +187,10 @@ def efficiency_cell(config: dict) -> dict:
     device = config.get("device", "cpu")
     precise = device.startswith("cuda") or os.environ.get(MMAP_ENV) is not None
     out = []
-    batches = list(config.get("batches", [config["batch"]]))  # peak memory at each batch
+    extra = list(config.get("batches", [config["batch"]]))  # peak memory at each batch,
+    widest = max(config["widths"])  # at the widest d only (the claim's width)
     for d in config["widths"]:
+        batches = sorted(set(extra) | {config["batch"]}) if d == widest else [config["batch"]]
         p = config["p"]
         cfg = LTransformerConfig(d_model=d, p=p, n_heads=max(1, d // p // config["head_dim"]),
                                  n_layers=config["n_layers"], vocab_size=config["vocab_size"],
