@@ -16,7 +16,8 @@ SETTINGS = {"ks": list(range(HEADS + 1)), "seeds": SEEDS, "geometry_examples": 1
             "train": {"model": "vit-tiny", "data": "fashion-mnist",
                       "model_overrides": {"n_layers": LAYERS, "d_model": 32}}}
 KEYS = ("within_sequence_share", "between_class_share", "nc1", "nc2_etf_error",
-        "components_99", "components_99_per_image", "nc2_equinorm", "nc2_max_angle")
+        "components_99", "components_99_interp", "components_99_per_image", "nc2_equinorm",
+        "nc2_max_angle")
 
 
 def _geometry(k: int, seed: int, sign: float, late_only: bool = False) -> dict:
@@ -32,6 +33,7 @@ def _geometry(k: int, seed: int, sign: float, late_only: bool = False) -> dict:
                 "nc1": 2.0 - 0.1 * e + 0.05 * seed + noise,
                 "nc2_etf_error": 0.8 - 0.03 * e + 0.02 * seed + noise,
                 "components_99": 20 - round(e) - (seed % 2),
+                "components_99_interp": 19.6 - e - 0.5 * (seed % 2) + noise,
                 "components_99_per_image": 10.0 - 0.5 * e + 0.1 * seed + noise,
                 "nc2_equinorm": 0.1, "nc2_max_angle": 0.2}
     layers = [at(0.0 if late_only and b < LAYERS - 1 else (b + 1) / LAYERS)

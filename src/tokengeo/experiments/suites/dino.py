@@ -208,6 +208,7 @@ def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
                          "DINO patch features segment objects", k_label(0), RANDOM + k_label(0),
                          "segmentation mIoU", _get("seg_miou"), higher=True, kind="sanity"),
     ]
+    seg_sanity = claims[1]  # the segmentation claims need a probe that beats random
     for k in claim_ks(heads):
         lab, at = k_label(k), _at_k(sweep, ks, k)
         paper = ("ADE20K mIoU 29.81 → 32.27 (5 of 6 heads), ×1.083" if k == heads - 1 else
@@ -221,6 +222,7 @@ def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
             NAME, at, f"{lab} of {heads} Laplacian heads raise the linear segmentation mIoU "
             "of patch tokens", SRC, paper, lab, k_label(0), "segmentation mIoU", _get("seg_miou"),
             higher=True, ratio=True, **effect, **seg_proxy))
+        claims[-1].precondition = seg_sanity
     trend = _over_k(sweep, ks)
     by_k = {k: k_label(k) for k in ks}
     claims.append(trend_claim(
@@ -231,6 +233,7 @@ def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
         NAME, trend, "Segmentation mIoU of patch tokens rises with the number k of Laplacian "
         "heads", SRC, "more Laplacian heads, better segmentation", by_k, "segmentation mIoU",
         _get("seg_miou"), higher=True, **seg_proxy))
+    claims[-1].precondition = seg_sanity
     claims.extend(difference_claim(
         NAME, _at_k(sweep, ks, k), f"{k_label(k)}: fewer components explain 99% of patch-token "
         "variance", SRC, "faster spectral decay", k_label(k), k_label(0), "PCs for 99%",
