@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
-from tokengeo.probes.capture import capture, is_hf_model
+from tokengeo.probes.capture import capture, is_hf_model, wrapped_hf_model
 from tokengeo.probes.similarity.pairs import (
     Z_PATTERN,
     check_token_ids,
@@ -58,6 +58,9 @@ class HeadMaps:
 def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]:
     """The kind of every head: tokengeo models from their attention modules' ``head_kinds``,
     Hugging Face models from the heads :func:`tokengeo.models.hf.laplacianize` chose."""
+    inner = wrapped_hf_model(model)  # an ``hf:`` run: HFCausalLM holds the HF model
+    if inner is not None:
+        model = inner
     if is_hf_model(model) and not hasattr(model, "blocks"):
         from tokengeo.models.hf import laplacian_heads
 
