@@ -105,10 +105,10 @@ def run_cli(args, capsys):
     (["--model", "no-such-model", "--text", "hi", "--out", "p.html"], "unknown model"),
     (["--model", "minilm", "--text", "   ", "--out", "p.html"], "is empty"),
     (["--model", "minilm", "--out", "p.html"], "exactly one of --text"),
-    (["--flow", "x.json", "--run", "r", "--out", "p.html"], "exactly one of --model"),
+    (["--flow", "x.json", "--report", "r", "--out", "p.html"], "exactly one of --model"),
     (["--model", "minilm", "--text", "hi", "--out", "p.txt"], ".html"),
     (["--model", "minilm", "--text", "hi", "--out", "nowhere/p.html"], "does not exist"),
-    (["--run", "no-such-run", "--out", "p.html"], "no report.md"),
+    (["--report", "no-such-run", "--out", "p.html"], "no report.md"),
     (["--model", "minilm", "--text", "hi", "--heads", "0:x", "--out", "p.html"], "--heads"),
 ])
 def test_bad_input_one_line_exit_2(args, needle, capsys, tmp_path, monkeypatch):
@@ -144,7 +144,7 @@ def test_edited_flow_json_is_refused(tmp_path, capsys):
 
     flow = tmp_path / "flow"
     assert main(["flow", "--preset", "s2-ou", "--T", "0.2", "--dt", "0.05", "--n-paths", "1",
-                 "--scaling-heads", "none", "--record-every", "1", "--no-plots", "--quiet",
+                 "--scaling-heads", "none", "--record-every", "1", "--no-figures", "--quiet",
                  "--out", str(flow)]) == 0
     data = json.loads((flow / "flow.json").read_text())
     data["main_run"]["E"]["mean"][-1] += 0.5
@@ -160,7 +160,7 @@ def test_view_a_tokengeo_run_folder(tmp_path, capsys):
     """A trained text run: its own tokenizer, its Laplacian head (the last of 4) marked."""
     run = tmp_path / "run"
     assert main(["train", "--model", "gpt-tiny", "--data", "shakespeare-char", "--n-laplacian",
-                 "1", "--steps", "3", "--batch-size", "4", "--eval-every", "0", "--no-progress",
+                 "1", "--steps", "3", "--batch-size", "4", "--eval-every", "0", "--quiet",
                  "--out", str(run)]) == 0
     out = tmp_path / "run.html"
     assert main(["view", "--model", str(run), "--text", "To be, or not", "--out", str(out)]) == 0
@@ -206,7 +206,7 @@ def tiny_flow(tmp_path_factory):
     """A finished `tokengeo flow` run folder (0.2 time units, one path): a valid view input."""
     flow = tmp_path_factory.mktemp("flowrun") / "flow"
     assert main(["flow", "--preset", "s2-ou", "--T", "0.2", "--dt", "0.05", "--n-paths", "1",
-                 "--scaling-heads", "none", "--record-every", "1", "--no-plots", "--quiet",
+                 "--scaling-heads", "none", "--record-every", "1", "--no-figures", "--quiet",
                  "--out", str(flow)]) == 0
     return flow
 

@@ -27,7 +27,7 @@ def test_view_a_train_run_of_an_hf_model(tmp_path):
                  str(write_text_folder(tmp_path / "docs", 2)), "--n-laplacian", "1",
                  "--steps", "1", "--batch-size", "1", "--set", "model_overrides.block_size=16",
                  "--set", "warmup=0", "--set", "eval_every=0", "--set", "final_eval_batches=1",
-                 "--device", "cpu", "--no-progress", "--out", str(run)]) == 0
+                 "--device", "cpu", "--quiet", "--out", str(run)]) == 0
     out = tmp_path / "view.html"
     assert main(["view", "--model", str(run), "--text", "Shall I compare thee",
                  "--out", str(out)]) == 0

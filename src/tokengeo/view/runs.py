@@ -25,7 +25,7 @@ def read_run(folder: str | Path) -> dict:
     root = Path(folder).expanduser()
     report = root / "report.md"
     if not report.is_file():
-        raise ConfigError(f"--run {str(root)!r} has no report.md; give the --out folder of a "
+        raise ConfigError(f"--report {str(root)!r} has no report.md; give the --out folder of a "
                           "finished `tokengeo reproduce` run")
     try:
         text = report.read_text(encoding="utf-8")
