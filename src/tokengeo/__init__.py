@@ -32,6 +32,11 @@ _LAZY = {
     "ActivationCache": "tokengeo.probes.activation_cache",
     "load_model": "tokengeo.train.loading",
     "load_run": "tokengeo.train.loading",
+    "mixed_coefficients": "tokengeo.models.hf",
+    "TrainConfig": "tokengeo.train.config",
+    "Trainer": "tokengeo.train.trainer",
+    "train": "tokengeo.train.trainer",
+    "HookPoint": "tokengeo.hooks",
 }
 
 __all__ = ["__version__", *_LAZY]
