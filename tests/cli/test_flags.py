@@ -44,7 +44,7 @@ def test_old_spelling_is_one_line_naming_the_new_one(argv, old, new, capsys):
     ("flow", ["--quiet", "--threads", "--overwrite", "--no-figures"]),
     ("similarity", ["--quiet", "--threads", "--overwrite", "--no-figures"]),
     ("probe", ["--threads"]),
-    ("view", ["--threads", "--report"]),
+    ("view", ["--threads", "--report", "--device", "--colour"]),
 ])
 def test_each_command_has_the_shared_names(command, flags, capsys):
     with pytest.raises(SystemExit):
@@ -133,3 +133,11 @@ def test_interrupted_flow_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
     left = sorted(p.name for p in out.iterdir()) if out.exists() else []
     assert "flow.partial.json" not in left and "flow.json" not in left
     assert not [n for n in left if n.startswith(".tmp")], left
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU machine")
+def test_view_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
+    assert main(["view", "--model", "minilm", "--text", "a b", "--device", "cuda",
+                 "--out", str(tmp_path / "v.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torch sees no CUDA device; use --device cpu" in err[0], err

@@ -3,7 +3,7 @@
 ==================  ====================================================================
 ``--no-figures``    write the numbers, skip the PNG figures (flow, similarity)
 ``--quiet``         no progress bar (train, flow, similarity); bars show only on a terminal
-``--device``        ``auto``, ``cpu`` or ``cuda`` (train, similarity, probe, view, bench)
+``--device``        ``auto``, ``cpu`` or ``cuda`` (train, view; bench: ``cuda:N`` too)
 ``--threads N``     torch's intra-op CPU threads (train, flow, similarity, probe, view)
 ``--overwrite``     replace this command's previous output in ``--out`` (train, flow,
                     similarity); a folder the command did not write is never replaced

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from tokengeo.outmarker import claim_output
     from tokengeo.runlock import lock_run_folder
     from tokengeo.train.config import build_config, check_out_folder
-    from tokengeo.train.distributed import init_distributed, shutdown
+    from tokengeo.train.distributed import barrier, init_distributed, shutdown
     from tokengeo.train.rundir import RunDir
     from tokengeo.train.trainer import train
 
@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
                          overwrite=args.overwrite)
         summary = train(cfg, resume=args.resume, resume_from=args.resume_from, env=env,
                         progress=False if args.quiet else None)
+        # every rank done before any leaves: a rank that exits first closes connections a
+        # peer may still use (across nodes: "Connection reset by peer"); not on errors
+        barrier(env)
     finally:
         shutdown(env)
     if env.is_main:

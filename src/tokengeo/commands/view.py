@@ -50,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--colour", choices=("log", "linear"), default="log",
                         help="colour scale of P: log (4 decades below each head's largest "
                              "weight, readable beside an attention sink) or linear")
+    flags.add_device(parser)
     flags.add_threads(parser)
     parser.add_argument("--inline-limit", type=float, default=48.0,
                         help="MB of per-head data kept inside the page; above it the data "
@@ -149,7 +150,11 @@ def _heads(args: argparse.Namespace):
     heads = parse_heads(args.heads) if args.heads is not None else None
     _quiet_transformers()  # bad input must stay one line: no load progress bars or warnings
     check_model(args.model)  # before the (slow) load
+    from tokengeo.commands.flags import resolve_device
+
+    device = resolve_device(args.device)  # a missing CUDA is refused before the model loads
     vm = load_for_view(args.model)
+    vm.model.to(device)
     if args.n_laplacian is not None or args.heads is not None:
         _laplacianize(vm, args.n_laplacian, heads, args.heads)
     ids, tokens = encode_text(vm, text, max_tokens)
