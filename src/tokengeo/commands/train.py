@@ -97,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
             lock_run_folder(cfg.out, "tokengeo train" + (" --resume" if args.resume else ""))
             claim_output(cfg.out, "train", resume=args.resume,  # the one --out rule
                          overwrite=args.overwrite)
+        # the other ranks check --out only once rank 0 has claimed it: meanwhile the claim's
+        # temporary file is in the folder, and a rank that lists it then sees "not empty"
+        barrier(env)
         summary = train(cfg, resume=args.resume, resume_from=args.resume_from, env=env,
                         progress=False if args.quiet else None)
-        # every rank done before any leaves: a rank that exits first closes connections a
-        # peer may still use (across nodes: "Connection reset by peer"); not on errors
-        barrier(env)
     finally:
         shutdown(env)
     if env.is_main:
