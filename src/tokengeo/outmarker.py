@@ -151,7 +151,8 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
     if resume:
         return []
     if not overwrite:
-        how = "--resume to continue it" if command == "train" else "--overwrite to replace it"
+        how = ("--resume to continue it, --overwrite to replace it" if command == "train"
+               else "--overwrite to replace it")
         raise ConfigError(f"--out {str(out)!r} exists and is not empty (a previous "
                           f"`tokengeo {command}` output); pass {how}, or choose a new --out")
     return files

@@ -253,7 +253,7 @@ def test_train_runs_each_hf_form(name, tiny_llama_folder, tmp_path):
     code = main(["train", "--model", model, "--data", "shakespeare", "--n-laplacian", "1",
                  "--steps", "1", "--batch-size", "1", "--set", "model_overrides.block_size=16",
                  "--set", "warmup=0", "--set", "eval_every=0", "--set", "final_eval_batches=1",
-                 "--device", "cpu", "--no-progress", "--out", str(out)])
+                 "--device", "cpu", "--quiet", "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     heads = resolve_model(model[len("hf:"):]).n_heads

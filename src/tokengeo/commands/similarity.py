@@ -23,6 +23,8 @@ from tokengeo.runlock import RunLock, lock_run_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tokengeo.commands import flags
+
     parser.add_argument("--model", default="minilm",
                         help="'minilm' (all-MiniLM-L6-v2), 'mpnet' (all-mpnet-base-v2, after "
                              "make mpnet), 'smollm2-135m' (tokengeo list-models --named) or a "
@@ -32,21 +34,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a+b (e.g. shakespeare+austen)")
     parser.add_argument("--samples", type=int, default=2000, help="number of windows")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per window")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="windows per forward pass")
     parser.add_argument("--top-k", type=int, default=64, help="top pairs per input and head")
     parser.add_argument("--short-range", type=int, default=8,
                         help="largest token distance counted as short range")
     parser.add_argument("--seed", type=int, default=0, help="seed of the window sample")
     parser.add_argument("--out", required=True, help="output folder (must be new or empty)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the previous similarity output in --out (only a folder "
-                             "this command wrote is replaced)")
-    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    flags.add_overwrite(parser, "similarity")
+    flags.add_no_figures(parser)
+    flags.add_quiet(parser)
+    flags.add_threads(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tokengeo.commands.flags import apply_threads
     from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
+    from tokengeo.train.progress import bar_wanted
 
+    apply_threads(args.threads)
     out = check_output_folder("--out", args.out)
     check_output(out, "similarity", overwrite=args.overwrite)
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
@@ -56,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     lock = lock_run_folder(out, "tokengeo similarity")
     check_output(out, "similarity", overwrite=args.overwrite)  # again, now under the lock
     start = time.perf_counter()
-    result = run_similarity(cfg, progress=True)
+    result = run_similarity(cfg, progress=not args.quiet and bar_wanted())
     seconds = time.perf_counter() - start
     _write(out, result, cfg, seconds, figures=not args.no_figures, lock=lock)
     print(result.table())

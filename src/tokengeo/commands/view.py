@@ -6,7 +6,8 @@ Three sources, one of them per call:
   Laplacian heads and head-output similarity ``S`` of every layer and head on that text
   (``--n-laplacian`` / ``--heads`` first make a Hugging Face model's heads Laplacian);
 * ``--flow flow.json``: a flow run's tokens on the sphere over time, with E(t) and G^2(t);
-* ``--run FOLDER``: a reproduce run's suites, tables and figures.
+* ``--report FOLDER``: a reproduce run's suites, tables and figures (``--run`` was its old
+  name; a ``tokengeo train`` run folder is a ``--model``, as in ``probe RUN_DIR``).
 
 The page (``--out``) holds its scripts and data; with a large model and text, the per-head
 data goes to one folder beside it (``<page>_files/``). No network is used at view time.
@@ -23,11 +24,14 @@ from tokengeo.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    src = parser.add_argument_group("what to view (one of --model, --flow, --run)")
+    from tokengeo.commands import flags
+
+    src = parser.add_argument_group("what to view (one of --model, --flow, --report)")
     src.add_argument("--model", help="'minilm', 'mpnet', 'smollm2-135m', hf:FOLDER (a Hugging Face "
                      "model folder) or a `tokengeo train` run folder")
     src.add_argument("--flow", help="flow.json of a `tokengeo flow` run (or its folder)")
-    src.add_argument("--run", help="the --out folder of a `tokengeo reproduce` run")
+    src.add_argument("--report", help="the --out folder of a `tokengeo reproduce` run")
+    flags.add_renamed(src, "--run")
     text = parser.add_argument_group("the text a --model reads (one of them)")
     text.add_argument("--text", help="the text itself")
     text.add_argument("--file", help="a UTF-8 text file")
@@ -43,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lap.add_argument("--heads", default=None,
                      help="Laplacian heads per layer, e.g. '0:1,2;3:0' (layer:heads;...)")
     parser.add_argument("--out", required=True, help="the page to write, e.g. view.html")
+    parser.add_argument("--colour", choices=("log", "linear"), default="log",
+                        help="colour scale of P: log (4 decades below each head's largest "
+                             "weight, readable beside an attention sink) or linear")
+    flags.add_device(parser)
+    flags.add_threads(parser)
     parser.add_argument("--inline-limit", type=float, default=48.0,
                         help="MB of per-head data kept inside the page; above it the data "
                         "goes to a folder beside the page (default 48)")
@@ -62,10 +71,14 @@ def parse_heads(text: str) -> dict[int, list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    sources = [n for n in ("model", "flow", "run") if getattr(args, n)]
+    from tokengeo.commands.flags import apply_threads
+
+    sources = [n for n in ("model", "flow", "report") if getattr(args, n)]
     if len(sources) != 1:
         raise ConfigError("give exactly one of --model (with --text, --file or --corpus), "
-                          f"--flow or --run; got {', '.join('--' + s for s in sources) or 'none'}")
+                          "--flow or --report; got "
+                          f"{', '.join('--' + s for s in sources) or 'none'}")
+    apply_threads(args.threads)
     if args.inline_limit <= 0:
         raise ConfigError(f"--inline-limit {args.inline_limit} must be > 0 (MB)")
     from tokengeo.view.page import write_page
@@ -79,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from tokengeo.view.runs import read_run
 
-        payload, chunks, title = read_run(args.run), {}, "tokengeo view: reproduce run"
+        payload, chunks, title = read_run(args.report), {}, "tokengeo view: reproduce run"
     page = write_page(out, payload, chunks, title=title,
                       inline_limit=int(args.inline_limit * 2**20))
     size = page.stat().st_size
@@ -137,14 +150,18 @@ def _heads(args: argparse.Namespace):
     heads = parse_heads(args.heads) if args.heads is not None else None
     _quiet_transformers()  # bad input must stay one line: no load progress bars or warnings
     check_model(args.model)  # before the (slow) load
+    from tokengeo.commands.flags import resolve_device
+
+    device = resolve_device(args.device)  # a missing CUDA is refused before the model loads
     vm = load_for_view(args.model)
+    vm.model.to(device)
     if args.n_laplacian is not None or args.heads is not None:
         _laplacianize(vm, args.n_laplacian, heads, args.heads)
     ids, tokens = encode_text(vm, text, max_tokens)
     maps = extract_heads(vm.model, ids, tokens, model_name=vm.name)
     print(f"{len(tokens)} tokens, {maps.shape[0]} layers x {maps.shape[1]} heads",
           file=sys.stderr)
-    payload, chunks = heads_payload(maps, text_source=source)
+    payload, chunks = heads_payload(maps, text_source=source, colour=args.colour)
     return payload, chunks, f"tokengeo view: {vm.name}"
 
 
