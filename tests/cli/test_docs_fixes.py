@@ -25,7 +25,7 @@ def test_the_extras_table_lists_every_extra():
 
 
 def test_hf_support_table_names_every_supported_family():
-    from tokengeo.models.hf_families import FAMILIES
+    from tokengeo.models.hf.families import FAMILIES
 
     text = (DOCS / "hf.md").read_text(encoding="utf-8")
     table = text[text.index("| family | model types |"):]

@@ -14,7 +14,7 @@ from tokengeo.models import hf  # noqa: E402
 
 @pytest.fixture(scope="module")
 def mixed_folder(tmp_path_factory):
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     root = tmp_path_factory.mktemp("mixed")
     model = transformers.AutoModelForCausalLM.from_pretrained(save_tiny_llama(root / "plain"))

@@ -26,7 +26,7 @@ def tiny_gpt():
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
     transformers = pytest.importorskip("transformers", reason="transformers is an optional extra")
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     folder = save_tiny_llama(tmp_path_factory.mktemp("llama"))
     return transformers.AutoModelForCausalLM.from_pretrained(
@@ -216,7 +216,7 @@ def test_hf_wrapper_exposes_the_hf_sites(tmp_path):
     """``hf:`` models (HFCausalLM) have a hook point of their own (hook_final) and every HF
     site: ``blocks.*.attn.hook_pattern`` is found (the `view --model <hf: run>` bug)."""
     pytest.importorskip("transformers")
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     folder = save_tiny_llama(tmp_path / "llama")
     model = tokengeo.create_model(f"hf:{folder}", n_laplacian=1, block_size=16).eval()

@@ -19,7 +19,7 @@ def _page_data(path) -> dict:
 
 
 def test_view_a_train_run_of_an_hf_model(tmp_path):
-    from tiny_llama import save_tiny_llama, write_text_folder
+    from helpers.tiny_llama import save_tiny_llama, write_text_folder
 
     folder = save_tiny_llama(tmp_path / "llama")
     run = tmp_path / "run"

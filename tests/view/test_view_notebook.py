@@ -55,7 +55,7 @@ def test_show_needs_a_tokenizer_for_text_and_gives_the_maps():
 @pytest.mark.skipif(shutil.which("chromium") is None,
                     reason="needs Debian's chromium (apt-get install chromium)")
 def test_show_renders_inline_in_chromium_without_network(tmp_path):
-    from browser import Page
+    from helpers.browser import Page
 
     model = tiny_gpt()
     ids = torch.randint(0, 40, (1, 20), generator=torch.Generator().manual_seed(2))
