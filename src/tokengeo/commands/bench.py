@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tokengeo.checks import check_output_file
 from tokengeo.errors import ConfigError
-from tokengeo.io import write_json
+from tokengeo.io import atomic_path, write_json
 
 BENCHMARKS = ("laplacian",)
 DEVICES = ("cpu", "cuda")
@@ -21,7 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=BENCHMARKS, help="which benchmark")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
-    parser.add_argument("--json", metavar="PATH", help="also write the JSON result here")
+    parser.add_argument("--json", metavar="PATH", help="also write the JSON result here (a "
+                        "new file; --overwrite to replace one)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="let --json replace an existing file")
 
 
 def check_device(text: str) -> None:
@@ -48,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     if args.json:
         check_output_file("--json", args.json)
+        _check_new(args.json, args.overwrite)
     from tokengeo.bench.measure import ensure_precise_rss
 
     ensure_precise_rss()
@@ -61,6 +66,18 @@ def run(args: argparse.Namespace) -> int:
     result = run_bench(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(table(result))
     if args.json:
-        write_json(args.json, result, allow_nan=True)
+        with atomic_path(args.json, check=lambda: _check_new(args.json, args.overwrite)) as tmp:
+            write_json(tmp, result, allow_nan=True)
         print(f"JSON written to {args.json}")
     return 0
+
+
+def _check_new(path: str, overwrite: bool) -> None:
+    """``--json`` names a new file, or ``--overwrite`` allows replacing a regular one (checked
+    before the benchmark and again at the write: a file made meanwhile is not lost)."""
+    p = Path(path).expanduser()
+    if p.is_symlink() or (p.exists() and not p.is_file()):
+        raise ConfigError(f"--json {path!r} exists and is not a regular file; choose a new path")
+    if p.exists() and not overwrite:
+        raise ConfigError(f"--json {path!r} exists; pass --overwrite to replace it, or choose "
+                          "a new path")

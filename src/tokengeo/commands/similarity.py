@@ -116,7 +116,9 @@ def _check_sizes(cfg, source) -> None:
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
            lock: RunLock | None = None) -> None:
-    with atomic_dir(out) as tmp:  # replaces an existing --out only once complete
+    # replaces an existing --out only once complete, and only if it still holds nothing but
+    # a previous output (checked again at the rename: a file the user put there meanwhile stays)
+    with atomic_dir(out, check=lambda: check_output(out, "similarity", overwrite=True)) as tmp:
         if lock is not None:
             lock.carry_into(tmp)  # the lock stays held across the rename
         write_marker(tmp, "similarity")

@@ -35,7 +35,14 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from tokengeo.errors import CheckpointError, ConfigError
-from tokengeo.io import atomic_dir, follow_umask, read_small, remove_temporaries, write_json
+from tokengeo.io import (
+    atomic_dir,
+    follow_umask,
+    parse_json,
+    read_small,
+    remove_temporaries,
+    write_json,
+)
 from tokengeo.train import sidecar as sc
 
 FORMAT = "tokengeo-checkpoint/2"
@@ -196,8 +203,8 @@ def verify_checkpoint(path: Path, fields: dict[str, sc.Spec] | None = None) -> d
 def _read_sidecar(path: Path, fields: dict[str, sc.Spec] | None) -> dict[str, Any]:
     file = path / STATE_FILE
     try:
-        state = json.loads(read_small(file, SIDECAR_LIMIT).decode("utf-8"))
-    except ConfigError as exc:  # not a regular file, or far larger than a sidecar
+        state = parse_json(read_small(file, SIDECAR_LIMIT), str(file), allow_nan=True)
+    except ConfigError as exc:  # not a regular file, far larger than a sidecar, not JSON
         if not file.exists() and not file.is_symlink():
             raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is "
                                   "missing") from None
