@@ -255,7 +255,7 @@ def _read_image_classes(folder: Path, classes: list[str], mode: str):
     images, labels = [], []
     for k, cls in enumerate(classes):
         for f in sorted((folder / cls).iterdir()):
-            if f.suffix.lower() in IMAGE_SUFFIXES:
+            if f.suffix.lower() in IMAGE_SUFFIXES and not f.is_dir():  # FIFOs: refused on read
                 images.append(_read_image(Image, f, mode))
                 labels.append(k)
     if not images:
@@ -268,13 +268,11 @@ def _read_image_classes(folder: Path, classes: list[str], mode: str):
 
 
 def _read_image(Image, path: Path, mode: str) -> np.ndarray:
-    """One image file as an array; a corrupt or unreadable file is refused naming it."""
-    try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert(mode))
-    except Exception as exc:  # PIL raises OSError, SyntaxError, AttributeError... on bad files
-        raise ConfigError(f"cannot read the image {path} ({_first_line(exc)}); remove or "
-                          "replace it") from None
+    """One image file as an array; a corrupt or unreadable file, a FIFO or a decompression
+    bomb is refused naming it (:func:`tokengeo.data.bounded.load_image`)."""
+    from tokengeo.data.bounded import load_image
+
+    return np.asarray(load_image(Image, path, mode))
 
 
 def _pil():
