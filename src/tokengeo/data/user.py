@@ -221,7 +221,11 @@ def _check_npz_headers(p: Path) -> None:
 
 def _read_npz(p: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Arrays ``x``, ``y`` (and ``class_names`` if present) of an ``.npz``, never unpickled;
-    an unreadable file is refused with one line naming it."""
+    an unreadable file (a FIFO or device: refused, never waited on) is refused with one line
+    naming it."""
+    from tokengeo.io import open_regular
+
+    os.close(open_regular(p))
     if not zipfile.is_zipfile(p):
         raise ConfigError(f"{p} is not a readable .npz (not a zip archive); write it with "
                           "numpy.savez(path, x=images, y=labels)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -76,8 +77,8 @@ def save_checkpoint(
     with atomic_dir(final) as tmp:  # hidden .tmp-step-<N>-*, renamed once complete
         weights, aliases = unique_state_dict(model)
         optim_tensors, optim_meta = split_optimizer_state(optimizer.state_dict())
-        save_file(weights, tmp / MODEL_FILE)
-        save_file(optim_tensors, tmp / OPTIM_FILE)
+        _save_tensors(weights, tmp / MODEL_FILE)
+        _save_tensors(optim_tensors, tmp / OPTIM_FILE)
         for name in (MODEL_FILE, OPTIM_FILE):  # save_file writes 0600: a shared folder reads
             follow_umask(tmp / name)
         sidecar = {
@@ -88,6 +89,21 @@ def save_checkpoint(
         write_json(tmp / STATE_FILE, sidecar, indent=1)
     prune_checkpoints(root, keep)
     return final
+
+
+def _save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """``save_file``, whose I/O errors (a full disk) surface as ``SafetensorError`` with the
+    OS error inside its text: raised again as the ``OSError`` it is (the CLI names the path
+    in one line), or as a CheckpointError when no OS error code is given."""
+    try:
+        save_file(tensors, path)
+    except SafetensorError as exc:
+        code = re.search(r"(?:os error|code:) (\d+)", str(exc))
+        if code is None:
+            raise CheckpointError(f"cannot write checkpoint file {path}: {str(exc)[:200]}"
+                                  ) from None
+        errno_ = int(code.group(1))
+        raise OSError(errno_, os.strerror(errno_), str(path)) from None
 
 
 def step_dir(root: Path, step: int) -> Path:
