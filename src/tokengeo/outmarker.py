@@ -24,7 +24,9 @@ file harmless: the rename replaces the link itself).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
@@ -39,11 +41,14 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
              "balance.png", "scaling.png", "sphere.gif"),
     "similarity": ("similarity.json", "mean_similarity.npy", "config.json",
                    "mean_similarity.png", "distance_profiles.png", "within_sentence.png"),
-    "reproduce": ("report.md", "report.html", "report.json", "cells/*", "figures/*",
-                  "runs/*"),
+    "reproduce": ("report.md", "report.html", "report.json", "cells/*", "figures/*"),
     "train": ("config.json", "metrics.jsonl", "metrics.csv", "summary.json", "curves.png",
               "checkpoints/*", "tensorboard/*", "wandb/*"),
 }
+# a reproduce run's training runs: runs/<suite>/<run>/ holding a train output (and the
+# retrofit suite's converted.json), not any file at any depth under runs/
+OUTPUTS["reproduce"] += tuple(f"runs/*/*/{p}" for p in (
+    *OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json"))
 # where every write is an atomic rename, which replaces a link to a file instead of writing
 # through it (a damaged cell there is recomputed); links elsewhere are refused
 ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
@@ -95,7 +100,17 @@ def output_files(folder: Path) -> list[str]:
 
 
 def _listed(rel: str, patterns: tuple[str, ...] | list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(rel, p) for p in patterns)
+    """Whether ``rel`` matches one of ``patterns``: ``*`` stands for one path segment (or
+    part of one), a final ``/*`` for anything below that folder."""
+    return any(_pattern(p).fullmatch(rel) is not None for p in patterns)
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(pattern: str) -> re.Pattern:
+    below = pattern.endswith("/*")
+    body = pattern[:-2] if below else pattern
+    regex = "[^/]*".join(re.escape(part) for part in body.split("*"))
+    return re.compile(regex + ("/.+" if below else ""))
 
 
 def check_output(out: str | Path, command: str, *, overwrite: bool = False,

@@ -236,6 +236,24 @@ def image_size_of(name_or_path: str | Path, options: dict[str, Any] | None = Non
     return default.default if default is not None and isinstance(default.default, int) else None
 
 
+# data sets a user supplies whose every byte can be checked at the door (before a run
+# claims its --out): name -> check(root)
+_SUPPLIED_CHECKS: dict[str, Callable[[str], Any]] = {
+    "cifar10": lambda root: cifar.check_cifar(cifar.CIFAR10, root),
+    "cifar100": lambda root: cifar.check_cifar(cifar.CIFAR100, root),
+}
+
+
+def check_supplied(value: str) -> None:
+    """Read the data set ``value`` names (``cifar100:/path``) if it is one the user supplies
+    and that can be checked whole (CIFAR); raises what its loader raises. Others are checked
+    by their loader when their cell runs."""
+    name, options = split_location(value)
+    check = _SUPPLIED_CHECKS.get(name)
+    if check is not None and "root" in options:
+        check(options["root"])
+
+
 def dataset_kind(name_or_path: str | Path) -> str:
     """The task (one of ``KINDS``) a dataset name or path fits, without loading it."""
     return _resolve(name_or_path).kind
