@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_bad_inputs_round2 import TINY_FLOW, _suite_copy, one_line, snapshot
-from test_bad_inputs_round2 import no_heavy_work as heavy_work_fails  # a fixture
 
 from tokengeo.cli import main
 from tokengeo.errors import ConfigError, TokengeoError
