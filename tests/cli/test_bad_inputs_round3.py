@@ -45,6 +45,24 @@ def alarm():
 
 
 @pytest.fixture
+def heavy_work_fails(monkeypatch):
+    """Simulations, analyses and cells fail the test: a refusal must come before them."""
+    import tokengeo.commands.flow as flow_cmd
+    import tokengeo.experiments.reproduce as rp
+    import tokengeo.flows.scaling as scaling
+    import tokengeo.probes.similarity.run as sim_run
+
+    def fail(*a, **k):
+        raise AssertionError("heavy work started before the input was refused")
+
+    monkeypatch.setattr(scaling, "run_h_scaling", fail)
+    monkeypatch.setattr(sim_run, "run_similarity", fail)
+    monkeypatch.setattr(rp, "compute_cells", fail)
+    if hasattr(flow_cmd, "run_h_scaling"):
+        monkeypatch.setattr(flow_cmd, "run_h_scaling", fail)
+
+
+@pytest.fixture
 def no_model(monkeypatch):
     """Loading a model or re-simulating a flow for the viewer fails the test."""
     import tokengeo.view.flow as vflow
@@ -389,6 +407,27 @@ def test_class2_flow_time_estimate_keeps_the_papers_runs():
     get_preset("s2-ou", scaling_heads=(1, 10, 100))  # the paper's full run: T=20, H up to 100
 
 
+@pytest.fixture(autouse=True)
+def _ray_env(monkeypatch):
+    """The cases set RAY_TMPDIR / RAY_ADDRESS; monkeypatch restores them."""
+    monkeypatch.setenv("RAY_TMPDIR", os.environ.get("RAY_TMPDIR", "/tmp"))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+
+def test_class2_ray_auto_finds_the_recorded_cluster(tmp_path, monkeypatch):
+    """`--ray-address auto` means the cluster `ray start --head` recorded (here an HTTP
+    server stands in for it, and is refused as one)."""
+    from tokengeo.experiments.executors import probe_address
+
+    server = _http_server()
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{server.server_port}\n")
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    with pytest.raises(ConfigError, match="not as a Ray cluster"):
+        probe_address("auto", 2.0, "--ray-address")
+    server.shutdown()
+
+
 def test_class2_ray_http_refused_within_the_timeout():
     import time
 
@@ -485,6 +524,8 @@ def _cifar_deep_pickle(tmp: Path) -> list[str]:
 
 def _ray(address: str):
     def setup(tmp: Path) -> list[str]:
+        os.environ["RAY_TMPDIR"] = str(tmp / "no-ray")  # auto: no cluster recorded here
+        os.environ.pop("RAY_ADDRESS", None)
         return ["reproduce", "--jobs", "1", "--only", "flows", "--executor", "ray",
                 "--ray-address", address, "--out", str(tmp / "out")]
     return setup
@@ -533,7 +574,7 @@ CLASS3 = [
     pytest.param(_sim_model(BERT, {"model.safetensors": b""}), "safetensors header",
                  id="hf-safetensors-empty"),
     pytest.param(_cifar_deep_pickle, "nests containers", id="cifar-deep-pickle"),
-    pytest.param(_ray("auto"), "host:port", id="ray-address-auto"),
+    pytest.param(_ray("auto"), "ray start --head", id="ray-address-auto-no-cluster"),
     pytest.param(_ray("10.0.0.5"), "host:port", id="ray-address-without-port"),
     pytest.param(_ray("ray://"), "host:port", id="ray-address-empty-host"),
     pytest.param(_resume_deep_metrics, "levels deep", id="train-resume-deep-metrics",

@@ -242,8 +242,11 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
 
 
 def split_address(address: str, flag: str) -> tuple[str, int]:
-    """``(host, port)`` of ``host:port`` or ``ray://host:port`` (IPv6 hosts in brackets);
-    anything else (``auto``, no port, a port outside 1..65535) is a ConfigError."""
+    """``(host, port)`` of ``host:port`` or ``ray://host:port`` (IPv6 hosts in brackets),
+    or of the cluster ``auto`` finds (:func:`local_cluster`); anything else (no port, a
+    port outside 1..65535) is a ConfigError."""
+    if address == "auto":
+        return split_address(local_cluster(flag), flag)
     rest = address.split("://", 1)[1] if address.startswith("ray://") else address
     host, sep, port = rest.rpartition(":")
     host = host.strip("[]")
@@ -254,6 +257,29 @@ def split_address(address: str, flag: str) -> tuple[str, int]:
     if not 1 <= int(port) <= 65535:
         raise ConfigError(f"{flag} {address!r}: port {int(port)} is outside 1..65535")
     return host, int(port)
+
+
+def local_cluster(flag: str) -> str:
+    """The address ``--ray-address auto`` means, found as Ray finds it: ``$RAY_ADDRESS``,
+    else the cluster ``ray start --head`` recorded on this machine
+    (``ray_current_cluster`` in ``$RAY_TMPDIR/ray``, ``$TMPDIR/ray`` or ``/tmp/ray``); none
+    is a ConfigError."""
+    env = os.environ.get("RAY_ADDRESS", "")
+    if env and env != "auto":
+        return env
+    tmp = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    record = Path(tmp) / "ray" / "ray_current_cluster"
+    try:
+        from tokengeo.io import read_small
+
+        found = read_small(record, 1 << 12).decode("utf-8").strip()
+    except (OSError, ConfigError, UnicodeDecodeError):
+        found = ""
+    if not found:
+        raise ConfigError(f"{flag} auto: no Ray cluster runs on this machine ({record} is "
+                          "missing); start one with `ray start --head`, or give the head "
+                          "node's host:port")
+    return found
 
 
 # the HTTP/2 client preface and an empty SETTINGS frame: a Ray head (gRPC, HTTP/2) answers
