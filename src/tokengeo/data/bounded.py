@@ -31,17 +31,23 @@ class BoundedReader:
     """``path`` opened for reading (gunzipped when it ends in ``.gz``), errors as one line."""
 
     def __init__(self, path: Path) -> None:
+        from tokengeo.errors import ConfigError
+        from tokengeo.io import open_binary
+
         self.path = Path(path)
-        try:
-            self.file = gzip.open(self.path) if self.path.suffix == ".gz" else open(self.path, "rb")
-        except OSError as exc:
-            raise corrupt(self.path, f"cannot be read ({exc.strerror or exc})") from None
+        try:  # a FIFO or a device is refused, never waited on
+            raw = open_binary(self.path)
+        except ConfigError as exc:
+            raise corrupt(self.path, f"cannot be read ({exc})") from None
+        self.file = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
+        self._raw = raw
 
     def __enter__(self) -> BoundedReader:
         return self
 
     def __exit__(self, *exc) -> None:
         self.file.close()
+        self._raw.close()
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes (fewer at the end of the file)."""

@@ -319,9 +319,13 @@ def load_csv(
     test_fraction: float = 0.1, seed: int = 0, bpe_vocab_size: int = 4096,
 ) -> TextClassificationData:  # fmt: skip
     """A CSV (UTF-8, header row) of texts and labels as a text classification dataset."""
+    import io
+
+    from tokengeo.io import open_binary
+
     p = _exists(path)
-    try:
-        with open(p, encoding="utf-8", newline="") as f:
+    try:  # a FIFO or device named like a CSV is refused (ConfigError), never waited on
+        with io.TextIOWrapper(open_binary(p), encoding="utf-8", newline="") as f:
             rows = list(csv.DictReader(f))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p} is not UTF-8 text (byte {exc.start}); save the CSV as "
