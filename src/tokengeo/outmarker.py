@@ -46,8 +46,9 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
               "checkpoints/*", "tensorboard/*", "wandb/*"),
 }
 # a reproduce run's training runs: runs/<suite>/<run>/ holding a train output (and the
-# retrofit suite's converted.json), not any file at any depth under runs/
-OUTPUTS["reproduce"] += tuple(f"runs/*/*/{p}" for p in (
+# retrofit suite's converted.json), not any file at any depth under runs/ (a run folder may
+# nest: retrofit names one after its corpus path)
+OUTPUTS["reproduce"] += tuple(f"runs/*/**/{p}" for p in (
     *OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json"))
 # where every write is an atomic rename, which replaces a link to a file instead of writing
 # through it (a damaged cell there is recomputed); links elsewhere are refused
@@ -101,7 +102,8 @@ def output_files(folder: Path) -> list[str]:
 
 def _listed(rel: str, patterns: tuple[str, ...] | list[str]) -> bool:
     """Whether ``rel`` matches one of ``patterns``: ``*`` stands for one path segment (or
-    part of one), a final ``/*`` for anything below that folder."""
+    part of one), ``**/`` for any number of folders, a final ``/*`` for anything below that
+    folder."""
     return any(_pattern(p).fullmatch(rel) is not None for p in patterns)
 
 
@@ -109,7 +111,8 @@ def _listed(rel: str, patterns: tuple[str, ...] | list[str]) -> bool:
 def _pattern(pattern: str) -> re.Pattern:
     below = pattern.endswith("/*")
     body = pattern[:-2] if below else pattern
-    regex = "[^/]*".join(re.escape(part) for part in body.split("*"))
+    regex = "(?:[^/]+/)*".join("[^/]*".join(re.escape(part) for part in piece.split("*"))
+                               for piece in body.split("**/"))
     return re.compile(regex + ("/.+" if below else ""))
 
 

@@ -228,8 +228,10 @@ CLASS1 = [
                  id="reproduce-user-file-in-runs"),
     pytest.param(_reproduce_user_file("runs/flows/mine/draft.tex"), "draft.tex",
                  id="reproduce-user-file-deep-in-runs"),
-    pytest.param(_reproduce_user_file("runs/flows/x/y/z/config.json"), "config.json",
-                 id="reproduce-user-file-named-like-a-run-file-too-deep"),
+    pytest.param(_reproduce_user_file("runs/flows/x/y/notes.md"), "notes.md",
+                 id="reproduce-user-file-deep-in-a-run"),
+    pytest.param(_reproduce_user_file("runs/config.json"), "runs/config.json",
+                 id="reproduce-run-file-outside-a-suite-folder"),
 ]
 
 
