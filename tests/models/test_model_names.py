@@ -166,6 +166,9 @@ def test_similarity_checks_a_folder_before_loading(tmp_path):
 
     folder = write_json(tmp_path / "m" / "config.json", {"n_layer": 1, "n_head": 1,
                                                          "n_positions": 32})
+    with pytest.raises(ConfigError, match="the folder has no tokenizer"):  # all-[UNK] text
+        check_arguments(_similarity_config(str(folder)))
+    (tmp_path / "m" / "tokenizer.json").write_text("{}")
     with pytest.raises(ConfigError, match="seq_len=64 exceeds the model's 32 positions"):
         check_arguments(_similarity_config(str(folder)))
 

@@ -77,21 +77,33 @@ def check_arguments(cfg) -> None:
     if cfg.seq_len == 1:
         raise ConfigError(f"--seq-len {cfg.seq_len} leaves no token pairs; use >= 2")
     cfg.validate()
+    from tokengeo.probes.similarity.corpus import user_corpus_files
+
     source = check_model_name(cfg.model)  # its sizes come from its config, not its weights
+    corpus_bytes = 0
     for part in (p.strip() for p in cfg.corpus.split("+")):
-        if part not in CORPORA and not Path(part).expanduser().exists():
+        if part in CORPORA:
+            continue
+        files = user_corpus_files(Path(part).expanduser())
+        if files is None:
             raise ConfigError(f"--corpus part {part!r} is neither a known corpus {list(CORPORA)} "
                               "nor an existing text file or folder")
-        if part not in CORPORA and Path(part).expanduser().is_file():
-            _check_text_file(Path(part).expanduser())
-    _check_sizes(cfg, source)
+        for f in files:  # every file of a folder too: a binary one is never analysed
+            _check_text_file(f)
+            corpus_bytes += f.stat().st_size
+    _check_sizes(cfg, source, corpus_bytes)
 
 
 def _check_text_file(path: Path) -> None:
-    """The first 64 KiB of a corpus file decode as UTF-8 text (no NUL bytes)."""
+    """The first 64 KiB of a corpus file decode as UTF-8 text (no NUL bytes); a FIFO or
+    device is refused, never waited on."""
+    from tokengeo.io import open_binary
+
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             head = f.read(1 << 16)
+    except ConfigError as exc:
+        raise ConfigError(f"--corpus: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"--corpus file {path} cannot be read ({exc.strerror})") from None
     try:
@@ -103,9 +115,14 @@ def _check_text_file(path: Path) -> None:
         raise ConfigError(f"--corpus file {path} is not UTF-8 text; give a .txt/.md/.rst file")
 
 
-def _check_sizes(cfg, source) -> None:
-    """seq_len within the model's positions; the windows and one batch fit in memory (12
-    layers and heads assumed where the source does not say)."""
+# bytes of memory per byte of a user's corpus while it is read, tokenised and cut into
+# windows (issue 45 reports 8.2 GB for a 47 MB corpus, ~175 per byte)
+CORPUS_BYTES_FACTOR = 200
+
+
+def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
+    """seq_len within the model's positions; the windows, one batch and the tokenised user
+    corpus fit in memory (12 layers and heads assumed where the source does not say)."""
     from tokengeo.checks import check_memory
 
     limit = source.max_positions
@@ -117,11 +134,16 @@ def _check_sizes(cfg, source) -> None:
     batch = 4.0 * 4 * cfg.batch_size * heads * cfg.seq_len**2 * layers  # (L, H, B, T, T) x 4
     check_memory(f"samples={cfg.samples}, batch_size={cfg.batch_size}, seq_len={cfg.seq_len}",
                  windows + batch, "use fewer samples or a smaller --batch-size")
+    check_memory(f"tokenising the {corpus_bytes / 2**20:.0f} MB --corpus",
+                 float(CORPUS_BYTES_FACTOR) * corpus_bytes + windows + batch,
+                 "give a smaller --corpus (a part of its files)")
 
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
            lock: RunLock | None = None) -> None:
-    with atomic_dir(out) as tmp:  # replaces an existing --out only once complete
+    # replaces an existing --out only once complete, and only if it still holds nothing but
+    # a previous output (checked again at the rename: a file the user put there meanwhile stays)
+    with atomic_dir(out, check=lambda: check_output(out, "similarity", overwrite=True)) as tmp:
         if lock is not None:
             lock.carry_into(tmp)  # the lock stays held across the rename
         write_marker(tmp, "similarity")

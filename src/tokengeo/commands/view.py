@@ -16,11 +16,14 @@ data goes to one folder beside it (``<page>_files/``). No network is used at vie
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
+
+MAX_TEXT_BYTES = 64 << 20  # far more text than any model's positions take
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,9 +81,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give exactly one of --model (with --text, --file or --corpus), "
                           "--flow or --report; got "
                           f"{', '.join('--' + s for s in sources) or 'none'}")
+    if not math.isfinite(args.inline_limit) or not 0 < args.inline_limit <= 1 << 20:
+        raise ConfigError(f"--inline-limit {args.inline_limit} must be a number of MB in "
+                          "(0, 1048576], e.g. --inline-limit 48")
     apply_threads(args.threads)
-    if args.inline_limit <= 0:
-        raise ConfigError(f"--inline-limit {args.inline_limit} must be > 0 (MB)")
     from tokengeo.view.page import write_page
 
     out = _check_out(args.out)
@@ -124,12 +128,14 @@ def _read_text(args: argparse.Namespace) -> tuple[str, str, int | None]:
     if args.text is not None:
         return args.text, "text given on the command line", args.max_tokens
     if args.file is not None:
-        path = Path(args.file).expanduser()
+        from tokengeo.io import read_text
+
+        path = Path(args.file).expanduser()  # a FIFO or device is refused, never waited on
         try:
-            return path.read_text(encoding="utf-8"), f"file {path.name}", args.max_tokens
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--file {args.file!r} is not a readable UTF-8 text file ({exc})"
-                              ) from None
+            text = read_text(path, f"--file {args.file!r}", limit=MAX_TEXT_BYTES)
+        except ConfigError as exc:
+            raise ConfigError(f"--file: {exc}; give a UTF-8 text file") from None
+        return text, f"file {path.name}", args.max_tokens
     from tokengeo.view.loading import corpus_window
 
     return (corpus_window(args.corpus, args.offset), f"{args.corpus} from character "

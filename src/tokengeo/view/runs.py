@@ -1,8 +1,8 @@
 """A ``tokengeo reproduce`` folder for the explorer: each suite's claims, tables and figures.
 
 Read from the folder's ``report.json`` (the machine-readable report, format
-``tokengeo-report/1``, written beside ``report.md`` and ``report.html`` from the same
-objects by :mod:`tokengeo.experiments.report`): an overview (the tally per paper and per claim
+``tokengeo-report/2`` or the older ``/1``, written beside ``report.md`` and ``report.html``
+from the same objects by :mod:`tokengeo.experiments.report`): an overview (the tally per paper and per claim
 kind), then one section per suite with its claims (verdict, interval, detail), its tables
 and the PNG figures of ``figures/<suite>/``. Only figures whose resolved path lies inside the
 folder's ``figures/`` are embedded (base64), the report's own rule.
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
 
-FORMAT = "tokengeo-report/1"
+FORMATS = ("tokengeo-report/1", "tokengeo-report/2")
+REPORT_LIMIT = 64 << 20  # report.json is a few MB at most
+FIGURES_LIMIT = 64 << 20  # bytes of figures a page embeds in all
 
 
 def read_report(root: Path) -> dict:
@@ -26,12 +27,12 @@ def read_report(root: Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"--report {str(root)!r} has no report.json; give the --out folder "
                           "of a finished `tokengeo reproduce` run")
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path} cannot be read as JSON ({exc})") from None
-    if not isinstance(report, dict) or report.get("format") != FORMAT:
-        raise ConfigError(f"{path} is not a tokengeo report (format {FORMAT!r} expected)")
+    from tokengeo.io import read_json
+
+    # bounded (size, depth), never through a FIFO; NaN stands for a missing measurement
+    report = read_json(path, dict, limit=REPORT_LIMIT, allow_nan=True)
+    if report.get("format") not in FORMATS:
+        raise ConfigError(f"{path} is not a tokengeo report (format {FORMATS[-1]!r} expected)")
     for key in ("claims", "tables"):
         if not isinstance(report.get(key), list):
             raise ConfigError(f"{path} has no list of {key}; rewrite it with `tokengeo "
@@ -108,14 +109,23 @@ def _figures(root: Path, suite: str) -> str:
     folder = (root / "figures" / suite).resolve()
     if not folder.is_relative_to(figures) or not folder.is_dir():
         return ""
-    return "".join(_figure(p, figures) for p in sorted(folder.glob("*.png")))
+    budget = [FIGURES_LIMIT]
+    return "".join(_figure(p, figures, budget) for p in sorted(folder.glob("*.png")))
 
 
-def _figure(path: Path, figures: Path) -> str:
+def _figure(path: Path, figures: Path, budget: list[int]) -> str:
+    """One embedded PNG; none past the page's :data:`FIGURES_LIMIT` (``budget``: bytes left)."""
+    from tokengeo.io import read_small
+
     path = path.resolve()
     if not (path.is_relative_to(figures) and path.is_file()):
-        return ""  # a link out of figures/ is not followed
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return ""  # a link out of figures/ (or a FIFO) is not followed
+    size = path.stat().st_size
+    if size > budget[0]:
+        return (f"<p class='muted'>Figure {html.escape(path.name)} would take the page past "
+                f"{FIGURES_LIMIT >> 20} MB of figures; not embedded.</p>")
+    budget[0] -= size
+    data = base64.b64encode(read_small(path, FIGURES_LIMIT)).decode("ascii")
     name = html.escape(path.stem)
     return (f"<figure><img alt='{name}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{name} · <a download='{html.escape(path.name)}' "

@@ -60,10 +60,11 @@ SIMILARITY_MODELS = ("named", "folder")  # what --model takes (tokengeo.models.n
 
 def check_model_name(name: str):
     """The source of ``name`` (a named model or a local Hugging Face folder, see
-    :mod:`tokengeo.models.names`), or a ConfigError listing both; loads nothing."""
-    from tokengeo.models.names import resolve_model
+    :mod:`tokengeo.models.names`), or a ConfigError listing both; loads nothing. A folder
+    must bring its tokenizer (the text is tokenised with it)."""
+    from tokengeo.models.names import require_tokenizer, resolve_model
 
-    return resolve_model(name, accept=SIMILARITY_MODELS)
+    return require_tokenizer(resolve_model(name, accept=SIMILARITY_MODELS))
 
 
 def load_hf_encoder(name: str):
