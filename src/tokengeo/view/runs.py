@@ -4,8 +4,8 @@ Read from the folder's ``report.json`` (the machine-readable report, format
 ``tokengeo-report/2`` or the older ``/1``, written beside ``report.md`` and ``report.html``
 from the same objects by :mod:`tokengeo.experiments.report`): an overview (the tally per paper
 and per claim kind), then one section per suite with its claims (verdict, interval, detail),
-its tables and the PNG figures of ``figures/<suite>/``. Only figures whose resolved path lies inside the
-folder's ``figures/`` are embedded (base64), the report's own rule.
+its tables and the PNG figures of ``figures/<suite>/``. Only figures whose resolved path lies
+inside the folder's ``figures/`` are embedded (base64), the report's own rule.
 """
 
 from __future__ import annotations
