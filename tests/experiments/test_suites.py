@@ -120,13 +120,18 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     (out,) = outputs
     assert out.claims, "a suite must state claims"
     allowed = ("reproduced", "not reproduced", "inconclusive", "no change")
-    assert all(c.verdict in allowed for c in out.claims), [c.verdict for c in out.claims]
+    # a claim whose sanity precondition fails at this micro size is not judged (DINO's
+    # segmentation claims when its 2-step backbone does not beat a random one)
+    assert all(c.verdict in allowed or c.verdict.startswith("not testable here: the "
+                                                            "precondition")
+               for c in out.claims), [c.verdict for c in out.claims]
     measured = [m for c in out.claims for m in (c.members or [c])]  # a family's members
     assert all(c.measured is not None for c in measured)
     data = json.loads(path.with_name("report.json").read_text())
     validate_report(data)
     check = audit(data)  # the independent recomputation (tests/report_audit.py)
-    assert check.problems == [] and check.taken == 0, check.problems
+    untested = sum(c["verdict"].startswith("not testable") for c in data["claims"])
+    assert check.problems == [] and check.taken == untested, check.problems
     assert all(Path(f).exists() for f in out.figures)
     html = path.read_text()
     assert html.count("<h3>") == len(out.claims)
