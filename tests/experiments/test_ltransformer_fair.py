@@ -192,6 +192,11 @@ def test_peak_memory_is_judged_per_batch_size_against_the_papers_reduction(tmp_p
     assert [m.label for m in memory.members] == ["batch 16", "batch 32", "batch 64"]
     assert [round(math.exp(m.measured.mean), 2) for m in memory.members] == [0.74, 0.82, 0.9]
     assert memory.verdict == "reproduced"  # lower at every batch
+    zero = [{**r, "peak_bytes": 0} for r in rows]  # below the RSS resolution: no ratio
+    out0 = suite.summarise(SETTINGS, {**_results(), "efficiency": CellResult(
+        "efficiency", {"rows": zero})}, SuiteContext(tmp_path, tmp_path / "fig"))
+    none = next(c for c in out0.claims if c.text.startswith("the L-Transformer's training"))
+    assert none.verdict.startswith("not run: peak memory below the measurement's resolution")
     # against −15 %: ×0.74 and ×0.82 are larger reductions, ×0.90 a smaller one
     assert [m.vs_paper for m in memory.members] == ["larger", "larger", "smaller"]
 

@@ -122,11 +122,13 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     allowed = ("reproduced", "not reproduced", "inconclusive", "no change")
     # a claim whose sanity precondition fails at this micro size is not judged (DINO's
     # segmentation claims when its 2-step backbone does not beat a random one)
-    assert all(c.verdict in allowed or c.verdict.startswith("not testable here: the "
-                                                            "precondition")
+    # ... and peak memory at a micro width may lie below the RSS resolution (no ratio)
+    tiny = "not run: peak memory below the measurement's resolution"
+    assert all(c.verdict in allowed or c.verdict.startswith(("not testable here: the "
+                                                             "precondition", tiny))
                for c in out.claims), [c.verdict for c in out.claims]
     measured = [m for c in out.claims for m in (c.members or [c])]  # a family's members
-    assert all(c.measured is not None for c in measured)
+    assert all(c.measured is not None or c.verdict.startswith(tiny) for c in measured)
     data = json.loads(path.with_name("report.json").read_text())
     validate_report(data)
     check = audit(data)  # the independent recomputation (tests/report_audit.py)

@@ -432,6 +432,9 @@ def _memory_claim(settings: dict, rows: list[dict], missing: str | None) -> Clai
         elif lt is None or fb is None or lt["peak_bytes"] is None or fb["peak_bytes"] is None:
             m.not_run = ("peak memory not measured precisely here: run the efficiency cell on "
                          f"CUDA, or on a CPU with {MMAP_HINT}")
+        elif not (lt["peak_bytes"] > 0 and fb["peak_bytes"] > 0):
+            m.not_run = ("peak memory below the measurement's resolution (no bytes added) at "
+                         "this size: measure a larger width or batch")
         else:
             ratio = math.log(lt["peak_bytes"] / fb["peak_bytes"])  # a log ratio
             m.measured = Interval(ratio, ratio, ratio, 1, 0.0, True, "exact", "log",
