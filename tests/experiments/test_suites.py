@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from report_audit import audit
+from helpers.report_audit import audit
 from test_report_json import validate_report
 
 from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, SUITES, ReproduceConfig, reproduce
@@ -131,7 +131,7 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     assert all(c.measured is not None or c.verdict.startswith(tiny) for c in measured)
     data = json.loads(path.with_name("report.json").read_text())
     validate_report(data)
-    check = audit(data)  # the independent recomputation (tests/report_audit.py)
+    check = audit(data)  # the independent recomputation (tests/helpers/report_audit.py)
     untested = sum(c["verdict"].startswith("not testable") for c in data["claims"])
     assert check.problems == [] and check.taken == untested, check.problems
     assert all(Path(f).exists() for f in out.figures)
