@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_bad_inputs_round2 import TINY_FLOW, _suite_copy, one_line, snapshot
+from test_bad_inputs_runs import TINY_FLOW, _suite_copy, one_line, snapshot
 
 from tokengeo.cli import main
 from tokengeo.errors import ConfigError, TokengeoError
