@@ -26,11 +26,12 @@ class TrainResult:
     wall_time_s: float
     step: int
     geometry: dict[str, float] | None = None
+    smoothing: list[dict] | None = None  # rows of tokengeo.probes.smoothing.head_smoothing
 
     @classmethod
     def from_value(cls, v: dict) -> TrainResult:
         return cls(v["final"], v.get("parameters", {}), float(v.get("wall_time_s", 0.0)),
-                   int(v.get("step", 0)), v.get("geometry"))
+                   int(v.get("step", 0)), v.get("geometry"), v.get("smoothing"))
 
     def metric(self, split: str, name: str) -> float:
         return float(self.final[split][name])
@@ -96,13 +97,18 @@ def training_sweep(suite: str, settings: dict, variants: dict[str, dict],
 
 
 def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
-                   geometry: str | None) -> list[Cell]:
-    """The sweep's cells, each training its config in its own run folder."""
+                   geometry: str | None, smoothing_examples: int = 0) -> list[Cell]:
+    """The sweep's cells, each training its config in its own run folder;
+    ``smoothing_examples`` > 0: each also measures its heads' smoothing signs
+    (:func:`~tokengeo.experiments.training.smoothing_rows`)."""
     def make(label: str, seed: int, cfg: dict):
-        return train_cell, {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg),
-                            "config": cfg, "geometry": geometry,
-                            "geometry_split": settings.get("geometry_split", "test"),
-                            "geometry_examples": settings.get("geometry_examples", 1000)}
+        kwargs = {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg),
+                  "config": cfg, "geometry": geometry,
+                  "geometry_split": settings.get("geometry_split", "test"),
+                  "geometry_examples": settings.get("geometry_examples", 1000)}
+        if smoothing_examples:
+            kwargs["smoothing_examples"] = smoothing_examples
+        return train_cell, kwargs
     return sweep.cells(make)
 
 

@@ -31,8 +31,12 @@ TRAIN_FIELDS = ("final", "parameters", "wall_time_s", "step")  # what train_cell
 
 
 def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None,
-               geometry_split: str = "test", geometry_examples: int = 1000) -> dict:
-    """Train ``config`` in ``run_dir`` and return its final metrics (and geometry)."""
+               geometry_split: str = "test", geometry_examples: int = 1000,
+               smoothing_examples: int = 0) -> dict:
+    """Train ``config`` in ``run_dir`` and return its final metrics (and geometry).
+
+    ``smoothing_examples`` > 0: also every head's smoothing sign on that many held-out
+    examples of ``geometry_split`` (:func:`smoothing_rows`), under ``"smoothing"``."""
     trainer = open_trainer(Path(run_dir), config)
     summary = trainer.fit()
     out = {"final": summary["final"], "parameters": summary["parameters"],
@@ -42,4 +46,18 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
 
         out["geometry"] = GEOMETRY[geometry](trainer.model, trainer.task, geometry_split,
                                              geometry_examples)
+    if smoothing_examples:
+        out["smoothing"] = smoothing_rows(trainer.model, trainer.task, geometry_split,
+                                          smoothing_examples)
     return out
+
+
+def smoothing_rows(model, task, split: str, n_examples: int) -> list[dict]:
+    """:func:`tokengeo.probes.smoothing.head_smoothing` of ``model`` on the first
+    ``n_examples`` evaluation examples of ``split`` (one batch, one forward pass), as
+    JSON rows ``{layer, head, kind, variance_derivative, rayleigh}``."""
+    from tokengeo.probes.smoothing import head_smoothing
+
+    batch = task.batch(split, task.eval_indices(split, n_examples))
+    rows = head_smoothing(model, batch.inputs, attention_mask=batch.attention_mask)
+    return [row.to_dict() for row in rows]

@@ -115,6 +115,7 @@ def claims(settings: dict, sweep) -> list:
     for m in GEOMETRY:
         out += lap.k_claims(NAME, sweep, settings, m, **stand_in)
         out.append(lap.layer_claim(NAME, sweep, settings, m, **stand_in))
+    out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
     return out
 
 
@@ -143,11 +144,15 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                       ("between_class_share", "between-class variance share")):
         out.add_figure(lap.layer_figure, fig_dir / f"{key}_by_layer.png", settings, sweep,
                        key, what, f"{what} after each block (test), {model}")
+    lap.add_smoothing(out, sweep, settings, fig_dir)
     n_geo = settings.get("geometry_examples", 1000)
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry of "
                      f"the tokens of {n_geo} test images after the final norm (claims per k) "
                      "and after every block (per-layer claims and tables: the residual "
-                     "stream before the final norm).")
+                     "stream before the final norm). Smoothing sign: every head of every "
+                     "trained model on the first "
+                     f"{settings.get('smoothing_examples', lap.smoothing.DEFAULT_EXAMPLES)} "
+                     "test images (one forward pass).")
     return out
 
 

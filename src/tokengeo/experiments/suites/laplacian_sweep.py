@@ -21,6 +21,7 @@ from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import mean_interval
 from tokengeo.experiments.suite import SuiteContext
+from tokengeo.experiments.suites import smoothing_sign as smoothing
 from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
@@ -41,6 +42,7 @@ SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
     "geometry_examples": Setting("int", required=False, lo=1),
     "train": Setting("table", check=train_table),
     "cell_cost": Setting("number", required=False),
+    "smoothing_examples": Setting("int", required=False, lo=1),
 }
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
          "Representations\", arXiv 2602.09297")
@@ -52,12 +54,40 @@ def labels(settings: dict) -> list[str]:
 
 
 def sweep(suite: str, settings: dict, geometry: str, fields: tuple[str, ...] = ()) -> Sweep:
-    return training_sweep(suite, settings, k_variants(settings["ks"]), geometry, fields)
+    return training_sweep(suite, settings, k_variants(settings["ks"]), geometry,
+                          (*fields, smoothing.FIELD))
 
 
 def cells(suite: str, settings: dict, ctx: SuiteContext, geometry: str,
           fields: tuple[str, ...] = ()) -> list[Cell]:
-    return training_cells(sweep(suite, settings, geometry, fields), settings, ctx, geometry)
+    """Every (k, seed) cell; each also measures its heads' smoothing sign on
+    ``smoothing_examples`` held-out examples (one forward pass)."""
+    n_smoothing = settings.get("smoothing_examples", smoothing.DEFAULT_EXAMPLES)
+    return training_cells(sweep(suite, settings, geometry, fields), settings, ctx, geometry,
+                          smoothing_examples=n_smoothing)
+
+
+def smoothing_output(suite: str, res: SweepResults, settings: dict, **fields) -> list[Claim]:
+    """The smoothing-sign claims (:mod:`~tokengeo.experiments.suites.smoothing_sign`): the
+    Laplacian heads of k = H every block, the attention heads of k = 0 as the control."""
+    heads = headline_ks(settings)[0]
+    return smoothing.smoothing_claims(suite, res, depth(settings), f"k={heads}", "k=0",
+                                      **fields)
+
+
+def add_smoothing(out, res: SweepResults, settings: dict, fig_dir: Path) -> None:
+    """The smoothing table (k = 0, H/2, H) and one figure per block (heads of every k)."""
+    heads, half = headline_ks(settings)
+    n = depth(settings)
+    missing = next(filter(None, (smoothing.missing_rows(res, lab) for lab in labels(settings))),
+                   None)
+    if missing:
+        out.notes.append(f"No smoothing-sign table or figures: {missing}.")
+        return
+    out.tables.append(smoothing.smoothing_table(res, [f"k={k}" for k in (0, half, heads)], n))
+    for layer in range(n):
+        out.add_figure(smoothing.smoothing_figure, fig_dir / f"smoothing_block{layer + 1}.png",
+                       res, labels(settings), layer, model_label(settings["train"]))
 
 
 def results(suite: str, settings: dict, cell_results: dict[str, CellResult],
