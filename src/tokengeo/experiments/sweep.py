@@ -27,11 +27,13 @@ class TrainResult:
     step: int
     geometry: dict[str, float] | None = None
     smoothing: list[dict] | None = None  # rows of tokengeo.probes.smoothing.head_smoothing
+    curve: list[dict] | None = None  # {"step", "metrics", "geometry"} along training
 
     @classmethod
     def from_value(cls, v: dict) -> TrainResult:
         return cls(v["final"], v.get("parameters", {}), float(v.get("wall_time_s", 0.0)),
-                   int(v.get("step", 0)), v.get("geometry"), v.get("smoothing"))
+                   int(v.get("step", 0)), v.get("geometry"), v.get("smoothing"),
+                   v.get("curve"))
 
     def metric(self, split: str, name: str) -> float:
         return float(self.final[split][name])
@@ -97,10 +99,12 @@ def training_sweep(suite: str, settings: dict, variants: dict[str, dict],
 
 
 def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
-                   geometry: str | None, smoothing_examples: int = 0) -> list[Cell]:
+                   geometry: str | None, smoothing_examples: int = 0,
+                   curve_every: int = 0) -> list[Cell]:
     """The sweep's cells, each training its config in its own run folder;
     ``smoothing_examples`` > 0: each also measures its heads' smoothing signs
-    (:func:`~tokengeo.experiments.training.smoothing_rows`)."""
+    (:func:`~tokengeo.experiments.training.smoothing_rows`); ``curve_every`` > 0: each
+    records a learning curve of metrics and geometry every that many steps."""
     def make(label: str, seed: int, cfg: dict):
         kwargs = {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg),
                   "config": cfg, "geometry": geometry,
@@ -108,6 +112,8 @@ def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
                   "geometry_examples": settings.get("geometry_examples", 1000)}
         if smoothing_examples:
             kwargs["smoothing_examples"] = smoothing_examples
+        if curve_every:
+            kwargs["curve_every"] = curve_every
         return train_cell, kwargs
     return sweep.cells(make)
 

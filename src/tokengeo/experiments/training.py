@@ -30,15 +30,62 @@ def open_trainer(run_dir: Path, config: dict[str, Any]):
 TRAIN_FIELDS = ("final", "parameters", "wall_time_s", "step")  # what train_cell returns
 
 
+class CurveRecorder:
+    """A trainer callback (:meth:`tokengeo.train.Trainer.fit`) recording, at its steps, the
+    task's metrics on the whole ``split`` and the final-layer token geometry of
+    ``examples`` of its examples (per-block numbers left out), as ``{"step", "metrics",
+    "geometry"}`` points. The points are kept in ``run_dir/curve.json`` as they come, so a
+    run resumed from a checkpoint keeps the points before it."""
+
+    def __init__(self, run_dir: Path, geometry: str | None, split: str, examples: int):
+        self.path = run_dir / "curve.json"
+        self.geometry, self.split, self.examples = geometry, split, examples
+
+    def points(self) -> list[dict]:
+        import json
+
+        return json.loads(self.path.read_text()) if self.path.exists() else []
+
+    def _write(self, point: dict) -> list[dict]:
+        from tokengeo.io import write_json
+
+        points = [p for p in self.points() if p["step"] < point["step"]] + [point]
+        write_json(self.path, points)
+        return points
+
+    def _geometry(self, model, task) -> dict | None:
+        if self.geometry is None:
+            return None
+        from tokengeo.probes.run_geometry import GEOMETRY
+
+        geo = GEOMETRY[self.geometry](model, task, self.split, self.examples)
+        return {k: v for k, v in geo.items() if k != "layers"}
+
+    def __call__(self, trainer) -> None:
+        metrics = trainer.evaluate(self.split)
+        self._write({"step": trainer.step, "metrics": metrics,
+                     "geometry": self._geometry(trainer.model, trainer.task)})
+
+    def finish(self, step: int, metrics: dict, geometry: dict | None) -> list[dict]:
+        """The last point (the run's final metrics and geometry); returns every point."""
+        final = None if geometry is None else {k: v for k, v in geometry.items()
+                                               if k != "layers"}
+        return self._write({"step": step, "metrics": metrics, "geometry": final})
+
+
 def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None,
                geometry_split: str = "test", geometry_examples: int = 1000,
-               smoothing_examples: int = 0) -> dict:
+               smoothing_examples: int = 0, curve_every: int = 0) -> dict:
     """Train ``config`` in ``run_dir`` and return its final metrics (and geometry).
 
     ``smoothing_examples`` > 0: also every head's smoothing sign on that many held-out
-    examples of ``geometry_split`` (:func:`smoothing_rows`), under ``"smoothing"``."""
+    examples of ``geometry_split`` (:func:`smoothing_rows`), under ``"smoothing"``.
+    ``curve_every`` > 0: the metrics of the whole ``geometry_split`` and the final-layer
+    geometry every that many steps, and at the end, under ``"curve"`` (a learning curve:
+    :class:`CurveRecorder`)."""
     trainer = open_trainer(Path(run_dir), config)
-    summary = trainer.fit()
+    recorder = CurveRecorder(Path(run_dir), geometry, geometry_split, geometry_examples)
+    summary = trainer.fit(recorder if curve_every else None, curve_every)
     out = {"final": summary["final"], "parameters": summary["parameters"],
            "wall_time_s": summary["wall_time_s"], "step": summary["step"]}
     if geometry is not None:
@@ -46,6 +93,9 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
 
         out["geometry"] = GEOMETRY[geometry](trainer.model, trainer.task, geometry_split,
                                              geometry_examples)
+    if curve_every:
+        out["curve"] = recorder.finish(trainer.step, summary["final"][geometry_split],
+                                       out.get("geometry"))
     if smoothing_examples:
         out["smoothing"] = smoothing_rows(trainer.model, trainer.task, geometry_split,
                                           smoothing_examples)

@@ -43,6 +43,7 @@ SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
     "train": Setting("table", check=train_table),
     "cell_cost": Setting("number", required=False),
     "smoothing_examples": Setting("int", required=False, lo=1),
+    "curve_every": Setting("int", required=False, lo=1),
 }
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
          "Representations\", arXiv 2602.09297")
@@ -54,8 +55,9 @@ def labels(settings: dict) -> list[str]:
 
 
 def sweep(suite: str, settings: dict, geometry: str, fields: tuple[str, ...] = ()) -> Sweep:
+    curve = ("curve",) if settings.get("curve_every") else ()
     return training_sweep(suite, settings, k_variants(settings["ks"]), geometry,
-                          (*fields, smoothing.FIELD))
+                          (*fields, smoothing.FIELD, *curve))
 
 
 def cells(suite: str, settings: dict, ctx: SuiteContext, geometry: str,
@@ -64,7 +66,8 @@ def cells(suite: str, settings: dict, ctx: SuiteContext, geometry: str,
     ``smoothing_examples`` held-out examples (one forward pass)."""
     n_smoothing = settings.get("smoothing_examples", smoothing.DEFAULT_EXAMPLES)
     return training_cells(sweep(suite, settings, geometry, fields), settings, ctx, geometry,
-                          smoothing_examples=n_smoothing)
+                          smoothing_examples=n_smoothing,
+                          curve_every=settings.get("curve_every", 0))
 
 
 def smoothing_output(suite: str, res: SweepResults, settings: dict, **fields) -> list[Claim]:
@@ -236,3 +239,46 @@ def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel
                        {f"k={k}": [res.values(f"k={k}", layer_metric(key, layer))
                                    for layer in layers] for k in ks},
                        "block (residual stream after it)", ylabel, title)
+
+
+# ---- learning curves (cells with ``curve_every``: metrics and geometry along training)
+
+
+def curve_value(step: int, where: str, key: str) -> Callable[[Any], float]:
+    """Getter of ``where`` ("metrics" or "geometry") number ``key`` at ``step`` of a cell's
+    learning curve."""
+    def get(result) -> float:
+        point = next((p for p in result.curve or () if p["step"] == step), None)
+        if point is None or point.get(where) is None:
+            raise ValueError(f"the learning curve has no {where} at step {step}")
+        return point[where][key]
+    return get
+
+
+def curve_steps(res: SweepResults) -> list[int]:
+    """The steps of the learning curve (those of the first cell)."""
+    first = res.typed(res.labels[0], res.seeds[0])
+    return [p["step"] for p in first.curve or ()]
+
+
+def curve_table(res: SweepResults, settings: dict, columns: dict[str, tuple[str, str]]) -> tuple:
+    """Rows: (k, step); columns: mean ± std over seeds of each (where, key) of the curve."""
+    rows = []
+    for k in sorted(settings["ks"]):
+        for step in curve_steps(res):
+            row = [f"k={k}", str(step)]
+            for where, key in columns.values():
+                iv = mean_interval(res.values(f"k={k}", curve_value(step, where, key)))
+                row.append(f"{iv.mean:.4g} ± {iv.std:.2g}")
+            rows.append(row)
+    return ("along training, by k (mean ± std over seeds)", ["setting", "step", *columns], rows)
+
+
+def curve_figure(path: Path, settings: dict, res: SweepResults, where: str, key: str,
+                 ylabel: str, title: str) -> Path:
+    """``key`` of the learning curve against the step, one line per k."""
+    steps = curve_steps(res)
+    return line_figure(path, steps,
+                       {f"k={k}": [res.values(f"k={k}", curve_value(s, where, key))
+                                   for s in steps] for k in sorted(settings["ks"])},
+                       "training step", ylabel, title)
