@@ -101,10 +101,10 @@ def training_peak(name: str, cfg, batch: int, seq_len: int, device: str = "cpu",
 
 
 def _peaks_here(cfg, batches: list[int], seq_len: int, device: str) -> list[TrainingPeak]:
-    """Each model at each batch size, after one unrecorded run of the largest (so one-off
+    """Each model at each batch size, after one unrecorded run at the smallest (so one-off
     allocations, such as libraries loading their kernels, are not counted)."""
     for name, c in _models(cfg).items():
-        training_peak(name, c, max(batches), seq_len, device)
+        training_peak(name, c, min(batches), seq_len, device)
     out = []
     for batch in batches:
         for name, c in _models(cfg).items():
