@@ -149,7 +149,8 @@ def test_bad_settings_are_refused_naming_the_setting(tmp_path, edits, needle):
 
 
 def test_the_built_in_settings_plan_every_cell(tmp_path):
-    for mode in ("quick", "full"):
-        plan = _plan(tmp_path, [], mode)
-        ks, seeds = plan.settings["ks"], plan.settings["seeds"]
-        assert len(plan.cells) == 2 * len(ks) * len(seeds)  # pre-trainings + random ones
+    plan = _plan(tmp_path, [], "quick")
+    ks, seeds = plan.settings["ks"], plan.settings["seeds"]
+    assert len(plan.cells) == 2 * len(ks) * len(seeds)  # pre-trainings + random ones
+    full = _plan(tmp_path, [], "full")  # issue 42: --full gave DINO's budget to the images
+    assert full.cells == [] and "laplacian-images" in full.settings["skip"]

@@ -25,8 +25,9 @@ def cell(tmp_path_factory):
 def test_curve_points_at_every_asked_step_and_the_end(cell):
     run, out = cell
     assert [p["step"] for p in out["curve"]] == [2, 4, 6]
-    assert out["curve"][-1]["metrics"] == out["final"]["test"]
+    assert all(p["metrics"]["examples"] == 40 for p in out["curve"])  # geometry_examples
     assert set(out["curve"][0]["metrics"]) == set(out["final"]["test"])
+    assert out["final"]["test"]["examples"] > 40  # the final evaluation: the whole split
     assert "nc1" in out["curve"][0]["geometry"] and "layers" not in out["curve"][0]["geometry"]
     assert json.loads((run / "curve.json").read_text()) == out["curve"]
 
@@ -46,7 +47,7 @@ class _Trainer:
     def __init__(self, step):
         self.step, self.model, self.task = step, None, None
 
-    def evaluate(self, split):
+    def evaluate(self, split, max_examples=0):
         return {"accuracy": self.step / 10}
 
 
@@ -57,6 +58,6 @@ def test_recorder_keeps_points_before_a_resume_and_replaces_later_ones(tmp_path)
     # resumed from the checkpoint at step 4: step 6 is recorded again, 2 and 4 are kept
     again = CurveRecorder(tmp_path, None, "test", 10)
     again(_Trainer(6))
-    points = again.finish(8, {"accuracy": 0.9}, None)
+    points = again.finish(_Trainer(8), None)
     assert [p["step"] for p in points] == [2, 4, 6, 8]
-    assert [p["metrics"]["accuracy"] for p in points] == [0.2, 0.4, 0.6, 0.9]
+    assert [p["metrics"]["accuracy"] for p in points] == [0.2, 0.4, 0.6, 0.8]

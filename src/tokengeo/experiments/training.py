@@ -32,9 +32,8 @@ TRAIN_FIELDS = ("final", "parameters", "wall_time_s", "step")  # what train_cell
 
 class CurveRecorder:
     """A trainer callback (:meth:`tokengeo.train.Trainer.fit`) recording, at its steps, the
-    task's metrics on the whole ``split`` and the final-layer token geometry of
-    ``examples`` of its examples (per-block numbers left out), as ``{"step", "metrics",
-    "geometry"}`` points. The points are kept in ``run_dir/curve.json`` as they come, so a
+    task's metrics and the final-layer token geometry (per-block numbers left out) of the
+    same ``examples`` examples of ``split``, as ``{"step", "metrics", "geometry"}`` points. The points are kept in ``run_dir/curve.json`` as they come, so a
     run resumed from a checkpoint keeps the points before it."""
 
     def __init__(self, run_dir: Path, geometry: str | None, split: str, examples: int):
@@ -62,15 +61,17 @@ class CurveRecorder:
         return {k: v for k, v in geo.items() if k != "layers"}
 
     def __call__(self, trainer) -> None:
-        metrics = trainer.evaluate(self.split)
+        metrics = trainer.evaluate(self.split, self.examples)
         self._write({"step": trainer.step, "metrics": metrics,
                      "geometry": self._geometry(trainer.model, trainer.task)})
 
-    def finish(self, step: int, metrics: dict, geometry: dict | None) -> list[dict]:
-        """The last point (the run's final metrics and geometry); returns every point."""
+    def finish(self, trainer, geometry: dict | None) -> list[dict]:
+        """The last point (the trained model's metrics; ``geometry``: its final geometry,
+        already measured on the same examples); returns every point."""
         final = None if geometry is None else {k: v for k, v in geometry.items()
                                                if k != "layers"}
-        return self._write({"step": step, "metrics": metrics, "geometry": final})
+        metrics = trainer.evaluate(self.split, self.examples)
+        return self._write({"step": trainer.step, "metrics": metrics, "geometry": final})
 
 
 def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None,
@@ -80,9 +81,9 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
 
     ``smoothing_examples`` > 0: also every head's smoothing sign on that many held-out
     examples of ``geometry_split`` (:func:`smoothing_rows`), under ``"smoothing"``.
-    ``curve_every`` > 0: the metrics of the whole ``geometry_split`` and the final-layer
-    geometry every that many steps, and at the end, under ``"curve"`` (a learning curve:
-    :class:`CurveRecorder`)."""
+    ``curve_every`` > 0: the metrics and the final-layer geometry of ``geometry_examples``
+    examples of ``geometry_split`` every that many steps and at the end, under ``"curve"``
+    (a learning curve: :class:`CurveRecorder`; ``final`` keeps the whole split's metrics)."""
     trainer = open_trainer(Path(run_dir), config)
     recorder = CurveRecorder(Path(run_dir), geometry, geometry_split, geometry_examples)
     summary = trainer.fit(recorder if curve_every else None, curve_every)
@@ -94,8 +95,7 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
         out["geometry"] = GEOMETRY[geometry](trainer.model, trainer.task, geometry_split,
                                              geometry_examples)
     if curve_every:
-        out["curve"] = recorder.finish(trainer.step, summary["final"][geometry_split],
-                                       out.get("geometry"))
+        out["curve"] = recorder.finish(trainer, out.get("geometry"))
     if smoothing_examples:
         out["smoothing"] = smoothing_rows(trainer.model, trainer.task, geometry_split,
                                           smoothing_examples)
