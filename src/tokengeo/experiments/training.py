@@ -33,8 +33,9 @@ TRAIN_FIELDS = ("final", "parameters", "wall_time_s", "step")  # what train_cell
 class CurveRecorder:
     """A trainer callback (:meth:`tokengeo.train.Trainer.fit`) recording, at its steps, the
     task's metrics and the final-layer token geometry (per-block numbers left out) of the
-    same ``examples`` examples of ``split``, as ``{"step", "metrics", "geometry"}`` points. The points are kept in ``run_dir/curve.json`` as they come, so a
-    run resumed from a checkpoint keeps the points before it."""
+    same ``examples`` examples of ``split``, as ``{"step", "metrics", "geometry"}`` points.
+    The points are kept in ``run_dir/curve.json`` as they come, so a run resumed from a
+    checkpoint keeps the points before it."""
 
     def __init__(self, run_dir: Path, geometry: str | None, split: str, examples: int):
         self.path = run_dir / "curve.json"
