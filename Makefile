@@ -36,7 +36,8 @@ austen: $(STAMP)
 	PY=$(PY) bash scripts/install_austen.sh
 
 bench: $(STAMP)
-	$(PY) -m tokengeo bench laplacian --json runs/bench/laplacian_heads.json
+	mkdir -p runs/bench
+	$(PY) -m tokengeo bench all --json runs/bench/all.json
 
 test: $(STAMP) system
 	$(PY) -m pytest -q

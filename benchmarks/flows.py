@@ -1,13 +1,12 @@
 """Chunked flow simulator vs a materialising reference (see tokengeo.bench.flows).
 
-Prints one JSON object.
-Usage: python benchmarks/flows.py [--steps 5] [--repeats 3] [--n 200] [--heads 100] [--paths 10]
+The ``flows`` benchmark (tokengeo.bench.registry): one ``--flag`` per field
+of its config; prints one JSON object. ``tokengeo bench flows`` runs the same.
 """
 
-import json
+import sys
 
-from tokengeo.bench.cli import parse_config
-from tokengeo.bench.flows import FlowsBenchConfig, run
+from tokengeo.bench.registry import script
 
 if __name__ == "__main__":
-    print(json.dumps(run(parse_config(FlowsBenchConfig, __doc__))))
+    sys.exit(script("flows"))

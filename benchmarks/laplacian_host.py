@@ -1,13 +1,12 @@
 """The host's cost per call of each Laplacian kernel, measured on the CPU at sizes where
-arithmetic is negligible: what short sequences on a GPU pay (see
-tokengeo.bench.laplacian_host).
 
-Prints one JSON object.
+The ``laplacian_host`` benchmark (tokengeo.bench.registry): one ``--flag`` per field
+of its config; prints one JSON object. ``tokengeo bench laplacian_host`` runs the same.
 """
 
 import sys
 
-from tokengeo.bench.laplacian_host import main
+from tokengeo.bench.registry import script
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script("laplacian_host"))

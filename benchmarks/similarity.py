@@ -1,16 +1,12 @@
 """Head-output similarity analysis vs the plain forward pass, and its memory
-(see tokengeo.bench.similarity). Needs transformers and all-MiniLM-L6-v2 offline
-(--model mpnet: all-mpnet-base-v2, installed by `make mpnet`).
 
-Prints one JSON object.
-Usage: python benchmarks/similarity.py [--model minilm|mpnet] [--batches 6] [--repeats 3]
-       [--no-memory]
+The ``similarity`` benchmark (tokengeo.bench.registry): one ``--flag`` per field
+of its config; prints one JSON object. ``tokengeo bench similarity`` runs the same.
 """
 
-import json
+import sys
 
-from tokengeo.bench.cli import parse_config
-from tokengeo.bench.similarity import SimilarityBenchConfig, run
+from tokengeo.bench.registry import script
 
 if __name__ == "__main__":
-    print(json.dumps(run(parse_config(SimilarityBenchConfig, __doc__))))
+    sys.exit(script("similarity"))

@@ -6,14 +6,21 @@ of a scarce GPU gives every figure it can):
 1. ``env``        torch, CUDA, triton versions and the device;
 2. ``cuda_tests`` ``pytest -m cuda`` (the kernels in every dtype against the float64
    reference, laplacianize on CUDA, the trainer, the flows simulator): counts and failures;
-3. ``laplacian``  the operator table (bf16 / fp32, T = 1024 / 4096 / 8192, standard SDPA vs
-   every Laplacian kernel) and the train-step ratios of gpt-small / vit-small
-   (``tokengeo.bench.laplacian_gpu``);
-4. ``triton``     the fused Triton kernel's own table (``tokengeo.bench.laplacian_triton``);
+3. ``laplacian``  ``tokengeo bench laplacian --device cuda``: the operator table (bf16 / fp32,
+   T = 1024 / 4096 / 8192, standard SDPA vs every kernel of the table) and the train-step
+   ratios of gpt-small / vit-small per kernel (``tokengeo.bench.laplacian_cuda``);
+4. ``triton``     ``tokengeo bench laplacian_triton``: the fused Triton kernel's own table;
 5. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``);
 6. ``compiled``   train steps of gpt-small / vit-small through
    ``torch.compile(mode="reduce-overhead")`` (CUDA graphs), when at least 150 s of the budget
-   are left; six compilations, so usually its own run: ``--only compiled``.
+   are left; six compilations, so usually its own run: ``--only compiled``;
+7. ``gpu_cells``  ``reproduce --gpu`` on CUDA at tiny sizes (the ``cuda`` tests of
+   tests/experiments/test_reproduce_devices.py: a bf16 cell with its peak memory and step
+   time, the tiny [gpu] table through two workers, DDP on two GPUs where there are two) and
+   the ``reproduce --gpu --dry-run`` table;
+8. ``reproduce_gpu`` (only with ``--only reproduce_gpu``: about 6 minutes, its own run)
+   ``tokengeo reproduce --gpu --jobs 4`` into ``DIR/reproduce-gpu``: wall time, the summary
+   table, the report's path (keep it for docs/results-gpu/).
 
 Usage: ``python scripts/gpu_check.py [--out DIR] [--skip SECTION,...]``; writes
 ``DIR/gpu_check.json`` (default ``$OUT`` or ``runs/gpu``) and prints it. Budget: ≤ 8 min.
@@ -60,15 +67,17 @@ def cuda_tests(timeout: int = 200) -> dict:
 
 
 def laplacian() -> dict:
-    from tokengeo.bench.laplacian_gpu import run
+    from tokengeo.bench import registry
 
-    return run(repeats=15)
+    config = registry.benchmark("laplacian").make_config(device="cuda", op_repeats=15,
+                                                           train_repeats=15)
+    return registry.run("laplacian", config)
 
 
 def triton_table() -> dict:
-    from tokengeo.bench.laplacian_triton import run
+    from tokengeo.bench import registry
 
-    return run()
+    return registry.run("laplacian_triton")
 
 
 def compiled() -> dict:
@@ -77,9 +86,36 @@ def compiled() -> dict:
     left = DEADLINE - (time.perf_counter() - START)
     if left < 150:
         return {"skipped": f"{left:.0f} s of the budget left; needs about 150"}
-    from tokengeo.bench.laplacian_gpu import compiled_train_steps
+    from tokengeo.bench.laplacian_cuda import compiled_train_steps
 
     return {"train_step": compiled_train_steps()}
+
+
+def gpu_cells(timeout: int = 150) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider",
+           "-o", "addopts=", "--tb=line", "tests/experiments/test_reproduce_devices.py"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    dry = subprocess.run([sys.executable, "-m", "tokengeo", "reproduce", "--gpu", "--dry-run",
+                          "--out", str(OUT_DIR / "reproduce-gpu")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, env=env)
+    return {"returncode": done.returncode, "summary": lines[-1] if lines else "",
+            "failures": [ln for ln in lines if "Error" in ln or "FAILED" in ln][:20],
+            "dry_run": dry.stdout.strip().splitlines()}
+
+
+def reproduce_gpu(timeout: int = 590) -> dict:
+    out = OUT_DIR / "reproduce-gpu"
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "tokengeo", "reproduce", "--gpu", "--jobs",
+                           "4", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    return {"returncode": done.returncode, "wall_s": round(time.perf_counter() - t0, 1),
+            "summary": done.stdout.strip().splitlines()[-60:],
+            "stderr_tail": done.stderr.strip().splitlines()[-20:],
+            "report": str(out / "report.md")}
 
 
 def flows() -> dict:
@@ -93,7 +129,10 @@ START = time.perf_counter()
 DEADLINE = float(os.environ.get("GPU_CHECK_SECONDS", "480"))  # the whole run's budget
 
 SECTIONS = {"env": env, "laplacian": laplacian, "flows": flows, "cuda_tests": cuda_tests,
-            "triton": triton_table, "compiled": compiled}
+            "triton": triton_table, "compiled": compiled, "gpu_cells": gpu_cells,
+            "reproduce_gpu": reproduce_gpu}
+OPT_IN = {"reproduce_gpu"}  # run only when named in --only
+OUT_DIR = Path("runs/gpu")  # set by main from --out
 
 
 def main(argv=None) -> int:
@@ -104,11 +143,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     skip = {s for s in args.skip.split(",") if s}
     only = {s for s in args.only.split(",") if s}
-    out = Path(args.out)
+    global OUT_DIR
+    out = OUT_DIR = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     result: dict = {}
     for name, fn in SECTIONS.items():
         if name in skip or (only and name not in only and name != "env"):
+            continue
+        if name in OPT_IN and name not in only:
             continue
         t0 = time.perf_counter()
         try:

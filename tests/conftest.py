@@ -72,3 +72,27 @@ def saved_slots(monkeypatch):
     monkeypatch.setattr(torch._C._autograd, "_push_saved_tensors_default_hooks",
                         recording_push)
     return slots
+
+
+@pytest.fixture
+def fake_suite(tmp_path, monkeypatch):
+    """``fake_suite(cells, summarise, toml) -> conf folder``: a fabricated suite named
+    ``fake`` that ``reproduce`` runs as its only suite (a module holding ``cells`` and
+    ``summarise``, named in ``reproduce.SUITES``), with its settings ``toml`` written to
+    ``conf/fake.toml``; pass the folder as ``ReproduceConfig(config_dir=...)``."""
+    import sys
+    import types
+
+    from tokengeo.experiments import reproduce as rp
+
+    def install(cells, summarise, toml: str):
+        module = types.ModuleType("tokengeo_fake_suite")
+        module.cells, module.summarise = cells, summarise
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        monkeypatch.setattr(rp, "SUITES", {"fake": module.__name__})
+        conf = tmp_path / "conf"
+        conf.mkdir(exist_ok=True)
+        (conf / "fake.toml").write_text(toml)
+        return conf
+
+    return install

@@ -26,9 +26,11 @@ from tokengeo.runlock import release_run_folders
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "list-models": ("tokengeo.commands.list_models", "list the registered model variants"),
-    "bench": ("tokengeo.commands.bench", "run a benchmark script and print its table"),
+    "bench": ("tokengeo.commands.bench", "run one benchmark, or all of them, and print it"),
     "train": ("tokengeo.commands.train", "train a model on a dataset (or --resume a run)"),
     "reproduce": ("tokengeo.commands.reproduce", "check the papers' claims and write a report"),
+    "report": ("tokengeo.commands.report", "a run's tally, and the docs generated from its "
+               "report.json (--write-docs, --check-docs)"),
     "probe": ("tokengeo.commands.probe", "token-geometry metrics of a trained run"),
     "flow": ("tokengeo.commands.flow", "simulate tokens on the sphere under multi-head attention"),
     "similarity": ("tokengeo.commands.similarity", "head-output similarity analysis of an encoder"),

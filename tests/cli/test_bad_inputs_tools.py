@@ -373,7 +373,8 @@ def test_simulate_refuses_bad_input_before_running(change, needle, monkeypatch):
     kw = dict(x0=_sphere(1, 5, 3)[0], D0=_sym(2, 3), T=0.1, dt=0.01)
     kw.update(change)
     with pytest.raises(ConfigError) as exc:
-        sim_mod.simulate(kw.pop("x0"), kw.pop("D0"), **kw)
+        x0, D0, progress = kw.pop("x0"), kw.pop("D0"), kw.pop("progress", None)
+        sim_mod.simulate(x0, D0, sim_mod.FlowConfig(**kw), progress=progress)
     msg = str(exc.value)
     assert needle in msg and "\n" not in msg, msg
 

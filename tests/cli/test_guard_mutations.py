@@ -19,69 +19,69 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-R2 = "tests/cli/test_bad_inputs_round2.py"
+RUNS = "tests/cli/test_bad_inputs_runs.py"
 NOOP = "lambda *a, **k: None"
 # name: (patch lines run in the child before its tests, test file, -k expression)
 MUTATIONS = {
     "out rule: files the marker does not list": (
         ["import tokengeo.outmarker as m", "m._listed = lambda rel, patterns: True"],
-        R2, "own-marker-plus-user-file"),
+        RUNS, "own-marker-plus-user-file"),
     "out rule: this command's marker": (
         ["import tokengeo.outmarker as m",
          "m.read_marker = lambda folder: {'command': 'flow'}"],
-        R2, "flow-user-file-named-like-output"),
+        RUNS, "flow-user-file-named-like-output"),
     "out rule: linked folders": (
         ["import tokengeo.outmarker as m", "m.os.path.islink = lambda p: False"],
-        R2, "folder-link-inside"),
+        RUNS, "folder-link-inside"),
     "lock: O_NOFOLLOW": (
-        ["import tokengeo.runlock as m", "m.NOFOLLOW = 0"], R2, "lock-a-symlink"),
+        ["import tokengeo.runlock as m", "m.NOFOLLOW = 0"], RUNS, "lock-a-symlink"),
     "lock: regular file only": (
         ["import types, tokengeo.runlock as m",
-         "m.stat = types.SimpleNamespace(S_ISREG=lambda mode: True)"], R2, "lock-a-fifo"),
+         "m.stat = types.SimpleNamespace(S_ISREG=lambda mode: True)"], RUNS, "lock-a-fifo"),
     "reads: regular file only": (
-        ["import tokengeo.io as m", f"m._require_regular = {NOOP}"], R2, "fifo_named_like"),
+        ["import tokengeo.io as m", f"m._require_regular = {NOOP}"], RUNS, "fifo_named_like"),
     "reads: JSON top-level type": (
-        ["import tokengeo.io as m", "m.isinstance = lambda v, k: True"], R2, "list or null"),
+        ["import tokengeo.io as m", "m.isinstance = lambda v, k: True"], RUNS, "list or null"),
     "settings: cross-checks": (
-        ["import tokengeo.experiments.reproduce as m", f"m.check_suite = {NOOP}"], R2,
+        ["import tokengeo.experiments.reproduce as m", f"m.check_suite = {NOOP}"], RUNS,
         "settings_checked_as_a_whole"),
     "settings: --only once": (
-        ["import tokengeo.experiments.reproduce as m", f"m.check_only = {NOOP}"], R2,
+        ["import tokengeo.experiments.reproduce as m", f"m.check_only = {NOOP}"], RUNS,
         "only_names_each_suite_once"),
     "cells: schema": (
-        ["import tokengeo.experiments.reproduce as m", f"m.cell_value_problem = {NOOP}"], R2,
+        ["import tokengeo.experiments.reproduce as m", f"m.cell_value_problem = {NOOP}"], RUNS,
         "schema_is_recomputed"),
     "npz: headers before allocating": (
-        ["import tokengeo.data.user as m", f"m._check_npz_headers = {NOOP}"], R2, "short"),
+        ["import tokengeo.data.user as m", f"m._check_npz_headers = {NOOP}"], RUNS, "short"),
     "npz: labels and class names together": (
         ["import tokengeo.data.user as m",
          "m._named_labels = lambda y, names, p: (m._labels(y, str(p))[0], list(map(str, names)))"],
-        R2, "npz_refused"),
+        RUNS, "npz_refused"),
     "text: binary refused": (
-        ["import tokengeo.data.user as m", f"m.refuse_binary = {NOOP}"], R2, "binary"),
+        ["import tokengeo.data.user as m", f"m.refuse_binary = {NOOP}"], RUNS, "binary"),
     "hf: tokenizer required": (
-        ["import tokengeo.models.hf_lm as m", f"m.require_tokenizer = {NOOP}"], R2,
+        ["import tokengeo.models.hf.lm as m", f"m.require_tokenizer = {NOOP}"], RUNS,
         "no-tokenizer"),
     "hf: config sizes typed": (
-        ["import tokengeo.models.hf_lm as m", "m._check_sizes = lambda cfg, saved: None"], R2,
+        ["import tokengeo.models.hf.lm as m", "m._check_sizes = lambda cfg, saved: None"], RUNS,
         "train_hf_folder and (heads-str or vocab or positions)"),
     "cli: disk full and permissions": (
-        ["import tokengeo.cli as m", "m.ENVIRONMENT_ERRNOS = set()"], R2, "disk_full"),
+        ["import tokengeo.cli as m", "m.ENVIRONMENT_ERRNOS = set()"], RUNS, "disk_full"),
     "cli: only rank 0 prints": (
         ["import tokengeo.cli as m", "m.os = __import__('types').SimpleNamespace("
-         "environ={})"], R2, "rank_0"),
+         "environ={})"], RUNS, "rank_0"),
     "checkpoints follow the umask": (
-        ["import tokengeo.train.checkpoint as m", f"m.follow_umask = {NOOP}"], R2,
+        ["import tokengeo.train.checkpoint as m", f"m.follow_umask = {NOOP}"], RUNS,
         "umask_022"),
     "model cache: checked": (
-        ["import tokengeo.models.pretrained as m",
+        ["import tokengeo.models.hf.pretrained as m",
          "m.cache_problem = lambda folder, record: None if folder.is_dir() else 'missing'"],
         "tests/models/test_model_cache_trust.py", "damaged"),
     "model cache: umask": (
         ["import tokengeo.io as m", f"m.follow_umask = {NOOP}"],
         "tests/models/test_model_cache_trust.py", "umask"),
     "ray: address probed": (
-        ["import tokengeo.experiments.executors as m", f"m.probe_address = {NOOP}"], R2,
+        ["import tokengeo.experiments.executors as m", f"m.probe_address = {NOOP}"], RUNS,
         "ray_address"),
 }
 

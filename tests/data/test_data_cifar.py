@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from cifar_archive import (
+from helpers.cifar_archive import (
     cifar10_members,
     cifar100_members,
     py2_dumps,

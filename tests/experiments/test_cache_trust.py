@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -53,16 +51,9 @@ def _summarise(settings, results, fig_dir):
 
 
 @pytest.fixture
-def conf(tmp_path, monkeypatch):
-    mod = types.ModuleType("fake_trust_suite")
-    mod.cells, mod.summarise = _cells, _summarise
-    monkeypatch.setitem(sys.modules, "fake_trust_suite", mod)
-    monkeypatch.setattr(rp, "SUITES", {"fake": "fake_trust_suite"})
-    folder = tmp_path / "conf"
-    folder.mkdir()
-    (folder / "fake.toml").write_text("[quick]\nseeds = 2\n")
+def conf(fake_suite):
     CALLS.clear()
-    return folder
+    return fake_suite(_cells, _summarise, "[quick]\nseeds = 2\n")
 
 
 def _reproduce(out: Path, conf: Path) -> tuple[list[int], list[str], str]:

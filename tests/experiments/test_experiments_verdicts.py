@@ -112,10 +112,42 @@ def test_a_family_where_holm_changes_a_verdict():
     members = [_claim(clear, "a")] + [_claim(v, f"n{i}") for i, v in enumerate(noise)]
     fam = family("t", "some α helps", members, rule="any")
     assert members[0].verdict == REPRODUCED
-    assert fam.verdict == REPRODUCED and fam.verdict_holm == INCONCLUSIVE
+    # "some α helps" needs the adjusted evidence: the family is inconclusive
+    assert fam.verdict_raw == REPRODUCED and fam.verdict == INCONCLUSIVE
     assert fam.member_holm()[0] == INCONCLUSIVE
     d = fam.to_dict("paper")
-    assert d["verdict_holm"] == INCONCLUSIVE and len(d["members"]) == 5
+    assert d["verdict"] == INCONCLUSIVE and d["verdict_raw"] == REPRODUCED
+    assert len(d["members"]) == 5 and d["members"][0]["verdict_holm"] == INCONCLUSIVE
+
+
+def test_an_all_family_needs_adjusted_evidence_to_fail_and_none_to_hold():
+    # six blocks, "every block falls": one block rises at p ≈ 2% alone, not after Holm
+    rises = [-0.02, -0.01, 0.0, -0.03, -0.015]  # negated: t = +3.0 against "< 0", p ≈ 2%
+    down = Region.below(0.0)
+    fails = _claim([-v for v in rises], "b1", region=down)  # raw: not reproduced
+    holds = [_claim([-1.0, -1.1, -0.9, -1.05, -0.95], f"b{i}", region=down) for i in range(2, 7)]
+    fam = family("t", "every block falls", [fails, *holds], rule="all")
+    assert fails.verdict == NOT_REPRODUCED and fam.member_holm()[0] == INCONCLUSIVE
+    assert fam.verdict_raw == NOT_REPRODUCED and fam.verdict == INCONCLUSIVE
+    # every member reproduced on its own: the intersection-union test needs no adjustment
+    weak = [_claim([-0.02, -0.01, 0.0, -0.03, -0.015], f"w{i}", region=down) for i in range(6)]
+    assert all(m.verdict == REPRODUCED for m in weak)
+    assert all(h == INCONCLUSIVE for h in family("t", "w", weak, rule="all").member_holm())
+    assert family("t", "w", weak, rule="all").verdict == REPRODUCED
+    # ... and "any" is the reverse: every member failing needs no adjustment
+    assert family("t", "w", [_claim([-v for v in m.measured.values], "x", region=down)
+                             for m in weak], rule="any").verdict == NOT_REPRODUCED
+
+
+def test_the_tally_counts_a_familys_one_verdict():
+    from tokengeo.experiments.summary import SuiteOutput, tally
+
+    down = Region.below(0.0)
+    fails = _claim([0.02, 0.01, 0.0, 0.03, 0.015], "b1", region=down)
+    holds = [_claim([-1.0, -1.1, -0.9, -1.05, -0.95], f"b{i}", region=down) for i in range(5)]
+    fam = family("t", "every block falls", [fails, *holds], rule="all", kind="stand-in")
+    counts = tally([SuiteOutput("t", "T", "P", [fam])])["papers"]["P"]
+    assert counts[INCONCLUSIVE] == 1 and counts[NOT_REPRODUCED] == 0
 
 
 def test_family_rules_any_and_all():
@@ -164,9 +196,13 @@ def test_claim_power_uses_the_paper_effect_and_the_boundary():
     assert c.seeds_for_80 == power.units_for(0.0225, c.measured.std)
     assert c.mde_80 == pytest.approx(power.mde(c.measured.std, 5))
     # where the data exclude the paper's effect, the seeds detect the observed one
-    low = _claim([0.001, -0.002, 0.0, 0.002, -0.001], "y", effect=0.0125)
+    low = _claim([0.004, 0.005, 0.006, 0.005, 0.004], "y", effect=0.0125)
     assert low.vs_paper == "smaller" and low.power_basis == "observed"
     assert low.seeds_for_80 == power.units_for(low.measured.mean, low.measured.std)
+    # ... unless the observed effect is within a standard error of the boundary: none
+    flat = _claim([0.001, -0.002, 0.0, 0.002, -0.001], "y", effect=0.0125)
+    assert flat.vs_paper == "smaller" and flat.power_basis == "no effect"
+    assert flat.seeds_for_80 is None
 
 
 def test_exact_tests_need_six_seeds_before_any_effect_is_detectable():
@@ -174,3 +210,42 @@ def test_exact_tests_need_six_seeds_before_any_effect_is_detectable():
               measured=mean_interval([-1, -1, 0, -2, -1], discrete=True))
     assert c.verdict == INCONCLUSIVE and c.mde_80 is None
     assert c.seeds_for_80 >= 6
+
+
+def test_a_familys_text_names_each_members_own_quantity():
+    members = []
+    for a in ("identity", "linear"):
+        c = _claim([0.1, 0.2, 0.15], f"α={a}")
+        c.quantity = f"test accuracy(L_alpha-{a}) − test accuracy(fair)"
+        members.append(c)
+    fam = family("t", "some α", members, rule="any")
+    assert "L_alpha-linear" in fam.quantity and "L_alpha-identity" in fam.quantity
+    assert "L_alpha-identity" not in fam.rule  # not the first member's label for every α
+
+
+def test_the_spreads_upper_bound_is_the_chi_square_one():
+    from scipy import stats
+
+    for n in (3, 4, 10):
+        lo_q = stats.chi2.ppf(0.025, n - 1)
+        assert power.sd_upper(1.0, n) == pytest.approx(math.sqrt((n - 1) / lo_q))
+    assert 3.6 < power.sd_upper(1.0, 4) < 3.8  # σ from 4 seeds: up to ×3.7 larger
+
+
+def test_power_counts_state_the_upper_bound_the_holm_size_and_no_effect():
+    # a paper claim 1 σ above the boundary: seeds at the spread and at its upper bound
+    c = _claim([0.2, 1.5, 0.8, 1.4, 0.4], "x", effect=1.0)
+    assert c.vs_paper == "consistent" and c.power_basis == "paper"
+    assert c.seeds_for_80_upper > c.seeds_for_80 >= 2
+    # the same member in a family of 5: its test is at 2.5% / 5, so more seeds
+    alone = c.seeds_for_80
+    family("t", "f", [c] + [_claim([0.1, 0.2, 0.15], f"m{i}") for i in range(4)])
+    assert c.holm_size == 5 and c.seeds_for_80 > alone
+    # an observed effect within a standard error of the boundary: no seed count
+    flat = _claim([0.01, -0.02, 0.015, -0.004, 0.001], "flat")
+    assert flat.power_basis == "no effect" and flat.seeds_for_80 is None
+    from tokengeo.experiments.summary import SuiteOutput, power_rows
+
+    flat.kind = "stand-in"
+    row = power_rows([SuiteOutput("t", "T", "P", [flat])])[0]
+    assert "no effect to detect" in row[-1]

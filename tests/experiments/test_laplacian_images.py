@@ -3,7 +3,7 @@ claim per metric, the k = H headline, the ks between as a family, per-layer fami
 the settings rule that the ks hold 0, H // 2 and H."""
 
 import pytest
-from smoothing_rows import fake_smoothing
+from helpers.smoothing_rows import fake_smoothing
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -17,7 +17,8 @@ SETTINGS = {"ks": list(range(HEADS + 1)), "seeds": SEEDS, "geometry_examples": 1
             "train": {"model": "vit-tiny", "data": "fashion-mnist",
                       "model_overrides": {"n_layers": LAYERS, "d_model": 32}}}
 KEYS = ("within_sequence_share", "between_class_share", "nc1", "nc2_etf_error",
-        "components_99", "components_99_per_image", "nc2_equinorm", "nc2_max_angle")
+        "components_99", "components_99_interp", "components_99_per_image", "nc2_equinorm",
+        "nc2_max_angle")
 
 
 def _geometry(k: int, seed: int, sign: float, late_only: bool = False) -> dict:
@@ -33,6 +34,7 @@ def _geometry(k: int, seed: int, sign: float, late_only: bool = False) -> dict:
                 "nc1": 2.0 - 0.1 * e + 0.05 * seed + noise,
                 "nc2_etf_error": 0.8 - 0.03 * e + 0.02 * seed + noise,
                 "components_99": 20 - round(e) - (seed % 2),
+                "components_99_interp": 19.6 - e - 0.5 * (seed % 2) + noise,
                 "components_99_per_image": 10.0 - 0.5 * e + 0.1 * seed + noise,
                 "nc2_equinorm": 0.1, "nc2_max_angle": 0.2}
     layers = [at(0.0 if late_only and b < LAYERS - 1 else (b + 1) / LAYERS)
@@ -181,18 +183,21 @@ def test_headline_ks_and_depth_come_from_the_settings():
                                         ([0, 1, 3], "k = 2, 4")])
 def test_ks_must_hold_half_and_all_heads(ks, missing):
     with pytest.raises(ConfigError, match=f"lacks {missing};.*H = 4 heads"):
-        check_suite(images.NAME, "x.toml", {**SETTINGS, "ks": ks})
+        check_suite(images.SUITE, "x.toml", {**SETTINGS, "ks": ks})
 
 
 def test_one_head_cannot_make_a_sweep():
     train = {**SETTINGS["train"], "model_overrides": {"n_heads": 1, "d_model": 32}}
     with pytest.raises(ConfigError, match="n_heads >= 2"):
-        check_suite(images.NAME, "x.toml", {**SETTINGS, "ks": [0, 1], "train": train})
+        check_suite(images.SUITE, "x.toml", {**SETTINGS, "ks": [0, 1], "train": train})
 
 
 @pytest.mark.parametrize("suite", [images.NAME, "laplacian-language"])
 def test_every_k_of_the_heads_is_accepted(suite):
-    check_suite(suite, "x.toml", SETTINGS if suite == images.NAME else
+    from tokengeo.experiments.suites import laplacian_language
+
+    owner = images if suite == images.NAME else laplacian_language
+    check_suite(owner.SUITE, "x.toml", SETTINGS if suite == images.NAME else
                 {**SETTINGS, "train": {"model": "gpt-tiny", "data": "shakespeare-char"}})
 
 

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from smoothing_rows import fake_smoothing
+from helpers.smoothing_rows import fake_smoothing
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -141,8 +141,8 @@ def test_ks_must_hold_h_and_h_over_2_of_the_model(ks, missing):
     from tokengeo.experiments.validation import check_suite
 
     with pytest.raises(ConfigError, match=f"lacks k = {missing}"):
-        check_suite(lang.NAME, "t.toml", {**SETTINGS, "ks": ks})
-    check_suite(lang.NAME, "t.toml", SETTINGS)
+        check_suite(lang.SUITE, "t.toml", {**SETTINGS, "ks": ks})
+    check_suite(lang.SUITE, "t.toml", SETTINGS)
     assert lang.model_shape(SETTINGS) == (H, L)
 
 

@@ -33,9 +33,10 @@ def test_line_distance_wraps_at_180():
 
 def test_the_variants_and_their_coefficients():
     ab = mech.coefficients(SETTINGS)
+    # t = 0.5 is (0.5, 0): 0.5 V mixes no tokens, so the path skips it
     assert ab == {"learned": None, "t=0": (0.0, 1.0), "t=0.25": (0.25, 0.5),
-                  "t=0.5": (0.5, 0.0), "t=0.75": (0.75, -0.5), "t=1": (1.0, -1.0),
-                  "V+PV": (1.0, 1.0)}
+                  "t=0.75": (0.75, -0.5), "t=1": (1.0, -1.0), "V+PV": (1.0, 1.0)}
+    assert mech.path_ts({"path_points": 4}) == pytest.approx([0, 1 / 3, 2 / 3, 1])
     cfg = mech.sweep(SETTINGS).config("t=0.25", 3)
     assert cfg["n_laplacian"] == K and cfg["head_kind"] == "mixed" and cfg["seed"] == 3
     assert cfg["model_overrides"] == {"n_layers": LAYERS, "mixed_init": "attention"}
@@ -88,7 +89,7 @@ def test_claims_read_the_known_answers(tmp_path):
     assert nearer.verdict == "reproduced"  # 26.6° from attention, 18.4° from the Laplacian
     trend = next(c for t, c in claims.items() if t.startswith("within-sequence variance"))
     assert trend.verdict == "reproduced" and trend.measured.mean == pytest.approx(-0.2)
-    assert "per t" in trend.detail and "t = 0, 0.25, 0.5, 0.75, 1" in trend.quantity
+    assert "per t" in trend.detail and "t = 0, 0.25, 0.75, 1" in trend.quantity
     every_depth = next(c for t, c in claims.items() if t.startswith("within-sequence share"))
     assert len(every_depth.members) == LAYERS  # depths 1..L; depth 1 is flat here
     assert every_depth.members[-1].verdict == "reproduced"
@@ -114,7 +115,7 @@ def test_claims_say_no_when_heads_turn_the_other_way(tmp_path):
 
 def test_a_missing_cell_leaves_every_claim_not_run(tmp_path):
     results = _results((-0.4, 0.8), 0.9, -0.2)
-    del results["t=0.5-s1"]
+    del results["t=0.75-s1"]
     claims, out = _claims(tmp_path, results)
     for c in claims.values():
         members = c.members or [c]
@@ -153,7 +154,7 @@ def test_weight_decay_must_be_set_to_zero_explicitly():
 
 
 @pytest.mark.parametrize("name,value,message", [
-    ("path_points", 2, r"path_points = 2 must be a whole number >= 3"),
+    ("path_points", 3, r"path_points = 3 must be a whole number >= 4"),
     ("k", 0, r"k = 0 must be a whole number >= 1"),
 ])
 def test_bad_numbers_are_refused(name, value, message):
@@ -174,7 +175,7 @@ def test_k_beyond_the_heads_is_refused_before_any_cell(tmp_path):
 
 def mech_toml_of(settings: dict) -> str:
     t = settings["train"]
-    return ("[quick]\nseeds = [0, 1]\nk = 2\npath_points = 3\ngeometry_examples = 4\n"
+    return ("[quick]\nseeds = [0, 1]\nk = 2\npath_points = 4\ngeometry_examples = 4\n"
             f'train = {{ model = "{t["model"]}", data = "{t["data"]}", steps = 1, '
             "batch_size = 4, weight_decay = 0.0, model_overrides = { n_layers = 1 } }\n")
 

@@ -178,13 +178,30 @@ def test_suite_claims_give_the_known_answers():
     memory = by_text["peak training memory of the L-Transformer below its fair encoder's "
                      "(d = 128, every batch size)"]
     assert [m.label for m in memory.members] == ["batch 8", "batch 16"]
-    assert [m.measured.mean for m in memory.members] == pytest.approx([0.75, 0.9])
+    assert [math.exp(m.measured.mean) for m in memory.members] == pytest.approx([0.75, 0.9])
     assert memory.verdict == "reproduced" and memory.kind == "stand-in"
     assert not any(c.text.startswith("saved activations") for c in out.claims)
     titles = [t[0] for t in out.tables]
     assert any(t.startswith("Peak memory of a training step with AdamW") for t in titles)
     assert any(t.startswith("α: mean rank") for t in titles)
     assert any(t.startswith("Efficiency") for t in titles)
+
+
+def test_peak_memory_is_judged_per_batch_size_against_the_papers_reduction(tmp_path):
+    value = _efficiency_value()
+    peaks = []
+    for batch, (peak_l, peak_fair) in ((16, (74, 100)), (32, (82, 100)), (64, (90, 100))):
+        for name, mb in (("ltransformer", peak_l), ("fair_baseline", peak_fair)):
+            peaks.append({**value["training_peaks"][0], "name": name, "batch": batch,
+                          "peak_bytes": mb * 2**20})
+    out = suite.summarise(SETTINGS, {**_results(), "efficiency": CellResult(
+        "efficiency", {**value, "training_peaks": peaks})}, SuiteContext(tmp_path, tmp_path / "fig"))
+    memory = next(c for c in out.claims if c.text.startswith("peak training memory of the L"))
+    assert [m.label for m in memory.members] == ["batch 16", "batch 32", "batch 64"]
+    assert [round(math.exp(m.measured.mean), 2) for m in memory.members] == [0.74, 0.82, 0.9]
+    assert memory.verdict == "reproduced"  # lower at every batch
+    # against −15 %: ×0.74 and ×0.82 are larger reductions, ×0.90 a smaller one
+    assert [m.vs_paper for m in memory.members] == ["larger", "larger", "smaller"]
 
 
 def test_suite_without_a_long_task_reports_its_claims_as_not_run():

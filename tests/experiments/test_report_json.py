@@ -72,9 +72,10 @@ def test_tally_counts_only_paper_and_stand_in_claims():
 
     t = tally(_suites())
     # paper A: "paper claim" (reproduced), "stand-in claim" (inconclusive), the family
-    # (reproduced: α=a) - not the sanity, construction or new claims
-    assert t["papers"]["A"] == {"reproduced": 2, "not reproduced": 0, "inconclusive": 1,
-                                "no change": 0, "not run": 0}
+    # (inconclusive: α=a holds alone, p ≈ 1.7%, but not after Holm's ×2) - not the sanity,
+    # construction or new claims
+    assert t["papers"]["A"] == {"reproduced": 1, "not reproduced": 0, "inconclusive": 2,
+                                "no change": 0, "not run": 0, "not testable here": 0}
     assert t["papers"]["B"]["not run"] == 1
     assert t["kinds"]["sanity"]["reproduced"] == 1 and t["kinds"]["new"]["inconclusive"] == 1
     assert [v["claim"] for v in t["verified"]] == ["1/p parameters"]
@@ -92,3 +93,67 @@ def test_power_table_lists_the_undecided_paper_claims(tmp_path):
     power = md.split("## Power of the undecided claims")[1].split("\n## ")[0]
     assert "stand-in claim" in power and "our question" not in power
     assert "paper's effect" in power
+
+
+def test_report_json_carries_the_values_behind_every_verdict(tmp_path):
+    from tokengeo.experiments.stats import welch_difference
+
+    suites = _suites()
+    w = Claim("s1", "unpaired", "src", "-", "d", Region.above(0),
+              measured=welch_difference([1.0, 1.2, 0.9], [0.1, 0.3, 0.2]), kind="new")
+    suites[0].claims.append(w)
+    write_report(tmp_path, suites, "r", ["pre"], mode="quick")
+    data = json.loads((tmp_path / "report.json").read_text())
+    validate_report(data)
+    by_name = {c["claim"]: c for c in data["claims"]}
+    assert by_name["paper claim"]["interval"]["values"] == [1, 1.2, 0.9]
+    assert by_name["paper claim"]["region"] == {"low": 0, "high": None, "text": "> 0"}
+    assert by_name["unpaired"]["interval"]["values_a"] == [1.0, 1.2, 0.9]
+    assert by_name["unpaired"]["interval"]["values_b"] == [0.1, 0.3, 0.2]
+    assert by_name["1/p parameters"]["region"] == {"low": 0.24, "high": 0.27,
+                                                   "text": "within [0.24, 0.27]"}
+    # the ratio claim's values are the per-seed log ratios its t interval is made from
+    ratio = by_name["our question"]["interval"]
+    assert ratio["values"] == pytest.approx([0.0, 0.0953102, -3.912023], abs=1e-6)
+
+
+def test_a_zero_paper_effect_needs_a_margin_and_is_judged_by_equivalence():
+    from tokengeo.experiments.stats import Interval
+
+    with pytest.raises(ValueError, match="margin"):
+        Claim("f", "b ≈ 0", "src", "b ≈ 0", "b", Region.around(0, 0.25), paper_effect=0.0)
+    near = Claim("f", "b ≈ 0", "src", "b ≈ 0", "b", Region.around(0, 0.25), paper_effect=0.0,
+                 margin=0.25, measured=Interval.exact_value(0.0014, "deterministic"))
+    assert near.vs_paper == "consistent"  # 0.0014 is not "larger" than ≈ 0
+    far = Claim("f", "b ≈ 0", "src", "b ≈ 0", "b", Region.around(0, 0.25), paper_effect=0.0,
+                margin=0.25, measured=mean_interval([0.5, 0.6, 0.55]))
+    assert far.vs_paper == "larger"
+    d = near.to_dict("P")
+    assert d["interval"]["method"] == "deterministic" and d["interval"]["margin"] == 0.25
+    assert d["interval"]["values"] == [0.0014] and "deterministic" in near.measured_text()
+
+
+def test_a_claim_whose_precondition_fails_is_not_testable_and_counted_apart(tmp_path):
+    from tokengeo.experiments.summary import tally
+
+    up = Region.above(0)
+    sanity = Claim("d", "pre-training beats random at segmentation", "src", "-", "d", up,
+                   measured=mean_interval([-0.01, 0.005, -0.002]), kind="sanity")
+    seg = Claim("d", "Laplacian heads raise segmentation", "src", "×1.083", "d", up,
+                measured=mean_interval([0.01, 0.02, 0.015]), kind="stand-in", proxy="p",
+                precondition=sanity)
+    assert sanity.verdict == "inconclusive"
+    assert seg.verdict.startswith("not testable here: the precondition")
+    assert "inconclusive" in seg.verdict and seg.vs_paper is None
+    counts = tally([SuiteOutput("d", "D", "P", [sanity, seg])])["papers"]["P"]
+    assert counts["not testable here"] == 1 and counts["reproduced"] == 0
+    write_report(tmp_path, [SuiteOutput("d", "D", "P", [sanity, seg])], "r", [], mode="quick")
+    data = json.loads((tmp_path / "report.json").read_text())
+    validate_report(data)
+    from report_audit import audit
+
+    assert audit(data).problems == []
+    good = Claim("d", "s", "src", "-", "d", up, measured=mean_interval([1, 1.1, 0.9]),
+                 kind="sanity")
+    seg.precondition = good
+    assert seg.verdict == "reproduced"  # judged once its precondition holds

@@ -4,7 +4,7 @@ import shutil
 
 import numpy as np
 import pytest
-from browser import dump_dom, screenshot
+from helpers.browser import dump_dom, screenshot
 
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput, write_report

@@ -1,7 +1,5 @@
 """The reproduce machinery on a fabricated suite: resume, not-run cells, the report."""
 
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -46,23 +44,16 @@ def _summarise(settings, results, fig_dir):
 
 
 @pytest.fixture
-def fake_suite(tmp_path, monkeypatch):
-    mod = types.ModuleType("fake_suite")
-    mod.cells, mod.summarise = _cells, _summarise
-    monkeypatch.setitem(sys.modules, "fake_suite", mod)
-    monkeypatch.setattr(rp, "SUITES", {"fake": "fake_suite"})
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "fake.toml").write_text(
-        "[quick]\nseeds = 3\nsettings = ['base', 'treated', 'missing']\n"
-        "[full]\nseeds = 5\nsettings = ['base', 'treated']\n")
+def conf(fake_suite):
     CALLS.clear()
     STOP_AT.clear()
-    return conf
+    return fake_suite(_cells, _summarise,
+                      "[quick]\nseeds = 3\nsettings = ['base', 'treated', 'missing']\n"
+                      "[full]\nseeds = 5\nsettings = ['base', 'treated']\n")
 
 
-def test_report_verdicts_and_not_run(fake_suite, tmp_path):
-    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=fake_suite)
+def test_report_verdicts_and_not_run(conf, tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=conf)
     path, outputs = rp.reproduce(cfg, log=lambda m: None)
     verdicts = [c.verdict for c in outputs[0].claims]
     assert verdicts[0] == "reproduced"
@@ -73,8 +64,8 @@ def test_report_verdicts_and_not_run(fake_suite, tmp_path):
     assert not list((tmp_path / "out" / "cells" / "fake").glob("missing-0*"))
 
 
-def test_interrupted_run_resumes_without_recomputing(fake_suite, tmp_path):
-    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=fake_suite)
+def test_interrupted_run_resumes_without_recomputing(conf, tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=conf)
     STOP_AT.append("treated")
     with pytest.raises(KeyboardInterrupt):
         rp.reproduce(cfg, log=lambda m: None)
@@ -85,18 +76,18 @@ def test_interrupted_run_resumes_without_recomputing(fake_suite, tmp_path):
     assert CALLS == ["treated-0", "treated-1", "treated-2"]  # base cells came from disk
 
 
-def test_bad_suite_names_and_configs(fake_suite, tmp_path):
+def test_bad_suite_names_and_configs(conf, tmp_path):
     with pytest.raises(ConfigError, match="unknown suite"):
-        rp.reproduce(rp.ReproduceConfig(out=tmp_path, only=("nope",), config_dir=fake_suite))
+        rp.reproduce(rp.ReproduceConfig(out=tmp_path, only=("nope",), config_dir=conf))
     with pytest.raises(ConfigError, match="not found"):
         rp.reproduce(rp.ReproduceConfig(out=tmp_path, config_dir=Path(tmp_path / "empty")))
 
 
-def test_changed_settings_recompute_only_the_changed_cells(fake_suite, tmp_path):
-    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=fake_suite)
+def test_changed_settings_recompute_only_the_changed_cells(conf, tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=conf)
     rp.reproduce(cfg, log=lambda m: None)
     CALLS.clear()
-    (fake_suite / "fake.toml").write_text(
+    (conf / "fake.toml").write_text(
         "[quick]\nseeds = 4\nsettings = ['base', 'treated']\n")
     rp.reproduce(cfg, log=lambda m: None)
     assert CALLS == ["base-3", "treated-3"]  # seeds 0-2 unchanged: read from disk

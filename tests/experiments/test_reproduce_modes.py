@@ -4,9 +4,6 @@ built-in suites' ``[paper]`` tables."""
 
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 
 from tokengeo.cli import main
@@ -50,17 +47,10 @@ data = "cifar100:${FAKE_DATA}"
 
 
 @pytest.fixture
-def fake_suite(tmp_path, monkeypatch):
-    mod = types.ModuleType("fake_paper_suite")
-    mod.cells, mod.summarise = _cells, _summarise
-    monkeypatch.setitem(sys.modules, "fake_paper_suite", mod)
-    monkeypatch.setattr(rp, "SUITES", {"fake": "fake_paper_suite"})
+def conf(fake_suite, monkeypatch):
     monkeypatch.delenv("FAKE_DATA", raising=False)
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "fake.toml").write_text(TOML)
     CALLS.clear()
-    return conf
+    return fake_suite(_cells, _summarise, TOML)
 
 
 def _cfg(conf, tmp_path, mode="paper", **paths):
@@ -68,18 +58,18 @@ def _cfg(conf, tmp_path, mode="paper", **paths):
                               data_paths=paths)
 
 
-def test_paper_mode_runs_on_the_supplied_path(fake_suite, tmp_path):
+def test_paper_mode_runs_on_the_supplied_path(conf, tmp_path):
     data = tmp_path / "cifar-100-python.tar.gz"
     data.write_bytes(b"x")
-    _, outputs = rp.reproduce(_cfg(fake_suite, tmp_path, FAKE_DATA=str(data)), log=print)
+    _, outputs = rp.reproduce(_cfg(conf, tmp_path, FAKE_DATA=str(data)), log=print)
     assert CALLS == [(f"cifar100:{data}", s) for s in range(3)]
     assert not outputs[0].claims[0].verdict.startswith("not run")  # measured, on that path
     assert '"mode": "paper"' in (tmp_path / "out" / "report.json").read_text()
 
 
-def test_paper_mode_without_the_path_fails_before_anything(fake_suite, tmp_path):
+def test_paper_mode_without_the_path_fails_before_anything(conf, tmp_path):
     with pytest.raises(ConfigError) as err:
-        rp.reproduce(_cfg(fake_suite, tmp_path), log=print)
+        rp.reproduce(_cfg(conf, tmp_path), log=print)
     message = str(err.value)
     assert "suite 'fake'" in message and "data = 'cifar100:${FAKE_DATA}'" in message
     assert "--data-path FAKE_DATA=PATH" in message and "cifar-100-python.tar.gz" in message
@@ -87,23 +77,23 @@ def test_paper_mode_without_the_path_fails_before_anything(fake_suite, tmp_path)
     assert CALLS == [] and not (tmp_path / "out").exists()
 
 
-def test_a_path_that_does_not_exist_is_refused(fake_suite, tmp_path):
+def test_a_path_that_does_not_exist_is_refused(conf, tmp_path):
     with pytest.raises(ConfigError, match=r"FAKE_DATA=/no/such \(--data-path\) does not exist"):
-        rp.reproduce(_cfg(fake_suite, tmp_path, FAKE_DATA="/no/such"), log=print)
+        rp.reproduce(_cfg(conf, tmp_path, FAKE_DATA="/no/such"), log=print)
     assert not (tmp_path / "out").exists()
 
 
-def test_the_environment_supplies_a_path(fake_suite, tmp_path, monkeypatch):
+def test_the_environment_supplies_a_path(conf, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_DATA", str(tmp_path))
-    rp.reproduce(_cfg(fake_suite, tmp_path), log=print)
+    rp.reproduce(_cfg(conf, tmp_path), log=print)
     assert CALLS[0] == (f"cifar100:{tmp_path}", 0)
 
 
-def test_a_path_no_suite_uses_is_refused(fake_suite, tmp_path):
+def test_a_path_no_suite_uses_is_refused(conf, tmp_path):
     with pytest.raises(ConfigError, match="--data-path FAKE_DTA is used by none"):
-        rp.reproduce(_cfg(fake_suite, tmp_path, FAKE_DTA=str(tmp_path)), log=print)
+        rp.reproduce(_cfg(conf, tmp_path, FAKE_DTA=str(tmp_path)), log=print)
     with pytest.raises(ConfigError, match=r"they need \['FAKE_DATA'\]"):
-        rp.reproduce(_cfg(fake_suite, tmp_path, FAKE_DTA=str(tmp_path)), log=print)
+        rp.reproduce(_cfg(conf, tmp_path, FAKE_DTA=str(tmp_path)), log=print)
 
 
 @pytest.mark.parametrize("items, message", [
@@ -126,9 +116,9 @@ def test_placeholders_in_nested_tables_and_lists(tmp_path):
     assert [(u.key, u.name) for u in unresolved] == [("train.data", "A"), ("train.more[0]", "A")]
 
 
-def test_dry_run_prints_cells_and_cost_and_writes_nothing(fake_suite, tmp_path):
+def test_dry_run_prints_cells_and_cost_and_writes_nothing(conf, tmp_path):
     lines: list[str] = []
-    costs = rp.dry_run(_cfg(fake_suite, tmp_path), jobs=2, out=lines.append)
+    costs = rp.dry_run(_cfg(conf, tmp_path), jobs=2, out=lines.append)
     text = "\n".join(lines)
     assert [(c.suite, c.cells, c.cached) for c in costs] == [("fake", 3, 0)]
     assert costs[0].total_s == 3 * 1800.0  # three cells of 1800 core-seconds (the hints)
@@ -137,8 +127,8 @@ def test_dry_run_prints_cells_and_cost_and_writes_nothing(fake_suite, tmp_path):
     assert CALLS == [] and not (tmp_path / "out").exists()
 
 
-def test_dry_run_after_a_run_counts_cached_cells_at_their_measured_time(fake_suite, tmp_path):
-    cfg = _cfg(fake_suite, tmp_path, mode="quick")
+def test_dry_run_after_a_run_counts_cached_cells_at_their_measured_time(conf, tmp_path):
+    cfg = _cfg(conf, tmp_path, mode="quick")
     rp.reproduce(cfg, log=print)
     store = CellStore(tmp_path / "out")
     cells = rp.plan_all(rp.ReproduceConfig(**{**cfg.__dict__, "out": store.out}))[0].cells
@@ -151,16 +141,16 @@ def test_dry_run_after_a_run_counts_cached_cells_at_their_measured_time(fake_sui
     assert CALLS == []
 
 
-def test_cli_paper_without_paths_exits_2_in_one_line(fake_suite, tmp_path, capsys):
-    code = main(["reproduce", "--paper", "--config-dir", str(fake_suite),
+def test_cli_paper_without_paths_exits_2_in_one_line(conf, tmp_path, capsys):
+    code = main(["reproduce", "--paper", "--config-dir", str(conf),
                  "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--data-path FAKE_DATA=PATH" in err[0]
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_dry_run_exits_0_and_prints_the_table(fake_suite, tmp_path, capsys):
-    code = main(["reproduce", "--dry-run", "--paper", "--config-dir", str(fake_suite),
+def test_cli_dry_run_exits_0_and_prints_the_table(conf, tmp_path, capsys):
+    code = main(["reproduce", "--dry-run", "--paper", "--config-dir", str(conf),
                  "--out", str(tmp_path / "out"), "--jobs", "3"])
     out = capsys.readouterr().out
     assert code == 0 and "fake" in out and "--jobs 3" in out
@@ -196,7 +186,7 @@ train = { model = "vit-tiny", data = "cifar10:${CIFAR10}", steps = 2, batch_size
 def test_laplacian_images_trains_on_a_supplied_cifar_archive(tmp_path):
     """The whole path of --paper: placeholder -> name:path -> CIFAR loader -> a ViT on
     3x32x32 images -> claims (on a CIFAR-10 archive of 26 images made here)."""
-    from cifar_archive import cifar10_members, write_archive
+    from helpers.cifar_archive import cifar10_members, write_archive
 
     archive = write_archive(tmp_path / "cifar-10-python.tar.gz", "cifar-10-batches-py",
                             cifar10_members())
@@ -214,11 +204,11 @@ def test_laplacian_images_trains_on_a_supplied_cifar_archive(tmp_path):
     assert f"cifar10:{archive}" in resolved  # the run trained on the supplied archive
 
 
-def test_cli_dry_run_checks_jobs_and_unknown_paths(fake_suite, tmp_path, capsys):
-    code = main(["reproduce", "--dry-run", "--config-dir", str(fake_suite), "--jobs", "-1",
+def test_cli_dry_run_checks_jobs_and_unknown_paths(conf, tmp_path, capsys):
+    code = main(["reproduce", "--dry-run", "--config-dir", str(conf), "--jobs", "-1",
                  "--out", str(tmp_path / "out")])
     assert code == 2 and "jobs=-1" in capsys.readouterr().err
-    code = main(["reproduce", "--dry-run", "--config-dir", str(fake_suite),
+    code = main(["reproduce", "--dry-run", "--config-dir", str(conf),
                  "--data-path", "NOPE=/x", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--data-path NOPE is used by none" in err[0]

@@ -1,7 +1,5 @@
 """Cells in worker processes and on Ray: the same report as a serial run, resumable."""
 
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -48,16 +46,10 @@ def _summarise(settings, results, fig_dir):
 
 
 @pytest.fixture
-def fake_suite(tmp_path, monkeypatch):
-    mod = types.ModuleType("fake_parallel_suite")
-    mod.cells, mod.summarise = _cells, _summarise
-    monkeypatch.setitem(sys.modules, "fake_parallel_suite", mod)
-    monkeypatch.setattr(rp, "SUITES", {"fake": "fake_parallel_suite"})
-    conf, calls = tmp_path / "conf", tmp_path / "calls"
-    conf.mkdir()
+def conf_and_calls(fake_suite, tmp_path):
+    calls = tmp_path / "calls"
     calls.mkdir()
-    (conf / "fake.toml").write_text(f"[quick]\nseeds = 4\ncalls = '{calls}'\n")
-    return conf, calls
+    return fake_suite(_cells, _summarise, f"[quick]\nseeds = 4\ncalls = '{calls}'\n"), calls
 
 
 def _report(out: Path, conf: Path, executor: ExecutorConfig) -> str:
@@ -66,16 +58,16 @@ def _report(out: Path, conf: Path, executor: ExecutorConfig) -> str:
     return path.with_suffix(".md").read_text()
 
 
-def test_two_workers_give_the_serial_report(fake_suite, tmp_path):
-    conf, calls = fake_suite
+def test_two_workers_give_the_serial_report(conf_and_calls, tmp_path):
+    conf, calls = conf_and_calls
     serial = _report(tmp_path / "serial", conf, ExecutorConfig("serial"))
     parallel = _report(tmp_path / "parallel", conf, ExecutorConfig("process", jobs=2))
     assert parallel == serial
     assert "treated beats baseline" in serial
 
 
-def test_a_failed_parallel_run_resumes_with_only_the_missing_cells(fake_suite, tmp_path):
-    conf, calls = fake_suite
+def test_a_failed_parallel_run_resumes_with_only_the_missing_cells(conf_and_calls, tmp_path):
+    conf, calls = conf_and_calls
     flag = calls / "FAIL-treated"
     flag.touch()
     with pytest.raises(RuntimeError, match="failed"):
@@ -115,9 +107,9 @@ def test_bad_executor_settings_are_refused(bad, match):
         list(run_cells([Cell("t", "x", _threads, {})], bad))
 
 
-def test_ray_cells_give_the_serial_report(fake_suite, tmp_path):
+def test_ray_cells_give_the_serial_report(conf_and_calls, tmp_path):
     pytest.importorskip("ray", reason="Ray is the optional extra tokengeo[cluster]")
-    conf, calls = fake_suite
+    conf, calls = conf_and_calls
     serial = _report(tmp_path / "serial", conf, ExecutorConfig("serial"))
     on_ray = _report(tmp_path / "ray", conf, ExecutorConfig("ray", jobs=2))
     assert on_ray == serial

@@ -13,7 +13,7 @@ from tokengeo.errors import ConfigError
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from tiny_llama import save_tiny_llama, write_text_folder  # noqa: E402
+from helpers.tiny_llama import save_tiny_llama, write_text_folder  # noqa: E402
 
 from tokengeo.models.hf import laplacian_heads, laplacianize  # noqa: E402
 from tokengeo.models.registry import create_model  # noqa: E402

@@ -97,8 +97,15 @@ def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_p
         assert f"attention does not: {relation}" in texts
     auc = next(c for c in minilm if "attention does not: repetition" in c.text)
     assert "heads whose own ΔAUC interval lies above 0" in auc.detail and "of 9" in auc.detail
+    # "beyond attention" is the attention-stratified AUC against 0.5, not ΔAUC against 0
+    assert auc.region.low == 0.5 and "within 10 strata" in auc.quantity
+    assert "ΔAUC (S − A)" in auc.detail
+    assert len(auc.measured.values) == auc.measured.n  # the per-input numbers behind it
     contrast = next(c for c in minilm if c.text.startswith("middle layers"))
     assert contrast.measured.n == 12 and contrast.measured.method == "bootstrap over inputs"
+    # the per-input numbers it resampled: their mean is the claim's mean
+    assert len(contrast.measured.values) == 12
+    assert sum(contrast.measured.values) / 12 == pytest.approx(contrast.measured.mean)
     rep = next(c for c in minilm if "repetition head" in c.text)
     assert "the head: layer" in rep.detail and "-layer head" in rep.detail
     titles = [t[0] for t in out.tables]

@@ -105,3 +105,42 @@ def test_the_full_run_is_estimated_within_its_budget(tmp_path):
     cfg = ReproduceConfig(out=tmp_path, mode="full")
     costs = estimate(plan_all(cfg, paths_required=False), CellStore(tmp_path))
     assert sum(c.to_run_s for c in costs) / 2 <= 2.5 * 3600
+
+
+def test_each_suite_owns_its_checks_and_validation_names_none():
+    """The cross-checks of a suite's settings live on the suite (``Suite.check``);
+    validation runs the checks every suite shares and then the suite's, choosing none by
+    name."""
+    from pathlib import Path
+
+    from tokengeo.errors import ConfigError
+    from tokengeo.experiments import validation
+    from tokengeo.experiments.suite import no_checks
+
+    source = Path(validation.__file__).read_text()
+    assert not [name for name in SUITES if f'"{name}"' in source]
+    owners = {"flows", "retrofit", "dino", "laplacian-images", "laplacian-language"}
+    assert {name for name in TYPED if _suite(name).check is not no_checks} == owners
+    flows = _suite("flows")
+    with pytest.raises(ConfigError, match="heads = \\[4\\] must hold at least two"):
+        validation.check_suite(flows, "f.toml", {"heads": [4]})
+    with pytest.raises(ConfigError, match="seeds = \\[1, 1\\] repeats 1"):  # shared, first
+        validation.check_suite(flows, "f.toml", {"seeds": [1, 1], "heads": [4]})
+
+
+def test_one_label_for_k_and_the_dino_sweep_reuses_k_variants():
+    """Variants over k are labelled by ``k_label`` alone, and DINO's sweep is the k
+    variants plus one random backbone for each."""
+    from pathlib import Path
+
+    from tokengeo.experiments.suites import dino
+    from tokengeo.experiments.sweep import k_label, k_variants
+
+    assert k_label(3) == "k=3" and list(k_variants([0, 2])) == ["k=0", "k=2"]
+    suites = Path(dino.__file__).parent
+    written = [p.name for p in suites.glob("*.py") if 'f"k={' in p.read_text()]
+    assert written == []
+    settings = {**_settings("dino", "quick"), "ks": [2, 0]}
+    variants = dino._sweep(settings).variants
+    assert variants == {**k_variants([0, 2]),
+                        **{dino.RANDOM + lab: v for lab, v in k_variants([0, 2]).items()}}

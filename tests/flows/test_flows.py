@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tokengeo.errors import ConfigError
 from tokengeo.flows import evaluate_field, interaction_energy, oscillating_target, simulate
+from tokengeo.flows.simulate import FlowConfig
 from tokengeo.flows.weights import ou_drift, symmetric_increment
 
 F64 = torch.float64
@@ -139,8 +140,8 @@ def authors_scheme(x0, D0, *, T, dt, noise_var, seed, drift=ou_drift):
 def test_euler_reproduces_the_authors_scheme():
     x0, D0 = sphere(2, 6, 3, seed=7), sym(2, 3, 3, seed=8, scale=2.0)
     xs, sums, D_T = authors_scheme(x0, D0, T=0.05, dt=0.01, noise_var=2.0, seed=11)
-    r = simulate(x0, D0, drift="ou", noise_var=2.0, T=0.05, dt=0.01, n_paths=2, seed=11,
-                 record_trajectory=True)
+    r = simulate(x0, D0, FlowConfig(
+        drift="ou", noise_var=2.0, T=0.05, dt=0.01, n_paths=2, seed=11, record_trajectory=True))
     torch.testing.assert_close(r.x, xs, rtol=0, atol=1e-13)
     torch.testing.assert_close(r.weights, D_T, rtol=0, atol=1e-13)
     got = torch.stack([r.dE_int[:, -1], r.ito_int[:, -1], r.G2_int[:, -1], r.mart_int[:, -1]])
@@ -148,8 +149,9 @@ def test_euler_reproduces_the_authors_scheme():
 
 
 def _residual(integrator, dt, x0, D0):
-    r = simulate(x0, D0, drift="oscillating", noise_var=0.0, T=0.5, dt=dt,
-                 integrator=integrator, record_every=10**6)
+    r = simulate(x0, D0, FlowConfig(
+        drift="oscillating", noise_var=0.0, T=0.5, dt=dt, integrator=integrator,
+        record_every=10**6))
     return r.residual[0, -1].abs().item()
 
 
@@ -168,7 +170,8 @@ def test_trajectory_converges_at_the_integrator_order(integrator, order):
     """Successive differences |x(dt) - x(dt/2)| shrink like dt^order."""
     x0, D0 = sphere(1, 10, 3, seed=12), sym(1, 2, 3, seed=13)
     kw = dict(drift="oscillating", noise_var=0.0, T=0.5, integrator=integrator)
-    xs = [simulate(x0, D0, dt=dt, **kw).x_final for dt in (0.05, 0.025, 0.0125, 0.00625)]
+    xs = [simulate(x0, D0, FlowConfig(
+        dt=dt, **kw)).x_final for dt in (0.05, 0.025, 0.0125, 0.00625)]
     diffs = [(a - b).abs().max().item() for a, b in zip(xs, xs[1:], strict=False)]
     rates = [math.log2(a / b) for a, b in zip(diffs, diffs[1:], strict=False)]
     assert all(order - 0.3 < r < order + 0.5 for r in rates), (diffs, rates)
@@ -180,8 +183,8 @@ def test_stochastic_balance_needs_the_ito_correction():
     P = 200
     x0, D0 = sphere(1, 8, 3, seed=14)[0], sym(P, 1, 3, seed=15, scale=2.0)
     kw = dict(drift="ou", T=0.5, dt=0.01, n_paths=P, record_every=10**6, seed=3)
-    noisy = simulate(x0, D0, noise_var=2.0, **kw)
-    quiet = simulate(x0, D0, noise_var=0.0, **kw)
+    noisy = simulate(x0, D0, FlowConfig(noise_var=2.0, **kw))
+    quiet = simulate(x0, D0, FlowConfig(noise_var=0.0, **kw))
     res = noisy.residual[:, -1]
     se = res.std() / math.sqrt(P)
     assert abs(res.mean() - quiet.residual[:, -1].mean()) < 4 * se
@@ -193,14 +196,15 @@ def test_stochastic_balance_needs_the_ito_correction():
        noise=st.sampled_from([0.0, 2.0]), d=st.integers(2, 5))
 def test_tokens_stay_on_the_sphere(integrator, seed, noise, d):
     x0, D0 = sphere(2, 15, d, seed), sym(2, 3, d, seed + 1, scale=3.0)
-    r = simulate(x0, D0, drift="oscillating", noise_var=noise, T=0.2, dt=0.02, n_paths=2,
-                 integrator=integrator, seed=seed, record_trajectory=True)
+    r = simulate(x0, D0, FlowConfig(
+        drift="oscillating", noise_var=noise, T=0.2, dt=0.02, n_paths=2, integrator=integrator,
+        seed=seed, record_trajectory=True))
     assert (r.x.norm(dim=-1) - 1).abs().max() < 1e-13
 
 
 def test_ou_without_noise_drives_D_to_identity():
     x0, D0 = sphere(1, 5, 3), sym(1, 2, 3, scale=3.0)
-    r = simulate(x0, D0, drift="ou", noise_var=0.0, T=5.0, dt=0.01, record_every=10**6)
+    r = simulate(x0, D0, FlowConfig(drift="ou", noise_var=0.0, T=5.0, dt=0.01, record_every=10**6))
     eye = torch.eye(3, dtype=F64)
     # Euler on f = I - D: D_N - I = (1 - dt)^N (D_0 - I) exactly
     torch.testing.assert_close(r.weights - eye, (1 - 0.01) ** 500 * (D0 - eye), rtol=1e-9,
@@ -211,15 +215,15 @@ def test_ou_without_noise_drives_D_to_identity():
 def test_seeded_runs_are_reproducible():
     x0, D0 = sphere(1, 10, 3)[0], sym(3, 2, 3)
     kw = dict(drift="ou", T=0.1, dt=0.01, n_paths=3)
-    a, b = simulate(x0, D0, seed=5, **kw), simulate(x0, D0, seed=5, **kw)
-    c = simulate(x0, D0, seed=6, **kw)
+    a, b = simulate(x0, D0, FlowConfig(seed=5, **kw)), simulate(x0, D0, FlowConfig(seed=5, **kw))
+    c = simulate(x0, D0, FlowConfig(seed=6, **kw))
     assert torch.equal(a.E, b.E) and torch.equal(a.mart_int, b.mart_int)
     assert not torch.equal(a.E[:, -1], c.E[:, -1])
 
 
 def test_records_every_k_steps_and_at_T():
     x0, D0 = sphere(1, 5, 3), sym(1, 1, 3)
-    r = simulate(x0, D0, T=0.07, dt=0.01, record_every=3)
+    r = simulate(x0, D0, FlowConfig(T=0.07, dt=0.01, record_every=3))
     torch.testing.assert_close(r.t, torch.tensor([0.0, 0.03, 0.06, 0.07], dtype=F64))
     assert r.E.shape == r.residual.shape == (1, 4)
     assert r.mean("E").shape == (4,) and torch.equal(r.std("E"), torch.zeros(4, dtype=F64))
@@ -249,7 +253,7 @@ def test_oscillating_target_is_the_papers_for_d3_and_d2():
 def test_general_heads_simulate_with_energy_flagged_undefined():
     x0 = sphere(1, 8, 3)
     D0 = sym(1, 2, 3) + 0.5 * torch.randn(1, 2, 3, 3, dtype=F64)
-    r = simulate(x0, D0, drift="frozen", noise_var=0.0, T=0.1, dt=0.01, energy=False)
+    r = simulate(x0, D0, FlowConfig(drift="frozen", noise_var=0.0, T=0.1, dt=0.01, energy=False))
     assert not r.energy_defined
     assert torch.isnan(r.E).all() and torch.isnan(r.residual).all()
     assert torch.isfinite(r.G2).all() and r.G2[0, -1] > 0
@@ -279,7 +283,7 @@ def test_bad_input_raises_a_clear_error(change, match):
     kw = dict(x0=sphere(1, 5, 3)[0], D0=sym(1, 2, 3)[0], T=0.1, dt=0.01)
     kw.update(change)
     with pytest.raises(ConfigError, match=match):
-        simulate(kw.pop("x0"), kw.pop("D0"), **kw)
+        simulate(kw.pop("x0"), kw.pop("D0"), FlowConfig(**kw))
 
 
 @settings(max_examples=50, deadline=None)
@@ -301,7 +305,7 @@ def test_ten_thousand_tokens_run_without_quadratic_memory():
 
     n, H = 10_000, 4
     x0, D0 = sphere(1, n, 3, seed=1), sym(1, H, 3, seed=2)
-    r = simulate(x0, D0, drift="ou", noise_var=2.0, T=0.01, dt=0.01, record_every=1)
+    r = simulate(x0, D0, FlowConfig(drift="ou", noise_var=2.0, T=0.01, dt=0.01, record_every=1))
     assert torch.isfinite(r.E).all() and (r.x_final.norm(dim=-1) - 1).abs().max() < 1e-12
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert peak_mb < 1500, peak_mb

@@ -12,6 +12,7 @@ from tokengeo.flows import simulate
 from tokengeo.flows.graph import GraphedEulerBlock, block_length
 from tokengeo.flows.integrators import EULER, rk_step
 from tokengeo.flows.presets import get_preset
+from tokengeo.flows.simulate import FlowConfig
 
 F64 = torch.float64
 
@@ -37,8 +38,8 @@ def test_float32_sums_the_balance_in_float64_and_still_closes():
     """H = 1, deterministic: the residual is the scheme's O(dt) error in both precisions."""
     x0, D0 = state(n=30, H=1, P=1)
     kw = dict(drift="oscillating", noise_var=0.0, T=2.0, dt=0.01, record_every=20)
-    r64 = simulate(x0, D0, **kw)
-    r32 = simulate(x0.float(), D0.float(), dtype=torch.float32, **kw)
+    r64 = simulate(x0, D0, FlowConfig(**kw))
+    r32 = simulate(x0.float(), D0.float(), FlowConfig(dtype=torch.float32, **kw))
     for name in ("E", "G2", "G2_int", "dE_int", "residual"):
         assert getattr(r32, name).dtype == F64
     rel64 = (r64.residual[:, -1].abs() / r64.G2_int[:, -1]).item()
@@ -50,8 +51,8 @@ def test_float32_sums_the_balance_in_float64_and_still_closes():
 def test_cuda_graph_true_off_cuda_is_a_clear_error():
     x0, D0 = state()
     with pytest.raises(ConfigError, match="cuda_graph=True"):
-        simulate(x0, D0, T=0.02, dt=0.01, n_paths=2, cuda_graph=True)
-    r = simulate(x0, D0, T=0.02, dt=0.01, n_paths=2)
+        simulate(x0, D0, FlowConfig(T=0.02, dt=0.01, n_paths=2, cuda_graph=True))
+    r = simulate(x0, D0, FlowConfig(T=0.02, dt=0.01, n_paths=2))
     assert r.config["cuda_graph"] is False
 
 
@@ -67,8 +68,8 @@ def _series(r):
 def test_cuda_eager_equals_the_cpu(drift):
     x0, D0 = state(n=40, H=5)
     kw = dict(drift=drift, noise_var=0.0, T=0.2, dt=0.01, n_paths=2, record_every=4)
-    cpu = simulate(x0, D0, **kw)
-    gpu = simulate(x0.cuda(), D0.cuda(), cuda_graph=False, **kw)
+    cpu = simulate(x0, D0, FlowConfig(**kw))
+    gpu = simulate(x0.cuda(), D0.cuda(), FlowConfig(cuda_graph=False, **kw))
     torch.testing.assert_close(gpu.x_final.cpu(), cpu.x_final, rtol=0, atol=1e-12)
     torch.testing.assert_close(_series(gpu), _series(cpu), rtol=1e-11, atol=1e-12)
 
@@ -79,8 +80,8 @@ def test_cuda_graph_equals_eager_without_noise(drift):
     x0, D0 = state(n=40, H=5)
     kw = dict(drift=drift, noise_var=0.0, T=0.23, dt=0.01, n_paths=2, record_every=5,
               record_trajectory=True)  # 23 steps: blocks of 5 and a remainder of 3
-    eager = simulate(x0.cuda(), D0.cuda(), cuda_graph=False, **kw)
-    graph = simulate(x0.cuda(), D0.cuda(), cuda_graph=True, **kw)
+    eager = simulate(x0.cuda(), D0.cuda(), FlowConfig(cuda_graph=False, **kw))
+    graph = simulate(x0.cuda(), D0.cuda(), FlowConfig(cuda_graph=True, **kw))
     assert graph.config["cuda_graph"] and not eager.config["cuda_graph"]
     torch.testing.assert_close(graph.t, eager.t)
     torch.testing.assert_close(graph.x.cpu(), eager.x.cpu(), rtol=0, atol=1e-12)
@@ -118,8 +119,8 @@ def test_cuda_graph_block_equals_eager_steps_with_the_same_noise():
 def test_cuda_graph_float32_balance_closes_like_float64():
     x0, D0 = state(n=60, H=1, P=1)
     kw = dict(drift="oscillating", noise_var=0.0, T=2.0, dt=0.01, record_every=20)
-    r64 = simulate(x0.cuda(), D0.cuda(), **kw)
-    r32 = simulate(x0.float().cuda(), D0.float().cuda(), dtype=torch.float32, **kw)
+    r64 = simulate(x0.cuda(), D0.cuda(), FlowConfig(**kw))
+    r32 = simulate(x0.float().cuda(), D0.float().cuda(), FlowConfig(dtype=torch.float32, **kw))
     assert r64.config["cuda_graph"] and r32.config["cuda_graph"]
     rel64 = (r64.residual[:, -1].abs() / r64.G2_int[:, -1]).item()
     rel32 = (r32.residual[:, -1].abs() / r32.G2_int[:, -1]).item()
@@ -129,10 +130,10 @@ def test_cuda_graph_float32_balance_closes_like_float64():
 @pytest.mark.cuda
 def test_cuda_graph_noisy_ou_runs_balance_within_their_spread():
     x0, D0 = state(n=40, H=4, P=64)
-    r = simulate(x0.cuda(), D0.cuda(), drift="ou", noise_var=2.0, T=0.5, dt=0.01, n_paths=64,
-                 record_every=10, seed=5)
+    r = simulate(x0.cuda(), D0.cuda(), FlowConfig(
+        drift="ou", noise_var=2.0, T=0.5, dt=0.01, n_paths=64, record_every=10, seed=5))
     res = r.residual[:, -1].cpu()
-    quiet = simulate(x0, D0, drift="ou", noise_var=0.0, T=0.5, dt=0.01, n_paths=64,
-                     record_every=10)
+    quiet = simulate(x0, D0, FlowConfig(
+        drift="ou", noise_var=0.0, T=0.5, dt=0.01, n_paths=64, record_every=10))
     se = res.std() / math.sqrt(64)
     assert abs(res.mean() - quiet.residual[:, -1].mean()) < 5 * se + 1e-6

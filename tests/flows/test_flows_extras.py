@@ -17,6 +17,7 @@ from tokengeo.flows import LayerSchedule, evaluate_field, heads_from_model, simu
 from tokengeo.flows.diagnostics import count_clusters, fit_power_law, mean_cosine, time_average
 from tokengeo.flows.presets import get_preset
 from tokengeo.flows.scaling import run_h_scaling
+from tokengeo.flows.simulate import FlowConfig
 
 F64 = torch.float64
 
@@ -75,7 +76,7 @@ def test_layer_schedule_drives_t_in_layer_intervals():
     schedule = heads_from_model(model)
     assert [schedule.layer_at(t) for t in (0.0, 0.99, 1.0, 1.5, 2.0)] == [0, 0, 1, 1, 1]
     x0, dt = unit(5, 8, seed=2), 0.5
-    r = simulate(x0, schedule, T=2.0, dt=dt, energy=False, record_trajectory=True)
+    r = simulate(x0, schedule, FlowConfig(T=2.0, dt=dt, energy=False, record_trajectory=True))
     x = x0
     for k in range(4):  # Euler with layer floor(t)
         out = model.blocks[int(k * dt)].attn.forward_nobias(x)
@@ -101,11 +102,11 @@ def test_model_head_coefficients_scale_values_or_raise():
 def test_model_schedule_errors():
     schedule = heads_from_model(StandInModel().double())
     with pytest.raises(ConfigError, match="energy=False"):
-        simulate(unit(5, 8), schedule, T=1.0, dt=0.5)
+        simulate(unit(5, 8), schedule, FlowConfig(T=1.0, dt=0.5))
     with pytest.raises(ConfigError, match="layers"):
-        simulate(unit(5, 8), schedule, T=3.0, dt=0.5, energy=False)
+        simulate(unit(5, 8), schedule, FlowConfig(T=3.0, dt=0.5, energy=False))
     with pytest.raises(ConfigError, match="d=8"):
-        simulate(unit(5, 3), schedule, T=1.0, dt=0.5, energy=False)
+        simulate(unit(5, 3), schedule, FlowConfig(T=1.0, dt=0.5, energy=False))
     with pytest.raises(ConfigError, match="blocks"):
         heads_from_model(nn.Linear(2, 2))
     with pytest.raises(ConfigError, match="shaped"):

@@ -25,7 +25,7 @@ def _vertices(d: int) -> torch.Tensor:
 def test_oscillating_preset_has_no_weight_noise_and_ou_keeps_it():
     osc, ou = get_preset("s2-oscillating"), get_preset("s2-ou")
     assert osc.drift == "oscillating" and osc.noise_var == 0.0
-    assert osc.simulate_kwargs()["noise_var"] == 0.0
+    assert osc.flow_config().noise_var == 0.0
     assert ou.drift == "ou" and ou.noise_var == 2.0
     for p in (osc, ou):
         assert (p.n_tokens, p.T, p.dt, p.n_paths, p.init_std) == (200, 20.0, 5e-3, 10, 0.05)
@@ -93,7 +93,7 @@ def test_without_weight_noise_paths_differ_only_by_their_initial_weights():
                    per_path_weights=True)
     x0, D0 = p.initial_state(2)
     D0[2] = D0[0]  # path 2 gets path 0's weights
-    r = simulate(x0, D0, **p.simulate_kwargs())
+    r = simulate(x0, D0, p.flow_config())
     assert torch.equal(r.G2[2], r.G2[0]) and torch.equal(r.x_final[2], r.x_final[0])
     assert not torch.allclose(r.G2[1], r.G2[0])
 
@@ -198,7 +198,8 @@ def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse(tmp_path):
     assert osc.kind == "stand-in" and "693474c" in osc.proxy
     assert "H=1: -2.17 falling" in osc.detail  # judged per H, not only at the largest
     assert math.isclose(osc.measured.mean, -2.17, abs_tol=0.01)
-    assert inphase.verdict == "reproduced" and inphase.kind == "paper"
+    # a flat G² settles: "never settles" (a region disjoint from "settles") does not hold
+    assert inphase.verdict == "not reproduced" and inphase.kind == "paper"
     exps = {c.text.split(":")[0]: c for c in out.claims if "b " in c.text or "b <" in c.text}
     b_in = exps[suite.DRIFT_LABEL["inphase"].replace(" (496b2f6)", "")
                 + " (the paper's figure, commit 496b2f6)"]
@@ -209,3 +210,24 @@ def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse(tmp_path):
                                                           abs_tol=0.05)
     assert "curve_fit" in b_osc.detail and "Local slopes" in b_osc.detail
     assert any("496b2f6" in n and "by construction" in n for n in out.notes)
+
+
+def test_the_runs_table_and_the_balance_claim_share_one_normalisation(tmp_path):
+    from tokengeo.experiments.suite import SuiteContext
+    from tokengeo.experiments.suites import flows as suite
+
+    heads = [1, 4, 16]
+    series = _paths(lambda t, H, xi: 0.5 / H * torch.exp(0.3 * xi), heads)
+    results = {f"ou-H{H}": CellResult(f"ou-H{H}", _cell(T_GRID, s, H))
+               for H, s in zip(heads, series, strict=True)}
+    for r in results.values():  # residual 0.02 of a dissipated energy 0.5, and signed
+        r.value["summary"]["residual_T"] = [-0.02] * len(r.value["summary"]["residual_T"])
+        r.value["summary"]["terms_T"]["G2_int"] = [0.5] * len(r.value["summary"]["residual_T"])
+    settings = {"heads": heads, "preset": {}, "exponent_tolerance": 0.3,
+                "residual_tolerance": 0.05, "settling_tolerance": 0.5}
+    out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "figures"))
+    col = out.tables[0][1].index("max |residual| / ∫G²")
+    assert {row[col] for row in out.tables[0][2]} == {"4.00e-02"}
+    balance = next(c for c in out.claims if "balance closes" in c.text)
+    assert balance.measured.mean == pytest.approx(0.04)  # the same number
+    assert "signed residual / ∫G² from -4.00e-02" in balance.detail

@@ -80,7 +80,7 @@ def test_in_phase_preset_gives_the_496b2f6_trajectories():
     p = get_preset("s2-oscillating-inphase", n_tokens=9, n_paths=1, T=0.3, dt=0.01,
                    record_every=10)
     x0, D0 = p.initial_state(4)
-    r = simulate(x0, D0, **p.simulate_kwargs())
+    r = simulate(x0, D0, p.flow_config())
     x_ref, D_ref = euler_loop(x0, D0, drift_496b2f6, T=p.T, dt=p.dt)
     torch.testing.assert_close(r.x_final, x_ref, rtol=0, atol=1e-12)
     torch.testing.assert_close(r.weights, D_ref, rtol=0, atol=1e-12)
@@ -93,7 +93,7 @@ def test_in_phase_preset_gives_the_496b2f6_trajectories():
 def test_per_head_preset_keeps_the_current_formula():
     p = get_preset("s2-oscillating", n_tokens=9, n_paths=1, T=0.3, dt=0.01, record_every=10)
     x0, D0 = p.initial_state(4)
-    r = simulate(x0, D0, **p.simulate_kwargs())
+    r = simulate(x0, D0, p.flow_config())
     x_ref, D_ref = euler_loop(x0, D0, drift_693474c, T=p.T, dt=p.dt)
     torch.testing.assert_close(r.x_final, x_ref, rtol=0, atol=1e-12)
     torch.testing.assert_close(r.weights, D_ref, rtol=0, atol=1e-12)

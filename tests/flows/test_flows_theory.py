@@ -14,6 +14,7 @@ from tokengeo.flows import simulate
 from tokengeo.flows.diagnostics import describe_tokens
 from tokengeo.flows.fits import linear_power_fit, local_slopes, loglog_ols, scaling_fits
 from tokengeo.flows.presets import get_preset
+from tokengeo.flows.simulate import FlowConfig
 from tokengeo.flows.theory import (
     PathDrift,
     dt_convergence,
@@ -54,10 +55,10 @@ def test_a_replayed_weight_path_is_followed_exactly_and_shifts_with_D0():
     path = sample_weight_path(D0, "ou", 2.0, T=0.2, dt=0.01, seed=4)  # (21, H, d, d)
     assert path.shape == (21, 3, 3, 3) and torch.equal(path, path.mT)
     drift = PathDrift(path, 0.01)
-    r = simulate(x0, D0, drift=drift, noise_var=0.0, T=0.2, dt=0.01)
+    r = simulate(x0, D0, FlowConfig(drift=drift, noise_var=0.0, T=0.2, dt=0.01))
     torch.testing.assert_close(r.weights[0], path[-1], rtol=0, atol=1e-13)
     S = torch.eye(3, dtype=F64).expand(3, 3, 3)
-    r2 = simulate(x0, D0 + 0.1 * S, drift=drift, noise_var=0.0, T=0.2, dt=0.01)
+    r2 = simulate(x0, D0 + 0.1 * S, FlowConfig(drift=drift, noise_var=0.0, T=0.2, dt=0.01))
     torch.testing.assert_close(r2.weights[0], path[-1] + 0.1 * S, rtol=0, atol=1e-13)
 
 

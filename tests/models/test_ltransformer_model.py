@@ -5,7 +5,6 @@ import torch
 
 import tokengeo
 from tokengeo.errors import ConfigError
-from tokengeo.models.ltransformer import LTransformerConfig
 from tokengeo.nn.lattention import heads_to_tokens, tokens_to_heads
 from tokengeo.nn.lblock import slice_block
 from tokengeo.nn.lproduct import tokens_to_slices
@@ -129,20 +128,18 @@ def test_head_layout_round_trip():
     assert torch.equal(tokens_to_heads(tokens, 3), z)
 
 
-def test_removed_slice_mode_is_refused_as_option_and_dropped_from_saved_configs():
-    """``slice_mode`` left the config: as an option it is a clear error; an old saved
-    config carrying it loads (both modes computed the same function)."""
+def test_a_saved_config_with_an_unknown_field_is_refused_naming_it():
+    """A saved config is rebuilt as written: a key that is no option of the family is a
+    ConfigError naming it and the valid options, never silently dropped."""
     import dataclasses
 
     from tokengeo.models.registry import model_from_config
 
-    assert "slice_mode" not in {f.name for f in dataclasses.fields(LTransformerConfig)}
-    with pytest.raises(ConfigError, match="option 'slice_mode' was removed: slices always run"):
-        tokengeo.create_model("ltransformer-tiny", slice_mode="sequential")
     model = tokengeo.create_model("ltransformer-tiny", vocab_size=50)
-    old = {**dataclasses.asdict(model.config), "slice_mode": "sequential"}
-    again = model_from_config("ltransformer-tiny", old)
-    assert again.config == model.config
+    saved = {**dataclasses.asdict(model.config), "slice_mode": "sequential"}
+    with pytest.raises(ConfigError, match=r"unknown ltransformer-tiny option\(s\) "
+                                          r"\['slice_mode'\]; valid options are \[.*'p'"):
+        model_from_config("ltransformer-tiny", saved)
 
 
 @pytest.mark.parametrize(

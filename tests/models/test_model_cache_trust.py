@@ -14,7 +14,7 @@ pytest.importorskip("transformers", reason="needs the 'hf' extra")
 pytest.importorskip("tokenizers", reason="needs the 'data' extra")
 from test_pretrained import Converter  # noqa: E402
 
-from tokengeo.models import pretrained  # noqa: E402
+from tokengeo.models.hf import pretrained  # noqa: E402
 
 RECORD = {"file": "x.gguf", "size": 1, "mtime_ns": 1}
 

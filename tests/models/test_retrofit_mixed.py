@@ -53,7 +53,7 @@ def test_laplacian_init_does_change_the_logits():
 
 @pytest.mark.slow
 def test_smollm2_mixed_attention_init_keeps_the_pretrained_logits():
-    from tokengeo.models import pretrained
+    from tokengeo.models.hf import pretrained
 
     model, tok = pretrained.load("smollm2-135m")
     ids = tok("The capital of France is", return_tensors="pt").input_ids
@@ -74,7 +74,7 @@ def test_smollm2_mixed_attention_init_keeps_the_pretrained_logits():
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     pytest.importorskip("tokenizers")
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 

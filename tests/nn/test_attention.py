@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tokengeo.errors import ConfigError
 from tokengeo.models.config import TransformerConfig
 from tokengeo.nn.attention import MultiHeadAttention, attention_reference, build_attn_mask
-from tokengeo.nn.heads import HeadKinds, resolve_head_kinds
+from tokengeo.nn.heads import HeadMixer, resolve_head_kinds
 
 
 def mha(d_model, n_heads, *, head_kinds=None, causal=False, **cfg) -> MultiHeadAttention:
@@ -103,7 +103,7 @@ def test_mean_component_passed_by_attention_removed_by_laplacian(T, causal, seed
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, 2, T, 8, generator=g, dtype=torch.float64) for _ in range(3))
     c = torch.randn(1, 1, 1, 8, generator=g, dtype=torch.float64)
-    kinds = HeadKinds(2, ("attention", "laplacian"))
+    kinds = HeadMixer(2, ("attention", "laplacian"))
 
     def heads(values):
         pv = torch.nn.functional.scaled_dot_product_attention(q, k, values, is_causal=causal)

@@ -1,4 +1,4 @@
-"""Laplacian heads under torch.compile (tokengeo.nn.compiled): one graph, the same values and
+"""Laplacian heads under torch.compile (tokengeo.nn.kernels.checkpointed): one graph, the same values and
 gradients as eager mode, and what standard attention saves for the backward."""
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tokengeo.errors import ConfigError
+from tokengeo.nn import attention as A
 from tokengeo.nn.attention import MultiHeadAttention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -85,22 +87,31 @@ def test_mixed_and_attention_heads_compile_to_one_graph_with_the_same_values(lay
     assert all(torch.allclose(g, r, atol=1e-5) for g, r in zip(got, ref, strict=True))
 
 
-def test_only_auto_with_values_grad_and_no_hooks_is_rerouted(monkeypatch):
+def test_only_auto_with_values_grad_and_no_hooks_is_checkpointed(monkeypatch):
     """Under compile, a hook on z or P (it sees what the checkpointing would drop), a kernel
-    named by the user, attention-only heads and no-grad code keep their own paths."""
-    from tokengeo.nn import attention as A
+    named by the user, attention-only heads and no-grad code keep their own paths; the
+    eager kernels refuse."""
+    from tokengeo.nn.kernels import table
+
+    def chosen(module, hooked=False):
+        q = torch.randn(2, 4, 16, 16)
+        return module.plan(q, q, q, attn_mask=None, is_causal=True, dropout_p=0.0,
+                           hooked=hooked).kernel.name
 
     module = attention(KINDS["half"])
-    assert not module.compiled_lean(None, z_watched=False)  # eager: never
+    assert chosen(module) == "in_place"  # eager: never checkpointed
+    monkeypatch.setattr(table, "compiling", lambda: True)
     monkeypatch.setattr(A, "compiling", lambda: True)
-    assert module.compiled_lean(None, z_watched=False)
-    assert not module.compiled_lean(None, z_watched=True)
-    assert not module.compiled_lean(lambda p: p, z_watched=False)
+    assert chosen(module) == "checkpointed_compose"
+    assert chosen(module, hooked=True) == "compose"
     with torch.no_grad():
-        assert not module.compiled_lean(None, z_watched=False)
-    assert not attention(KINDS["attention"]).compiled_lean(None, z_watched=False)
-    module.set_kernel("lean")
-    assert not module.compiled_lean(None, z_watched=False)
+        assert chosen(module) == "compose"
+    assert chosen(attention(KINDS["attention"])) == "sdpa"
+    module.set_kernel("compose")
+    assert chosen(module) == "compose"
+    module.set_kernel("in_place")  # named where it would break the graph: one line, why
+    with pytest.raises(ConfigError, match="kernel='in_place' cannot run: torch.compile is tra"):
+        chosen(module)
 
 
 @pytest.mark.slow  # compiles three models (~15 s)

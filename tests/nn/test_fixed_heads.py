@@ -1,5 +1,5 @@
 """Heads with given, fixed coefficients (a, b): the spec's rules and clear errors, and every
-path that computes them (HeadKinds.combine, the attention module on the lean and compose
+path that computes them (HeadMixer.combine, the attention module on the in_place and compose
 kernels, a frozen mixed head) against the reference ``a·V + b·P V`` (values and gradients)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tokengeo.nn.heads import (
     FIXED,
     LAPLACIAN,
     MIXED,
-    HeadKinds,
+    HeadMixer,
     HeadSpec,
     check_coefficients,
     freeze_mixed_heads,
@@ -49,16 +49,16 @@ def test_bad_fixed_specs_are_refused(kind, coefficients, message):
 
 def test_head_kinds_refuse_fixed_heads_without_coefficients_and_the_reverse():
     with pytest.raises(ConfigError, match=r"'fixed' heads need coefficients"):
-        HeadKinds(2, (ATTENTION, FIXED))
+        HeadMixer(2, (ATTENTION, FIXED))
     with pytest.raises(ConfigError, match=r"no head is 'fixed'"):
-        HeadKinds(2, (ATTENTION, LAPLACIAN), coefficients=(1.0, 1.0))
+        HeadMixer(2, (ATTENTION, LAPLACIAN), coefficients=(1.0, 1.0))
     assert check_coefficients([2, -3]) == (2.0, -3.0)
 
 
 @pytest.mark.parametrize("ab", PAIRS)
 def test_fixed_combine_equals_the_reference(ab):
     kinds = (ATTENTION, FIXED, LAPLACIAN, FIXED)
-    heads = HeadKinds(4, kinds, coefficients=ab).double()
+    heads = HeadMixer(4, kinds, coefficients=ab).double()
     a, b = heads.head_coefficients()
     assert a.tolist() == [0.0, ab[0], 1.0, ab[0]] and b.tolist() == [1.0, ab[1], -1.0, ab[1]]
     assert not a.requires_grad and not list(heads.parameters())  # constants, not learnt
@@ -74,11 +74,11 @@ def test_fixed_combine_equals_the_reference(ab):
 
 def test_fixed_heads_take_the_kernels_fast_kinds_when_exact():
     """(0, 1) and (1, −1) run as attention / Laplacian; anything else as a constant mix."""
-    assert HeadKinds(2, (FIXED, FIXED), coefficients=(1, -1)).head_runs.runs == (
+    assert HeadMixer(2, (FIXED, FIXED), coefficients=(1, -1)).head_runs.runs == (
         (0, 2, LAPLACIAN),)
-    assert HeadKinds(2, (FIXED, ATTENTION), coefficients=(0, 1)).head_runs.runs == (
+    assert HeadMixer(2, (FIXED, ATTENTION), coefficients=(0, 1)).head_runs.runs == (
         (0, 2, ATTENTION),)
-    assert HeadKinds(2, (ATTENTION, FIXED), coefficients=(1, 1)).head_runs.runs == (
+    assert HeadMixer(2, (ATTENTION, FIXED), coefficients=(1, 1)).head_runs.runs == (
         (0, 1, ATTENTION), (1, 2, MIXED))
 
 
@@ -88,7 +88,7 @@ def _config():
     return TransformerConfig(d_model=16, n_heads=4, bias=False)
 
 
-@pytest.mark.parametrize("kernel", ["lean", "compose"])
+@pytest.mark.parametrize("kernel", ["in_place", "compose"])
 @pytest.mark.parametrize("ab", PAIRS)
 def test_attention_with_fixed_heads_equals_the_reference_layer(kernel, ab):
     from tokengeo.nn.attention import MultiHeadAttention

@@ -4,24 +4,25 @@ path of z = a·V + b·P V against the reference ``mix_heads`` (values and gradie
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
 import tokengeo
 from tokengeo.errors import ConfigError
-from tokengeo.nn import laplacian_kernel
 from tokengeo.nn.heads import (
     ATTENTION,
     KIND_COEFFICIENTS,
     LAPLACIAN,
     MIXED,
-    HeadKinds,
+    HeadMixer,
     HeadRuns,
     HeadSpec,
     kind_of,
 )
-from tokengeo.nn.laplacian_kernel import _combine_in_place, _scale_grads, compose, pv_into
-from tokengeo.nn.laplacian_sdpa import laplacian_attention
+from tokengeo.nn.kernels import compose, device_path, laplacian_attention
+from tokengeo.nn.kernels.in_place import _combine_in_place, _scale_grads, pv_into
 from tokengeo.nn.reference import attention_reference, mix_heads
 
 L_, H_ = 3, 4  # layers and heads of every model in the table
@@ -158,7 +159,7 @@ def coefficients(kinds, dtype=torch.float64):
 
 
 def test_head_kinds_combine_equals_the_reference():
-    heads = HeadKinds(len(KINDS), KINDS).double()
+    heads = HeadMixer(len(KINDS), KINDS).double()
     a, b = coefficients(KINDS)
     with torch.no_grad():
         heads.mix_coef.copy_(torch.stack([a, b], 1)[heads.mixed_index])
@@ -185,13 +186,17 @@ def test_in_place_combine_and_pv_recovery_equal_the_reference():
     assert torch.allclose(back, pv, atol=1e-14)
 
 
-@pytest.mark.parametrize("device_path", [True, False], ids=["whole", "per-run"])
+@pytest.mark.parametrize("on_device", [True, False], ids=["whole", "per-run"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_fixed_kinds_formulas_are_exact(dtype, device_path, monkeypatch):
+def test_fixed_kinds_formulas_are_exact(dtype, on_device):
     """Heads of several fixed kinds: the device path's whole-tensor passes (z ← b z + a V,
     P V = b (z − a V), dq ← b dq, dv ← b dv + a g) and the CPU's per-run passes give
     bitwise the same, what the kinds' formulas give."""
-    monkeypatch.setattr(laplacian_kernel, "_pv_apart", lambda t: device_path)
+    with device_path() if on_device else contextlib.nullcontext():
+        fixed_kinds_formulas_are_exact(dtype)
+
+
+def fixed_kinds_formulas_are_exact(dtype):
     kinds = (LAPLACIAN, ATTENTION, ATTENTION, LAPLACIAN, LAPLACIAN)
     a, b = coefficients(kinds, dtype)
     runs = HeadRuns.of(kinds)
@@ -228,7 +233,7 @@ def test_scaled_kernel_gradients_equal_the_chain_rule():
         assert torch.allclose(got, want, atol=1e-14)
 
 
-@pytest.mark.parametrize("kernel", ["lean", "compose", "compose-runs"])
+@pytest.mark.parametrize("kernel", ["in_place", "compose", "compose-runs"])
 @pytest.mark.parametrize("coef_grad", [False, True])
 def test_laplacian_attention_equals_the_reference(kernel, coef_grad):
     q, k, v = (torch.randn(2, len(KINDS), 7, 4, dtype=torch.float64, requires_grad=True)
@@ -251,7 +256,7 @@ def test_laplacian_attention_equals_the_reference(kernel, coef_grad):
 def test_hf_swap_equals_the_reference():
     transformers = pytest.importorskip("transformers", reason="needs the 'hf' extra")
     from tokengeo.models import hf
-    from tokengeo.models.hf_families import ungroup
+    from tokengeo.models.hf.families import ungroup
 
     config = transformers.LlamaConfig(hidden_size=24, num_attention_heads=6,
                                       num_key_value_heads=2, head_dim=4, num_hidden_layers=1,

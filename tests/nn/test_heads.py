@@ -1,5 +1,5 @@
 """One head-kind module: the same head-choice rules for tokengeo models, the L-Transformer
-and the Hugging Face adapter; HeadKinds.combine against a_h V + b_h P V."""
+and the Hugging Face adapter; HeadMixer.combine against a_h V + b_h P V."""
 
 import ast
 from pathlib import Path
@@ -9,7 +9,7 @@ import torch
 
 import tokengeo
 from tokengeo.errors import ConfigError
-from tokengeo.nn.heads import HeadKinds, choose_heads
+from tokengeo.nn.heads import HeadMixer, choose_heads
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "tokengeo"
 
@@ -84,7 +84,7 @@ def test_choose_heads_rules():
 def test_combine_is_a_v_plus_b_pv(slices):
     """combine(V, PV) == a_h V + b_h PV with (a, b) = (0, 1), (1, −1) or learnt per slice."""
     kinds = ("attention", "laplacian", "mixed", "laplacian")
-    heads = HeadKinds(4, kinds, "attention", slices=slices).double()
+    heads = HeadMixer(4, kinds, "attention", slices=slices).double()
     with torch.no_grad():
         heads.mix_coef.normal_()
     p, B, T, Dh = slices or 1, 2, 5, 3
@@ -113,7 +113,7 @@ def _imported_modules(path: Path) -> set[str]:
 def test_head_choice_lives_in_one_module():
     """No second copy of the rules: hf.py and the attention modules import nn.heads and
     define no validators of their own."""
-    for rel in ("models/hf.py", "nn/attention.py", "nn/lattention.py", "models/config.py"):
+    for rel in ("models/hf/patch.py", "nn/attention.py", "nn/lattention.py", "models/config.py"):
         source = (SRC / rel).read_text()
         assert "tokengeo.nn.heads" in source, rel
         for name in ("_check_index", "_listed_heads", "_last_heads", "lists a head twice"):

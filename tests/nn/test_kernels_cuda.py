@@ -3,8 +3,8 @@
 Every test here is marked ``cuda``: skipped (with the reason) where no CUDA device exists;
 ``make gpu-check`` runs them. They cover each fused backend torch can pick (flash,
 memory-efficient, cuDNN), both backwards (packed qkv and unpacked q, k, v), every head
-kind, causal or not, fp32/bf16/fp16; that bf16/fp16 take a lean path (recompute for
-fixed heads, the lean kernel for mixed or learnt ones); recompute on every backend, its
+kind, causal or not, fp32/bf16/fp16; that bf16/fp16 take the in_place kernel on a fused
+backend; recompute (opt-in) on every backend, its
 output's slot holding the rebuilder; that neither backward reads anything back to the
 host; that the packed path's peak memory is standard attention's; and a laplacianized tiny
 Llama with a dynamic and a static cache.
@@ -16,11 +16,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tokengeo.nn import laplacian_sdpa
 from tokengeo.nn.heads import KIND_COEFFICIENTS, HeadRuns
-from tokengeo.nn.laplacian_sdpa import laplacian_attention, plan_kernel
+from tokengeo.nn.kernels import Call, laplacian_attention, plan_kernel
+from tokengeo.nn.kernels.sdpa_ops import Backend
 from tokengeo.nn.reference import attention_reference
-from tokengeo.nn.sdpa_ops import Backend
 
 pytestmark = pytest.mark.cuda
 
@@ -69,7 +68,7 @@ def close(got, want, tol):
     return err <= tol * max(want.abs().max().item(), 1.0)
 
 
-def is_lean(z):
+def is_in_place(z):
     return type(z.grad_fn).__name__ == "LaplacianSDPABackward"
 
 
@@ -78,9 +77,9 @@ def is_lean(z):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
 @pytest.mark.parametrize("layer", list(LAYERS))
-def test_lean_kernel_matches_the_float64_reference(dtype, causal, packed, layer):
+def test_in_place_kernel_matches_the_float64_reference(dtype, causal, packed, layer):
     z, grads, ref, ref_grads = run_case(LAYERS[layer], dtype, causal, packed)
-    assert is_lean(z), "a fused kernel exists for these inputs: the lean path must run"
+    assert is_in_place(z), "a fused kernel exists for these inputs: in_place must run"
     assert z.shape == ref.shape and z.is_contiguous()
     assert close(z, ref, TOL[dtype])
     for got, want in zip(grads, ref_grads, strict=True):
@@ -91,42 +90,34 @@ def test_lean_kernel_matches_the_float64_reference(dtype, causal, packed, layer)
                                      "CUDNN_ATTENTION"])
 @pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
 def test_each_backend_torch_can_pick(backend, packed):
-    """Forced with sdpa_kernel, each fused backend runs the lean kernel correctly (flash's
+    """Forced with sdpa_kernel, each fused backend runs the in_place kernel correctly (flash's
     integer outputs live on ctx, cuDNN's backward takes its own argument order)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q = torch.randn(2, 4, 129, 64, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(getattr(SDPBackend, backend)):
-        plan = plan_kernel(q, q, q, runs=HeadRuns.of(LAYERS["mixed"]), is_causal=True)
+        plan = plan_kernel(Call(q, q, q, HeadRuns.of(LAYERS["mixed"]), is_causal=True))
         if plan.backend is None:
             pytest.skip(f"{backend} cannot run on this device for bf16 (torch says)")
         z, grads, ref, ref_grads = run_case(LAYERS["mixed"], torch.bfloat16, True, packed)
-    assert is_lean(z) and close(z, ref, TOL[torch.bfloat16])
+    assert is_in_place(z) and close(z, ref, TOL[torch.bfloat16])
     for got, want in zip(grads, ref_grads, strict=True):
         assert close(got, want, 4 * TOL[torch.bfloat16])
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-def test_half_precision_takes_a_lean_path_on_every_gpu_backend(dtype):
-    """Fixed heads with a packed qkv: recompute once switched on (the lean kernel under
-    other saved-tensor hooks); otherwise, and for separate q, k, v, mixed or learnt heads,
-    the lean kernel; on a fused backend."""
+def test_half_precision_takes_the_in_place_kernel_on_a_fused_backend(dtype):
+    """Fixed heads with a packed qkv or separate q, k, v, learnt coefficients, mixed heads:
+    ``auto`` takes in_place on a fused backend (recompute and triton are opt-in)."""
     q = torch.randn(8, 12, 1024, 64, device="cuda", dtype=dtype)
     fused = (Backend.FLASH, Backend.EFFICIENT, Backend.CUDNN)
-    plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True,
-                       packed=True)
-    if laplacian_sdpa._RECOMPUTE_ON_CUDA:
-        assert plan.kernel == "recompute" and plan.under_hooks == "lean"
-    else:
-        assert plan.kernel == "lean"
-    assert plan.backend in fused
-    plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True)
-    assert plan.kernel == "lean" and plan.backend in fused  # separate q, k, v
-    plan = plan_kernel(q, q, q, runs=HeadRuns.of(("laplacian",) * 12), is_causal=True,
-                       coef_grad=True)
-    assert plan.kernel == "lean" and plan.backend in fused
-    plan = plan_kernel(q, q, q, runs=HeadRuns.of(LAYERS["mixed"] * 3), is_causal=True)
-    assert plan.kernel == "lean" and plan.backend in fused
+    lap = HeadRuns.of(("laplacian",) * 12)
+    for call in (Call(q, q, q, lap, is_causal=True, packed=True),
+                 Call(q, q, q, lap, is_causal=True),
+                 Call(q, q, q, lap, is_causal=True, coef_grad=True),
+                 Call(q, q, q, HeadRuns.of(LAYERS["mixed"] * 3), is_causal=True)):
+        plan = plan_kernel(call)
+        assert plan.kernel.name == "in_place" and plan.backend in fused
 
 
 def fixed_coefficients(kinds):
@@ -160,23 +151,24 @@ def recompute_case(kinds, dtype, causal, packed, B=2, T=129, Dh=64):
 @pytest.mark.parametrize("layer", ["laplacian", "half"])
 def test_recompute_matches_the_float64_reference(dtype, causal, packed, layer):
     z, got, ref, want = recompute_case(LAYERS[layer], dtype, causal, packed)
-    assert not is_lean(z) and z.shape == ref.shape
+    assert not is_in_place(z) and z.shape == ref.shape
     assert close(z, ref, TOL[dtype]) and close(got, want, 4 * TOL[dtype])
 
 
 @pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "EFFICIENT_ATTENTION",
                                      "CUDNN_ATTENTION"])
 def test_each_backend_saves_a_rebuilder_for_its_output(backend, saved_slots):
-    """recompute is lean only if the saved output is found and replaced: on each fused
-    backend (cuDNN's and flash's layouts included) exactly one slot holds the rebuilder."""
+    """recompute saves standard attention's tensors only if the saved output is found and
+    replaced: on each fused backend (cuDNN's and flash's layouts included) exactly one slot
+    holds the rebuilder."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from tokengeo.nn import laplacian_recompute as R
+    from tokengeo.nn.kernels import recompute as R
 
     slots = saved_slots
     q = torch.randn(2, 4, 129, 64, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(getattr(SDPBackend, backend)):
-        if plan_kernel(q, q, q, runs=HeadRuns.of(LAYERS["half"]), is_causal=True).backend is None:
+        if plan_kernel(Call(q, q, q, HeadRuns.of(LAYERS["half"]), is_causal=True)).backend is None:
             pytest.skip(f"{backend} cannot run on this device for bf16 (torch says)")
         for packed in (False, True):
             slots.clear()
@@ -206,14 +198,14 @@ def test_the_recompute_backward_reads_nothing_back_to_the_host(packed):
 def test_composition_matches_the_reference_on_cuda():
     z, grads, ref, ref_grads = run_case(LAYERS["half"], torch.float32, True, False,
                                         kernel="compose")
-    assert not is_lean(z) and close(z, ref, TOL[torch.float32])
+    assert not is_in_place(z) and close(z, ref, TOL[torch.float32])
     for got, want in zip(grads, ref_grads, strict=True):
         assert close(got, want, 4 * TOL[torch.float32])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
-def test_the_lean_backward_reads_nothing_back_to_the_host(dtype, packed):
+def test_the_in_place_backward_reads_nothing_back_to_the_host(dtype, packed):
     qkv = torch.randn(2, 256, 3, 4, 64, device="cuda", dtype=dtype, requires_grad=True)
     a, b = coefficients(LAYERS["mixed"])
     q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
@@ -238,7 +230,7 @@ def peak(fn) -> int:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("kernel", ["auto", "lean", "recompute"])
+@pytest.mark.parametrize("kernel", ["auto", "in_place", "recompute"])
 def test_packed_path_peak_memory_is_standard_attentions(dtype, kernel):
     B, T, H, Dh = 4, 2048, 12, 64
     x = torch.randn(B, T, 3, H, Dh, device="cuda", dtype=dtype)
@@ -262,7 +254,7 @@ def test_packed_path_peak_memory_is_standard_attentions(dtype, kernel):
 def test_laplacianized_llama_on_cuda_equals_the_cpu(tmp_path, cache):
     pytest.importorskip("transformers", reason="needs the 'hf' extra")
     import transformers
-    from tiny_llama import save_tiny_llama
+    from helpers.tiny_llama import save_tiny_llama
 
     import tokengeo
 

@@ -19,14 +19,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tokengeo.errors import ConfigError
 from tokengeo.nn.heads import HeadRuns
-from tokengeo.nn.laplacian_recompute import hooks_refusal, laplacian_recompute
-from tokengeo.nn.laplacian_sdpa import (
-    KernelPlan,
-    compose,
-    laplacian_attention,
-    plan_kernel,
-    run_plan,
-)
+from tokengeo.nn.kernels import Call, compose, laplacian_attention, plan_kernel
+from tokengeo.nn.kernels.recompute import hooks_refusal, laplacian_recompute
 from tokengeo.nn.reference import attention_reference
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -56,7 +50,7 @@ def recompute(qkv, coef, kinds, packed=False, **kw):
 
 
 def is_recompute(z):
-    """Not our autograd Function: torch's own nodes (the lean kernel's is LaplacianSDPA)."""
+    """Not our autograd Function: torch's own nodes (the in_place kernel's is LaplacianSDPA)."""
     return "LaplacianSDPA" not in type(z.grad_fn).__name__
 
 
@@ -111,7 +105,7 @@ def test_sdpa_node_keeps_a_rebuilder_not_its_output(layer, saved_slots):
     holds a tensor on the output's storage. (That autograd then frees it is measured by
     ``benchmarks/laplacian_host.py``: the forward keeps one tensor, as standard
     attention's does.)"""
-    from tokengeo.nn import laplacian_recompute as R
+    from tokengeo.nn.kernels import recompute as R
 
     slots = saved_slots
     kinds = FIXED[layer]
@@ -181,41 +175,28 @@ def test_refusals_name_the_reason():
     q, k, v = heads(qkv)
     runs = HeadRuns.of(("laplacian", "mixed"))
     with pytest.raises(ConfigError, match="kernel='recompute' cannot run: mixed heads"):
-        plan_kernel(q, k, v, runs=runs, kernel="recompute")
+        plan_kernel(Call(q, k, v, runs), "recompute")
     with pytest.raises(ConfigError, match="coefficients that require grad"):
-        plan_kernel(q, k, v, runs=HeadRuns.of(FIXED["half"][:2]), kernel="recompute",
-                    coef_grad=True)
+        plan_kernel(Call(q, k, v, HeadRuns.of(FIXED["half"][:2]), coef_grad=True), "recompute")
 
 
-def test_under_other_saved_tensor_hooks_auto_keeps_them_and_recompute_refuses():
+def test_under_other_saved_tensor_hooks_it_refuses_and_runs_once_they_are_gone():
     """Checkpointing and offloading work through saved-tensor hooks; ours would shadow
-    theirs, so an explicit ``recompute`` refuses and a plan that chose it runs the lean
-    kernel, whose saved tensors the outer hooks see."""
+    theirs, so ``recompute`` (opt-in: ``auto`` never takes it) refuses under them, at the
+    call, since one call may be wrapped and the next not."""
     kinds = FIXED["half"]
     qkv, coef = make(kinds, dtype=torch.float32)
-    seen = []
-
-    def pack(t):
-        seen.append(t.shape)
-        return t
-
     q, k, v = heads(qkv)
-    runs = HeadRuns.of(kinds)
-    lean = plan_kernel(q, k, v, runs=runs, is_causal=True, kernel="lean")
-    chosen = KernelPlan("recompute", runs, lean.backend, under_hooks="lean")  # as auto on CUDA
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    plan = plan_kernel(Call(q, k, v, HeadRuns.of(kinds), is_causal=True), "recompute")
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
         assert hooks_refusal() is not None
         with pytest.raises(ConfigError, match="other saved-tensor hooks are active"):
             recompute(qkv, coef, kinds, is_causal=True)
-        z = run_plan(chosen, q, k, v, coef[:, 0], coef[:, 1], attn_mask=None, is_causal=True,
-                     dropout_p=0.0, scale=None)
-    assert not is_recompute(z) and seen  # the lean kernel, its tensors seen by the hooks
     assert hooks_refusal() is None
-    assert is_recompute(run_plan(chosen, q, k, v, coef[:, 0], coef[:, 1], attn_mask=None,
-                                 is_causal=True, dropout_p=0.0, scale=None))
+    assert is_recompute(plan.run(q, k, v, coef[:, 0], coef[:, 1], None, True, 0.0, None))
 
 
-def test_an_attention_module_runs_it_and_matches_the_lean_kernel():
+def test_an_attention_module_runs_it_and_matches_the_in_place_kernel():
     from types import SimpleNamespace
 
     from tokengeo.nn.attention import MultiHeadAttention
@@ -226,12 +207,12 @@ def test_an_attention_module_runs_it_and_matches_the_lean_kernel():
     attn = MultiHeadAttention(cfg, FIXED["half"], causal=True).double()
     x = torch.randn(3, 11, 32, dtype=torch.float64, requires_grad=True)
     outs = {}
-    for kernel in ("lean", "recompute"):
+    for kernel in ("in_place", "recompute"):
         attn.set_kernel(kernel)
         y = attn(x)
         outs[kernel] = (y, *torch.autograd.grad(y.square().sum(), (x, attn.qkv.weight)))
-        assert [plan.kernel for plan in attn._plans.values()] == [kernel]
-    for got, want in zip(outs["recompute"], outs["lean"], strict=True):
+        assert [plan.kernel.name for plan in attn._plans.values()] == [kernel]
+    for got, want in zip(outs["recompute"], outs["in_place"], strict=True):
         assert torch.allclose(got, want, atol=1e-12)
 
 
@@ -275,9 +256,9 @@ def test_disabled_saved_tensor_hooks_and_checkpointing_are_named():
                    use_reentrant=False)
 
 
-def test_under_autocast_it_matches_the_lean_kernel():
+def test_under_autocast_it_matches_the_in_place_kernel():
     """bf16 autocast (what GPU training runs): q, k, v are cast copies, the output has
-    SDPA's dtype, and values and gradients agree with the lean kernel's."""
+    SDPA's dtype, and values and gradients agree with the in_place kernel's."""
     from types import SimpleNamespace
 
     from tokengeo.nn.attention import MultiHeadAttention
@@ -288,11 +269,11 @@ def test_under_autocast_it_matches_the_lean_kernel():
     attn = MultiHeadAttention(cfg, FIXED["alternating"], causal=True)
     x = torch.randn(2, 13, 32, requires_grad=True)
     outs = {}
-    for kernel in ("lean", "recompute"):
+    for kernel in ("in_place", "recompute"):
         attn.set_kernel(kernel)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             y = attn(x)
         outs[kernel] = (y, *torch.autograd.grad(y.float().square().sum(), (x, attn.qkv.weight)))
     assert outs["recompute"][0].dtype == torch.bfloat16
-    for got, want in zip(outs["recompute"], outs["lean"], strict=True):
+    for got, want in zip(outs["recompute"], outs["in_place"], strict=True):
         assert torch.allclose(got.float(), want.float(), rtol=2e-2, atol=2e-2)

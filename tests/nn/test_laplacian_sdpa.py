@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError
-from tokengeo.nn import pv_roundtrip as R
 from tokengeo.nn.attention import build_attn_mask
-from tokengeo.nn.laplacian_sdpa import compose, head_runs, laplacian_attention
+from tokengeo.nn.kernels import compose, device_path, head_runs, laplacian_attention
+from tokengeo.nn.kernels import pv_roundtrip as R
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -47,7 +47,7 @@ def plain(q, k, v, a, b, attn_mask=None, is_causal=False, dropout_p=0.0, **_):
     return compose(q, k, v, a, b, attn_mask, is_causal, dropout_p)
 
 
-def is_lean(z):
+def is_in_place(z):
     return type(z.grad_fn).__name__ == "LaplacianSDPABackward"
 
 
@@ -77,9 +77,9 @@ def test_forward_and_gradients_match_the_composition(layer, mask):
         kw, attn_mask = masks(2, 37)[mask]
         if attn_mask is not None:
             kw = {"attn_mask": attn_mask}
-        z = run(lean, qkv, coef, **kw)
+        z = run(lean, qkv, coef, kernel="in_place", **kw)
         ref = run(plain, qkv, coef, **kw)
-        assert is_lean(z) and z.is_contiguous() and z.shape == ref.shape
+        assert is_in_place(z) and z.is_contiguous() and z.shape == ref.shape
         if layer == "mixed":
             eps = torch.finfo(dtype).eps  # a V + b P V rounded in another order
             torch.testing.assert_close(z, ref, rtol=4 * eps, atol=8 * eps)
@@ -199,7 +199,7 @@ def test_packed_qkv_gets_the_same_gradients_in_one_tensor(layer, mask):
     before = bits(z.detach().clone())
     q_grad_fn = type(z.grad_fn.next_functions[-1][0]).__name__
     got = grads(z, qkv, coef, g)
-    assert is_lean(z) and q_grad_fn == "AccumulateGrad"  # straight to qkv, no unbind
+    assert is_in_place(z) and q_grad_fn == "AccumulateGrad"  # straight to qkv, no unbind
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     assert bits(z).equal(before)  # P V went into the gradient's v slot, not into z
 
@@ -233,11 +233,11 @@ def test_fallback_to_the_composition_where_the_kernel_cannot_be_used():
     z = run(lean, qkv, coef, dropout_p=0.5)  # dropout cannot be replayed
     torch.manual_seed(1)
     ref = run(plain, qkv, coef, dropout_p=0.5)
-    assert not is_lean(z) and torch.equal(z, ref)
+    assert not is_in_place(z) and torch.equal(z, ref)
     float_mask = torch.zeros(1, 1, 37, 37, requires_grad=True)  # a learnt bias
     z = run(lean, qkv, coef, attn_mask=float_mask)
-    assert not is_lean(z) and torch.equal(z, run(plain, qkv, coef, attn_mask=float_mask))
-    assert is_lean(run(lean, qkv, coef, attn_mask=float_mask.detach()))
+    assert not is_in_place(z) and torch.equal(z, run(plain, qkv, coef, attn_mask=float_mask))
+    assert is_in_place(run(lean, qkv, coef, attn_mask=float_mask.detach()))
 
 
 def test_under_autocast_the_output_has_sdpa_dtype():
@@ -293,14 +293,14 @@ def test_saved_tensors_are_those_of_standard_attention():
 
 def test_kernel_choice_by_name_and_its_refusals():
     qkv, coef = make(LAYERS["half"])
-    assert is_lean(run(lean, qkv, coef, kernel="lean"))
+    assert is_in_place(run(lean, qkv, coef, kernel="in_place"))
     z = run(lean, qkv, coef, kernel="compose")
-    assert not is_lean(z) and torch.allclose(z, run(plain, qkv, coef), atol=1e-6)
-    with pytest.raises(ConfigError, match="kernel='lean' cannot run: dropout_p > 0"):
-        run(lean, qkv, coef, kernel="lean", dropout_p=0.1)
+    assert not is_in_place(z) and torch.allclose(z, run(plain, qkv, coef), atol=1e-6)
+    with pytest.raises(ConfigError, match="kernel='in_place' cannot run: dropout_p > 0"):
+        run(lean, qkv, coef, kernel="in_place", dropout_p=0.1)
     with pytest.raises(ConfigError, match="kernel='fast' is not valid"):
         run(lean, qkv, coef, kernel="fast")
-    with pytest.raises(ConfigError, match="kernel='triton' cannot run with dropout_p > 0"):
+    with pytest.raises(ConfigError, match="kernel='triton' cannot run: dropout_p > 0"):
         run(lean, qkv, coef, kernel="triton", dropout_p=0.1)
 
 
@@ -322,22 +322,20 @@ def test_an_attention_module_plans_its_kernel_once(monkeypatch):
     assert len(calls) == 2
     attn.set_kernel("compose")
     attn(x)
-    assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel == "compose"
+    assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel.name == "compose"
 
 
 @pytest.mark.parametrize("layer", ["mixed", "half"])
 @pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
-def test_the_cuda_backward_paths_give_the_same_gradients(monkeypatch, packed, layer):
+def test_the_cuda_backward_paths_give_the_same_gradients(packed, layer):
     """The CUDA paths (P V in a buffer of its own; whole-tensor passes for several fixed
     kinds), run on the CPU kernel: the CPU paths' values and gradients."""
-    from tokengeo.nn import laplacian_kernel as K
-
     qkv, coef = make(LAYERS[layer], coef_grad=True)
     g = torch.randn(2, 37, len(LAYERS[layer]), 16)
     z_cpu = run(lean, qkv, coef, is_causal=True, packed=packed)
     want = grads(z_cpu, qkv, coef, g)
-    monkeypatch.setattr(K, "_pv_apart", lambda z: True)
-    z = run(lean, qkv, coef, is_causal=True, packed=packed)
+    with device_path():
+        z = run(lean, qkv, coef, is_causal=True, packed=packed)
     assert torch.equal(z, z_cpu)
     before = z.detach().clone()
     got = grads(z, qkv, coef, g.transpose(1, 2).contiguous().transpose(1, 2))  # strided dz

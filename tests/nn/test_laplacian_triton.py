@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError, MissingDependencyError
-from tokengeo.nn import laplacian_triton as lt
+from tokengeo.nn.kernels import triton as lt
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -279,13 +279,9 @@ def test_tilings_are_validated():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
 def test_benchmark_without_cuda_says_so_in_one_line(capsys):
-    import importlib.util
+    from tokengeo.bench.registry import script
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "laplacian_triton.py"
-    spec = importlib.util.spec_from_file_location("bench_laplacian_triton", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    assert bench.main([]) == 2
+    assert script("laplacian_triton", []) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a CUDA device" in err
 

@@ -5,9 +5,9 @@ import math
 
 import pytest
 import torch
+from helpers.rank_reference import brute_auc
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rank_reference import brute_auc
 
 from tokengeo.probes.similarity.ranks import (
     auc,

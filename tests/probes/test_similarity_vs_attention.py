@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from rank_reference import brute_auc
+from helpers.rank_reference import brute_auc
 
 from tokengeo.errors import ConfigError
 from tokengeo.probes.similarity.vs_attention import (

@@ -135,3 +135,22 @@ def test_language_claim_uses_the_per_sequence_count_and_old_cells_are_recomputed
     cells = suite.cells(settings, ctx)
     assert all(f"geometry.{suite.PER_SEQUENCE}" in c.fields for c in cells)
     assert all("geometry.layers" in c.fields for c in cells)
+
+
+def test_the_interpolated_count_is_a_continuous_version_of_the_integer_one():
+    import math
+
+    from tokengeo.probes.spectrum import interpolated_count, spectral_decay
+
+    g = torch.Generator().manual_seed(3)
+    for _ in range(20):
+        x = torch.randn(64, 12, generator=g) * torch.linspace(3, 0.1, 12)
+        spec = spectral_decay(x)
+        c = spec.components_99_interp
+        assert math.ceil(c - 1e-9) == spec.n_components_99  # its ceiling is the count
+        assert spec.n_components_99 - 1 < c <= spec.n_components_99
+    # by hand: ratios 0.5, 0.3, 0.2 (cumulative 0.5, 0.8, 1.0) reach 0.9 in the third
+    # component, at 3 - 1 + (0.9 - 0.8) / 0.2 = 2.5
+    r = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    assert interpolated_count(r, 0.9) == pytest.approx(2.5)
+    assert interpolated_count(r, 0.5) == pytest.approx(1.0)

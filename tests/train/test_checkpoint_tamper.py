@@ -154,18 +154,6 @@ def test_edited_and_resigned_sidecar_is_refused_by_its_checks(run, capsys, name)
     assert "step-00000004" in line
 
 
-def test_legacy_sidecar_without_digest_is_still_checked_and_resumes(run, base, capsys):
-    def legacy(state):
-        state["format"] = ckpt.LEGACY_FORMAT
-        del state["digest"]
-
-    edit(run, lambda s: (legacy(s), s.__setitem__("step", 3)))
-    assert "records step 3" in refused(run, capsys)
-    edit(run, lambda s: s.__setitem__("step", 4))
-    assert main(["train", "--resume", "--out", str(run), "--no-progress"]) == 0
-    same_result(base, run)
-
-
 def test_corrupt_latest_names_the_last_good_and_resume_from_continues(run, base, capsys,
                                                                       monkeypatch):
     weights = run / "checkpoints" / "step-00000004" / ckpt.MODEL_FILE

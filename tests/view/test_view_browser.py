@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from browser import Page
+from helpers.browser import Page
 
 import tokengeo
 from tokengeo.cli import main

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from tokengeo.bench.measure import interleaved_times
-from tokengeo.flows import simulate
+from tokengeo.flows import FlowConfig, simulate
 from tokengeo.flows.weights import ou_drift, symmetric_increment
 
 
@@ -86,8 +86,9 @@ def run(cfg: FlowsBenchConfig) -> dict:
     dtype = getattr(torch, cfg.dtype)
 
     def ours():
-        r = simulate(x0.to(dtype), D0.to(dtype), drift="ou", n_paths=cfg.paths,
-                     record_every=cfg.steps, record_trajectory=True, dtype=dtype, **run_kw)
+        r = simulate(x0.to(dtype), D0.to(dtype), FlowConfig(
+            drift="ou", n_paths=cfg.paths, record_every=cfg.steps, record_trajectory=True,
+            dtype=dtype, **run_kw))
         outs["ours"] = r.x[:, -1], torch.stack([r.dE_int[:, -1], r.ito_int[:, -1],
                                                  r.G2_int[:, -1], r.mart_int[:, -1]])
 
@@ -140,8 +141,8 @@ def _timed_run(x0, D0, cfg: GpuFlowsConfig, steps: int, **kw) -> float:
     import time
 
     def once():
-        simulate(x0, D0, drift="ou", noise_var=2.0, T=steps * cfg.dt, dt=cfg.dt,
-                 n_paths=cfg.paths, record_every=20, seed=1, **kw)
+        simulate(x0, D0, FlowConfig(drift="ou", noise_var=2.0, T=steps * cfg.dt, dt=cfg.dt,
+                                    n_paths=cfg.paths, record_every=20, seed=1, **kw))
         if x0.is_cuda:
             torch.cuda.synchronize()
 

@@ -6,22 +6,23 @@ within 3% of one without (Zhang & Papyan, arXiv 2602.09297: a Laplacian head add
 parameters and, fused, no T×T matrix).
 
 Sizes depend on the device (:data:`DEFAULTS`): CPU sizes on a CPU; on CUDA the sizes of a
-GPU run (B = 8, H = 12, Dh = 64, T up to 8192, bf16, gpt-small and vit-small train steps
-under bf16 autocast). ``kernel`` picks the Laplacian kernel measured
-(:func:`tokengeo.nn.laplacian_sdpa.plan_kernel`: ``auto``, ``lean``, ``compose``, ``triton``).
+GPU run (B = 8, H = 12, Dh = 64, T up to 8192, gpt-small and vit-small train steps under
+bf16 autocast), where every kernel of the table is timed (:mod:`tokengeo.bench.laplacian_cuda`:
+the one GPU operator benchmark). ``kernel`` picks the Laplacian kernel measured on a CPU
+(a name in :data:`tokengeo.nn.kernels.KERNELS`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from tokengeo.bench.measure import allocate_for_timing, interleaved_medians, peak_bytes
-from tokengeo.nn.laplacian_sdpa import laplacian_attention
+from tokengeo.nn.kernels import check_kernel_name, laplacian_attention
 
 # Sizes per device type; a field left at None takes these.
 DEFAULTS = {
@@ -52,9 +53,10 @@ class LaplacianBenchConfig:
     train_repeats: int = 15
     device: str = "cpu"
     kernel: str = "auto"
-    compile: bool = False  # train steps through torch.compile (tokengeo.nn.compiled)
+    compile: bool = False  # train steps through torch.compile (tokengeo.nn.kernels.checkpointed)
 
     def __post_init__(self) -> None:
+        check_kernel_name(self.kernel)
         defaults = DEFAULTS["cuda" if self.device.startswith("cuda") else "cpu"]
         for name, value in defaults.items():
             if getattr(self, name) is None:
@@ -76,7 +78,7 @@ def standard_op(q, k, v):
 
 
 def fused_laplacian_op(q, k, v, kernel: str = "auto"):
-    """(I − P) V through :func:`~tokengeo.nn.laplacian_sdpa.laplacian_attention` (what
+    """(I − P) V through :func:`~tokengeo.nn.kernels.laplacian_attention` (what
     tokengeo's attention trains with): the fused kernel, standard attention's saved tensors."""
     B, T, H, Dh = q.shape
     ones = torch.ones(H, dtype=q.dtype, device=q.device)
@@ -218,6 +220,8 @@ def run(cfg: LaplacianBenchConfig, log: Callable[[str], None] | None = None) -> 
     """
     log = log or (lambda msg: None)
     dev = torch.device(cfg.device)
+    if dev.type == "cuda":
+        return _cuda(cfg, log)
     n_stages = 2 * (len(cfg.seq_lens) + len(cfg.models))
     op_mem, train_mem = [], []
     for i, T in enumerate(cfg.seq_lens, 1):
@@ -242,11 +246,7 @@ def run(cfg: LaplacianBenchConfig, log: Callable[[str], None] | None = None) -> 
                       if k != "k=0")
     at512 = next((o for o in ops if o["T"] == 512), ops[0])
     return {
-        "benchmark": "laplacian_heads",
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
         "timing_allocator": allocator,
-        "config": asdict(cfg),
         "operator": ops,
         "train_step": trains,
         "targets": {
@@ -262,21 +262,61 @@ def run(cfg: LaplacianBenchConfig, log: Callable[[str], None] | None = None) -> 
     }
 
 
+def _cuda(cfg: LaplacianBenchConfig, log: Callable[[str], None]) -> dict:
+    """Every kernel of the table on CUDA, and the targets: the bf16 operator at the first
+    T (``auto``, all heads Laplacian) and the worst train step of ``auto``."""
+    from tokengeo.bench.laplacian_cuda import kernel_figures
+
+    figures = kernel_figures(cfg, log)
+    first = next(o for o in figures["operator"] if o["dtype"] == "bf16" and not o["packed"])
+    op = first["time_over_standard"].get("auto[lap]", math.nan)
+    steps = [t for t in figures["train_step"] if t.get("kernel") == "auto" and "ratio_vs_k0" in t]
+    worst = max((v for t in steps for k, v in t["ratio_vs_k0"].items() if k != "k=0"),
+                default=math.nan)
+    figures["targets"] = {
+        f"operator_bf16_T{first['T']}_over_standard": {"value": op, "target": "<= 1.05",
+                                                      "met": op <= 1.05},
+        "train_step_laplacian_over_baseline": {"value": worst, "target": "<= 1.03",
+                                               "met": worst <= 1.03},
+    }
+    return figures
+
+
 def table(result: dict) -> str:
+    """The figures of :func:`run` (as :func:`tokengeo.bench.registry.run` wraps them) as
+    text: the CPU operator and train-step tables, or on CUDA the kernels' ratios."""
+    figures = result["figures"]
+    if "kernels" in figures:
+        return _cuda_table(result)
     lines = ["Laplacian heads benchmark (fwd+bwd; medians; ratios measured in one process)",
              f"{'T':>6} {'standard ms':>12} {'fused ms':>10} {'naive ms':>10} "
              f"{'naive/fused':>12} {'fused/std':>10} {'mem fused/std':>14}"]
-    for o in result["operator"]:
+    for o in figures["operator"]:
         m = o["median_ms"]
         lines.append(f"{o['T']:>6} {m['standard']:>12.2f} {m['laplacian_fused']:>10.2f} "
                      f"{m['laplacian_naive']:>10.2f} {o['naive_over_fused']:>12.2f} "
                      f"{o['fused_over_standard']:>10.3f} {o['fused_peak_over_standard']:>14.3f}")
-    for tr in result["train_step"]:
+    for tr in figures["train_step"]:
         lines.append(f"train step ({tr['model']}, H={tr['n_heads']}):")
         for k, ms in tr["median_ms"].items():
             lines.append(f"  {k:<6} {ms:8.1f} ms  ratio {tr['ratio_vs_k0'][k]:.3f}  "
                          f"peak {tr['peak_mb'][k]:.1f} MB")
-    for name, t in result["targets"].items():
-        lines.append(f"target {name}: {t['value']:.3f} ({t['target']}) "
-                     f"{'met' if t['met'] else 'NOT met'}")
-    return "\n".join(lines)
+    return "\n".join(lines + _target_lines(result["targets"]))
+
+
+def _cuda_table(result: dict) -> str:
+    lines = ["Laplacian heads on CUDA (fwd+bwd; CUDA-event medians; time over standard SDPA)"]
+    for o in result["figures"]["operator"]:
+        ratios = "  ".join(f"{n} {r:.2f}" for n, r in o["time_over_standard"].items()
+                           if n != "standard")
+        lines.append(f"{o['dtype']} T={o['T']}{' packed' if o['packed'] else ''}: {ratios}")
+    for tr in result["figures"]["train_step"]:
+        if "ratio_vs_k0" in tr:
+            ratios = "  ".join(f"{k} {r:.3f}" for k, r in tr["ratio_vs_k0"].items())
+            lines.append(f"train step {tr['model']} kernel={tr['kernel']}: {ratios}")
+    return "\n".join(lines + _target_lines(result["targets"]))
+
+
+def _target_lines(targets: dict) -> list[str]:
+    return [f"target {name}: {t['value']:.3f} ({t['target']}) "
+            f"{'met' if t['met'] else 'NOT met'}" for name, t in targets.items()]

@@ -40,6 +40,7 @@ class HFBenchConfig:
     warmup: int = 1
     device: str = "cpu"
     seed: int = 0
+    plain_only: bool = False  # time the plain model only (no laplacianize)
 
 
 def _sync(device: torch.device) -> Callable[[], None]:
@@ -147,11 +148,13 @@ def measure(model, tokenizer, cfg: HFBenchConfig, variants=VARIANTS) -> dict:
     return result
 
 
-def run(cfg: HFBenchConfig, variants=VARIANTS) -> dict:
-    """Load ``cfg.model`` (tokengeo.models.hf.load), measure it, describe the setup."""
+def run(cfg: HFBenchConfig, variants=None) -> dict:
+    """Load ``cfg.model`` (tokengeo.models.hf.pretrained.load), measure it, describe the setup."""
+    if variants is None:
+        variants = ("plain",) if cfg.plain_only else VARIANTS
     import transformers
 
-    from tokengeo.models.hf import load
+    from tokengeo.models.hf.pretrained import load
 
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()

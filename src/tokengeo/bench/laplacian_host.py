@@ -6,39 +6,52 @@ forward + backward of one attention layer is bound by the host, which issues the
 there, the time ratio to standard attention is the ratio of host work per call. That work
 is Python and the dispatcher, and it can be measured on a CPU: at sizes where arithmetic
 is negligible (B = 1, H = 12, T = 8, Dh = 16, one thread), the median wall time of forward
-+ backward is the host cost. The lean kernel's CUDA backward is forced
-(``laplacian_kernel._pv_apart``), so the Python that runs is the Python a GPU runs.
++ backward is the host cost. The in_place kernel's device path is forced
+(:func:`tokengeo.nn.kernels.device_path`), so the Python that runs is the Python a GPU runs.
 
 The H200 run of 2026-12-04 (``docs/benchmarks/gpu_check_2026-12-04.json``, bf16,
 T = 1024, all heads Laplacian, q, k, v unpacked) gave 1.11 (``V − SDPA``), 1.49 (compose)
-and 2.26 (lean) over standard SDPA; this benchmark, on that code, 1.12, 1.54 and 2.00
+and 2.26 (in_place, then called lean) over standard SDPA; this benchmark, on that code,
+1.12, 1.54 and 2.00
 (``docs/benchmarks/laplacian_host_2026-12-05.json``): the short-sequence GPU ratios are
 host ratios.
 
 Also the resident memory the forward keeps for the backward and the peak of forward +
 backward (Linux; glibc's mmap threshold fixed so freed tensors leave the resident set) at
-B = 8, T = 256, H = 12, Dh = 64, fp32, each as a ratio to standard SDPA's. Prints one JSON object::
+B = 8, T = 256, H = 12, Dh = 64, fp32, each as a ratio to standard SDPA's::
 
-    python benchmarks/laplacian_host.py [--repeats 7] [--calls 300]
+    tokengeo bench laplacian_host        (or python benchmarks/laplacian_host.py --calls 300)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from tokengeo.bench.measure import MMAP_ENV
+from tokengeo.errors import ConfigError
 
 KINDS = {"lap": ("laplacian",) * 12, "half": ("attention",) * 6 + ("laplacian",) * 6}
-KERNELS = ("lean", "recompute", "compose")
+KERNELS = ("in_place", "recompute", "compose")
+
+
+@dataclass
+class HostBenchConfig:
+    """``repeats`` interleaved rounds of ``calls`` forward + backward calls per op."""
+
+    repeats: int = 7
+    calls: int = 300
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1 or self.calls < 1:
+            raise ConfigError(f"repeats={self.repeats} and calls={self.calls} must be at "
+                              "least 1")
 
 
 def _case(B: int, H: int, T: int, Dh: int):
@@ -57,7 +70,7 @@ def _ops(qkv, heads) -> dict[str, Callable[[], torch.Tensor]]:
     """name -> forward returning z (B, T, H, Dh): standard SDPA, V − SDPA, and each kernel
     on each head layout: called per call (``fn``), with the packed qkv (``packed``), and
     through a plan made once, as an attention module runs it (``planned``)."""
-    from tokengeo.nn.laplacian_sdpa import head_runs, laplacian_attention, plan_kernel, run_plan
+    from tokengeo.nn.kernels import Call, head_runs, laplacian_attention, plan_kernel
 
     def standard():
         return F.scaled_dot_product_attention(*heads(), is_causal=True).transpose(1, 2)
@@ -74,12 +87,12 @@ def _ops(qkv, heads) -> dict[str, Callable[[], torch.Tensor]]:
             def call(kinds=kinds, a=a, b=b, kernel=kernel, packed=False):
                 return laplacian_attention(*heads(), a, b, is_causal=True, head_kinds=kinds,
                                            kernel=kernel, qkv=qkv if packed else None)
-            plan = plan_kernel(*heads(), runs=head_runs(a, b, kinds), is_causal=True,
-                               packed=True, kernel=kernel)
+            plan = plan_kernel(Call(*heads(), head_runs(a, b, kinds), is_causal=True,
+                                    packed=True), kernel)
 
             def planned(plan=plan, a=a, b=b):
-                return run_plan(plan, *heads(), a, b, attn_mask=None, is_causal=True,
-                                dropout_p=0.0, scale=None, qkv=qkv)
+                return plan.run(*heads(), a, b, None, True, 0.0, None,
+                                qkv if plan.packed else None)
             ops[f"{kernel}[{name}]"] = call
             ops[f"{kernel} packed[{name}]"] = lambda call=call: call(packed=True)
             ops[f"{kernel} planned[{name}]"] = planned
@@ -133,46 +146,28 @@ def memory() -> dict:
             "tensor_bytes": qkv.numel() // 3 * qkv.element_size()}
 
 
-def run(repeats: int = 7, calls: int = 300) -> dict:
-    from tokengeo.nn import laplacian_kernel
+def run(cfg: HostBenchConfig) -> dict:
+    """Host microseconds per call (one thread, the in_place kernel's device path) and the
+    memory each forward keeps; ratios to standard SDPA."""
+    from tokengeo.nn.kernels import device_path
 
     threads = torch.get_num_threads()
-    apart = laplacian_kernel._pv_apart
     torch.set_num_threads(1)
-    laplacian_kernel._pv_apart = lambda z: True  # the lean kernel's CUDA backward
     try:
-        host = host_us(repeats, calls)
-        mem = memory() if os.environ.get(MMAP_ENV) else {
-            "skipped": f"resident memory measures tensors only with {MMAP_ENV} set before "
-                       f"the process starts (main() re-executes with it)"}
+        with device_path():  # the in_place kernel's CUDA path, run on this CPU
+            host = host_us(cfg.repeats, cfg.calls)
+            mem = memory() if os.environ.get(MMAP_ENV) else {
+                "skipped": f"resident memory measures tensors only with {MMAP_ENV} set "
+                           f"before the process starts (tokengeo bench sets it)"}
     finally:
-        laplacian_kernel._pv_apart = apart
         torch.set_num_threads(threads)
     return {
-        "benchmark": "laplacian_host",
-        "config": {"host": {"B": 1, "H": 12, "T": 8, "Dh": 16, "dtype": "float32",
-                            "threads": 1, "repeats": repeats, "calls": calls,
-                            "timing": "median over repeats of mean us per fwd+bwd",
-                            "lean_backward": "CUDA branch forced"},
-                   "memory": {"B": 8, "H": 12, "T": 256, "Dh": 64, "dtype": "float32",
-                              "measure": "RSS the forward keeps, and peak RSS of fwd+bwd "
-                                         "(min of 3 each)"}},
-        "torch": torch.__version__,
+        "sizes": {"host": {"B": 1, "H": 12, "T": 8, "Dh": 16, "dtype": "float32",
+                           "threads": 1, "timing": "median over repeats of mean us per fwd+bwd",
+                           "in_place_path": "the device (CUDA) path, forced"},
+                  "memory": {"B": 8, "H": 12, "T": 256, "Dh": 64, "dtype": "float32",
+                             "measure": "RSS the forward keeps, and peak RSS of fwd+bwd "
+                                        "(min of 3 each)"}},
         "host": host,
         "memory": mem,
     }
-
-
-def main(argv=None) -> int:
-    from tokengeo.bench.measure import ensure_precise_rss
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=300)
-    args = parser.parse_args(argv)
-    if args.repeats < 1 or args.calls < 1:
-        print("error: --repeats and --calls must be at least 1", file=sys.stderr)
-        return 2
-    ensure_precise_rss()  # re-executes this process once, with the same arguments
-    print(json.dumps(run(args.repeats, args.calls), indent=1))
-    return 0

@@ -6,27 +6,39 @@ timings of forward + backward and the peak of ``torch.cuda.max_memory_allocated`
 inputs, for: ``standard`` (``F.scaled_dot_product_attention`` on heads-first views, output
 back to (B, T, H·Dh), as a model's attention does), and the kernel with all heads
 attention, all Laplacian, half Laplacian, and mixed (learnable a, b); ratios kernel /
-standard. Prints one JSON object; CUDA only. Usage::
+standard. CUDA only. Usage::
 
-    python benchmarks/laplacian_triton.py [--sizes 1024 4096 8192] [--dtypes bfloat16 float32]
-    python benchmarks/laplacian_triton.py --sweep     # a few tilings, bf16, T = 4096
+    tokengeo bench laplacian_triton      (or python benchmarks/laplacian_triton.py
+                                          [--sizes 1024 4096] [--dtypes bfloat16] [--sweep])
 
-or ``from tokengeo.bench.laplacian_triton import run; run(sizes=(1024,), dtypes=("bfloat16",))``.
+``--sweep``: instead, the all-Laplacian op under a few tilings (bf16, T = 4096).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-import sys
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
+from tokengeo.bench.measure import cuda_median_ms
+from tokengeo.errors import ConfigError
+
 SIZES = (1024, 4096, 8192)
 DTYPES = ("bfloat16", "float32")
 B, H, DH = 8, 12, 64
+
+
+@dataclass
+class TritonBenchConfig:
+    """Sequence lengths and dtypes measured; ``sweep``: time tilings instead."""
+
+    sizes: tuple[int, ...] = SIZES
+    dtypes: tuple[str, ...] = field(default=DTYPES, metadata={
+        "choices": ("bfloat16", "float16", "float32")})
+    repeats: int = 20
+    warmup: int = 3
+    sweep: bool = False
 
 
 def _standard(q, k, v):
@@ -37,7 +49,7 @@ def _standard(q, k, v):
 
 
 def _kernel_op(coef_a, coef_b):
-    from tokengeo.nn.laplacian_triton import laplacian_attention_triton
+    from tokengeo.nn.kernels.triton import laplacian_attention_triton
 
     def op(q, k, v):
         Bq, T = q.shape[:2]
@@ -69,28 +81,21 @@ def _measure(op, q, k, v, grad, repeats: int, warmup: int) -> tuple[float, int]:
         out.backward(grad)
         q.grad = k.grad = v.grad = None
 
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+    ms = cuda_median_ms(step, repeats, warmup)
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     step()
     torch.cuda.synchronize()
-    return statistics.median(times), torch.cuda.max_memory_allocated() - base
+    return ms, torch.cuda.max_memory_allocated() - base
 
 
-def run(sizes=SIZES, dtypes=DTYPES, repeats: int = 20, warmup: int = 3) -> dict:
+def run(cfg: TritonBenchConfig) -> dict:
     """The benchmark as a dict (see the module docstring); needs a CUDA device."""
     if not torch.cuda.is_available():
-        raise RuntimeError("benchmarks/laplacian_triton.py needs a CUDA device; none is present")
+        raise ConfigError("the laplacian_triton benchmark needs a CUDA device; none is present")
+    if cfg.sweep:
+        return {"sweep": sweep(repeats=cfg.repeats)}
+    sizes, dtypes, repeats, warmup = cfg.sizes, cfg.dtypes, cfg.repeats, cfg.warmup
     device = torch.device("cuda")
     gen = torch.Generator(device).manual_seed(0)
     cases = []
@@ -112,13 +117,9 @@ def run(sizes=SIZES, dtypes=DTYPES, repeats: int = 20, warmup: int = 3) -> dict:
             del q, k, v, grad
             torch.cuda.empty_cache()
     return {
-        "benchmark": "laplacian_triton",
-        "config": {"B": B, "H": H, "Dh": DH, "causal": True, "repeats": repeats,
-                   "warmup": warmup, "timing": "median of CUDA-event fwd+bwd",
-                   "memory": "max_memory_allocated above the inputs, one fwd+bwd"},
-        "device": torch.cuda.get_device_name(device),
-        "torch": torch.__version__,
-        "triton": __import__("triton").__version__,
+        "sizes": {"B": B, "H": H, "Dh": DH, "causal": True,
+                  "timing": "median of CUDA-event fwd+bwd",
+                  "memory": "max_memory_allocated above the inputs, one fwd+bwd"},
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "cases": cases,
     }
@@ -141,7 +142,7 @@ def sweep(T: int = 4096, dtype: str = "bfloat16", repeats: int = 20) -> dict:
     """Median fwd+bwd ms of the all-Laplacian op under each tiling of SWEEP (and standard)."""
     from dataclasses import replace
 
-    from tokengeo.nn import laplacian_triton as lt
+    from tokengeo.nn.kernels import triton as lt
 
     device = torch.device("cuda")
     q, k, v = (torch.randn(B, T, H, DH, device=device, dtype=getattr(torch, dtype))
@@ -162,26 +163,3 @@ def sweep(T: int = 4096, dtype: str = "bfloat16", repeats: int = 20) -> dict:
     finally:
         lt.TILE_OVERRIDE = None
     return out
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES),
-                        choices=["bfloat16", "float16", "float32"])
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--sweep", action="store_true",
-                        help="instead: time the Laplacian op under a few tilings (T = 4096)")
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("benchmarks/laplacian_triton.py needs a CUDA device; none is present",
-              file=sys.stderr)
-        return 2
-    result = sweep(repeats=args.repeats) if args.sweep else run(args.sizes, args.dtypes,
-                                                                 args.repeats)
-    print(json.dumps(result, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

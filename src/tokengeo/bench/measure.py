@@ -1,4 +1,7 @@
-"""Timing and peak-memory measurement shared by the benchmarks."""
+"""Timing and peak-memory measurement shared by the benchmarks: wall-clock timers
+(:func:`timed`, :func:`interleaved_medians`), CUDA-event timers (:func:`cuda_seconds`,
+:func:`cuda_median_ms`, :func:`interleaved_cuda_medians`) and peaks (resident set, or the
+CUDA allocator's)."""
 
 from __future__ import annotations
 
@@ -128,3 +131,42 @@ def interleaved_medians(
     """Median seconds per call of each function (see :func:`interleaved_times`)."""
     times = interleaved_times(fns, repeats=repeats, warmup=warmup, device=device)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def cuda_seconds(fn: Callable[[], object]) -> float:
+    """Seconds of one call ``fn()`` on the GPU, between two CUDA events recorded on the
+    current stream (the GPU's own clock: the host's time to issue the work is not counted
+    unless the GPU waits for it)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def cuda_median_ms(fn: Callable[[], object], repeats: int, warmup: int = 3) -> float:
+    """Median milliseconds of ``fn()`` over ``repeats`` CUDA-event timings after warm-up."""
+    for _ in range(warmup):
+        fn()
+    return 1e3 * statistics.median(cuda_seconds(fn) for _ in range(repeats))
+
+
+def interleaved_cuda_medians(
+    fns: dict[str, Callable[[], object]], *, repeats: int, warmup: int = 3,
+) -> dict[str, float]:
+    """Median CUDA-event milliseconds per call of each function, timed round-robin (see
+    :func:`interleaved_times`)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(1e3 * cuda_seconds(fn))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def cuda_peak_mb(fn: Callable[[], object]) -> float:
+    """Peak MiB allocated on the GPU above what was allocated before ``fn()``."""
+    return peak_bytes(fn, torch.device("cuda", torch.cuda.current_device())) / 2**20

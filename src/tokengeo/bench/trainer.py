@@ -14,7 +14,7 @@ and reports ``overhead = (trainer - bare) / trainer`` (of the median per-step ti
 median over adjacent pairs). Because a shared machine's load drifts between runs, it also
 times the overhead *inside* each trainer run (seconds in the sampler and batch building,
 metrics logging and checkpointing, over the loop's time): ``in_run_fraction``. Prints one
-JSON object. Run: ``python benchmarks/trainer_overhead.py [--case vit|gpt|all] [--threads 1]``.
+JSON object. Run: ``tokengeo bench trainer`` (or ``python benchmarks/trainer.py --case gpt``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,29 @@
-"""``tokengeo bench NAME``: run a benchmark, print its table, optionally save its JSON.
+"""``tokengeo bench NAME|all``: run one benchmark or every one, print each, optionally save
+the JSON (one object; a list of them for ``all``).
 
-The device and the ``--json`` path are checked before the benchmark starts (a benchmark
-takes minutes; a bad path must not be found at its end).
+The device and the ``--json`` path are checked before a benchmark starts (a benchmark
+takes minutes; a bad path must not be found at its end). With ``all``, a benchmark that
+cannot run here (a GPU one on a CPU, a model that is not installed) is recorded with its
+reason and the others still run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
+from tokengeo.bench.registry import BENCHMARKS
 from tokengeo.checks import check_output_file
-from tokengeo.errors import ConfigError
+from tokengeo.errors import ConfigError, TokengeoError
 from tokengeo.io import write_json
 
-BENCHMARKS = ("laplacian",)
 DEVICES = ("cpu", "cuda")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", choices=BENCHMARKS, help="which benchmark")
+    parser.add_argument("name", choices=[*BENCHMARKS, "all"],
+                        help="which benchmark, or all of them")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
     parser.add_argument("--json", metavar="PATH", help="also write the JSON result here")
@@ -48,19 +53,48 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     if args.json:
         check_output_file("--json", args.json)
+    names = list(BENCHMARKS) if args.name == "all" else [args.name]
+    on_cuda = args.device.startswith("cuda")
+    if not on_cuda and args.name != "all" and BENCHMARKS[args.name].cuda_only:
+        raise ConfigError(f"the {args.name} benchmark needs a GPU; use --device cuda")
     from tokengeo.bench.measure import ensure_precise_rss
 
-    ensure_precise_rss()
-    from tokengeo.bench.laplacian import LaplacianBenchConfig, table
-    from tokengeo.bench.laplacian import run as run_bench
-
-    cfg = LaplacianBenchConfig(device=args.device)
-    if args.quick:
-        cfg.op_repeats, cfg.train_repeats = 5, 5
-    print(f"benchmarking {args.name} on {args.device} ...", file=sys.stderr, flush=True)
-    result = run_bench(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))
-    print(table(result))
+    if any(BENCHMARKS[n].precise_rss for n in names):
+        ensure_precise_rss()
+    results = []
+    for name in names:
+        if BENCHMARKS[name].cuda_only and not on_cuda:  # only with all: checked above
+            results.append({"benchmark": name, "skipped": "needs a GPU (--device cuda)"})
+            continue
+        results.append(_one(name, args, skip_errors=args.name == "all"))
     if args.json:
-        write_json(args.json, result, allow_nan=True)
+        write_json(args.json, results if args.name == "all" else results[0], allow_nan=True)
         print(f"JSON written to {args.json}")
     return 0
+
+
+def _one(name: str, args: argparse.Namespace, skip_errors: bool) -> dict:
+    """Run benchmark ``name`` and print it; with ``skip_errors``, one that cannot run here
+    gives ``{"benchmark": name, "skipped": why}`` instead of stopping the others."""
+    from tokengeo.bench import registry
+
+    bench = registry.benchmark(name)
+    print(f"benchmarking {name} on {args.device} ...", file=sys.stderr, flush=True)
+    try:
+        result = registry.run(name, bench.make_config(quick=args.quick, device=args.device))
+    except (TokengeoError, ImportError) as err:
+        if not skip_errors:
+            raise
+        print(f"{name}: skipped: {err}", file=sys.stderr)
+        return {"benchmark": name, "skipped": str(err)}
+    print(_text(name, result))
+    return result
+
+
+def _text(name: str, result: dict) -> str:
+    """The benchmark's own table where it has one, else its JSON."""
+    if name == "laplacian":
+        from tokengeo.bench.laplacian import table
+
+        return table(result)
+    return json.dumps(result, indent=1, allow_nan=True)

@@ -56,9 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="no progress bar (it shows only on a terminal anyway)")
 
 
-def _heads_list(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+def _heads_list(text: str | None) -> tuple[int, ...] | None:
+    """--scaling-heads as a tuple (None: the preset's list)."""
     if text is None:
-        return default
+        return None
     if text.strip().lower() == "none":
         return ()
     try:
@@ -99,30 +100,28 @@ class StepBars:
             self.bar = None
 
 
-def run(args: argparse.Namespace) -> int:
-    import torch
+ARG_FIELDS = {"T": "T", "dt": "dt", "n_paths": "n_paths", "noise_var": "noise_var",
+              "integrator": "integrator", "record_every": "record_every", "seed": "seed",
+              "heads": "n_heads"}  # command-line argument -> FlowPreset field
 
-    from tokengeo.flows.presets import get_preset
-    from tokengeo.flows.scaling import run_h_scaling
-    from tokengeo.train.progress import bar_wanted
 
-    if args.threads is not None:
-        if isinstance(args.threads, bool) or args.threads < 1:
-            raise ConfigError(f"--threads {args.threads} must be >= 1")
-    names = {"T": "T", "dt": "dt", "n_paths": "n_paths", "noise_var": "noise_var",
-             "integrator": "integrator", "record_every": "record_every", "seed": "seed",
-             "heads": "n_heads"}
-    overrides = {field: getattr(args, arg) for arg, field in names.items()
+def _preset_and_heads(args: argparse.Namespace):
+    """The preset with the arguments' overrides and the H list to run (flows.presets)."""
+    from tokengeo.flows.presets import scaling_run
+
+    overrides = {field: getattr(args, arg) for arg, field in ARG_FIELDS.items()
                  if getattr(args, arg) is not None}
     if getattr(args, "per_path_weights", False):
         overrides["per_path_weights"] = True
-    preset = get_preset(args.preset, **overrides)
-    heads = _heads_list(args.scaling_heads, preset.scaling_heads)
-    heads = tuple(dict.fromkeys(heads + (preset.n_heads,)))  # the main run is always included
-    get_preset(args.preset, **overrides, scaling_heads=heads)  # the memory of the largest H
-    if preset.noise_var > 0 and preset.integrator == "rk4":
-        raise ConfigError(f"--integrator rk4 is for deterministic weights but the preset has "
-                          f"noise_var={preset.noise_var}; use euler or heun, or --noise-var 0")
+    return scaling_run(args.preset, overrides, _heads_list(args.scaling_heads))
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.threads is not None and (isinstance(args.threads, bool) or args.threads < 1):
+        raise ConfigError(f"--threads {args.threads} must be >= 1")
+    preset, heads = _preset_and_heads(args)
     out = Path(args.out)
     check_output_folder("--out", out)
     lock_run_folder(out, "tokengeo flow")  # one run per folder (a second run is told who holds it)
@@ -134,20 +133,7 @@ def run(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
 
-    done: list[dict] = []
-
-    def partial(run) -> None:  # keep finished H's if a long run is interrupted
-        done.append(asdict(run))
-        write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done}, indent=1)
-
-    log(f"simulating H = {', '.join(map(str, heads))}: T={preset.T}, dt={preset.dt}, "
-        f"{preset.n_paths} paths of {preset.n_tokens} tokens")
-    bars = StepBars(heads, enabled=not args.quiet and bar_wanted())
-    try:
-        scaling = run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
-                                on_run=partial, progress=bars)
-    finally:
-        bars.close()
+    scaling = _simulate_all(preset, heads, out, log, quiet=args.quiet)
     main = scaling.results[preset.n_heads]
     payload = {
         "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
@@ -170,6 +156,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"{preset.name}: G2 ~ H^b, b = {fit.exponent:.3f} "
               f"[{fit.ci_low:.3f}, {fit.ci_high:.3f}] ({fit.level:.0%} bootstrap CI)")
     return 0
+
+
+def _simulate_all(preset, heads: tuple[int, ...], out: Path, log, *, quiet: bool):
+    """Every H of the scaling run, each finished H kept in ``flow.partial.json``."""
+    from tokengeo.flows.scaling import run_h_scaling
+    from tokengeo.train.progress import bar_wanted
+
+    done: list[dict] = []
+
+    def partial(run) -> None:  # keep finished H's if a long run is interrupted
+        done.append(asdict(run))
+        write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done}, indent=1)
+
+    log(f"simulating H = {', '.join(map(str, heads))}: T={preset.T}, dt={preset.dt}, "
+        f"{preset.n_paths} paths of {preset.n_tokens} tokens")
+    bars = StepBars(heads, enabled=not quiet and bar_wanted())
+    try:
+        return run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
+                             on_run=partial, progress=bars)
+    finally:
+        bars.close()
 
 
 def _figures(preset, scaling, main, out: Path, *, gif: bool) -> None:

@@ -67,6 +67,7 @@ def _probe_dino(loaded, args: argparse.Namespace) -> int:
     from tokengeo.dino.evaluate import evaluate_backbone
     from tokengeo.dino.segmentation import example_patch_tokens, save_pca_figure
     from tokengeo.errors import ConfigError
+    from tokengeo.experiments.sweep import k_label
 
     if args.split not in (None, "test"):
         raise ConfigError("a DINO run is probed on the test split; drop --split")
@@ -74,7 +75,7 @@ def _probe_dino(loaded, args: argparse.Namespace) -> int:
     metrics = evaluate_backbone(backbone, data, n_test=args.examples).to_dict()
     images, patches = example_patch_tokens(backbone, data, 8)
     grid = backbone.config.image_size // backbone.config.patch_size
-    figure = save_pca_figure(images, {f"k={backbone.config.n_laplacian}": patches}, grid,
+    figure = save_pca_figure(images, {k_label(backbone.config.n_laplacian): patches}, grid,
                              Path(args.run_dir) / "pca_patch_tokens.png")
     print(f"written: {figure}")
     return _write(args.run_dir, {"run": str(Path(args.run_dir)), "step": loaded.step,

@@ -15,6 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--paper", dest="mode", action="store_const", const="paper",
                       help="the papers' sizes ([paper] tables) on data you supply with "
                            "--data-path; plan it first with --dry-run")
+    mode.add_argument("--gpu", dest="mode", action="store_const", const="gpu",
+                      help="larger models sized for one GPU ([gpu] tables; about 6 minutes "
+                           "on one H100 with --jobs 4, an estimate); plan it with --dry-run")
     parser.set_defaults(mode="quick")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the mode's cells per suite and their estimated cost "
@@ -38,11 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address of a running Ray cluster (default: start a local one)")
     parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="give up connecting to Ray after SECONDS (default 30)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where the training cells run (default auto: CUDA where this "
+                             "machine has a GPU); CPU and GPU cells never share a cache")
+    parser.add_argument("--gpus-per-cell", type=float, default=None, metavar="SHARE",
+                        help="with --executor ray on CUDA: the GPUs each cell asks for "
+                             "(default 1; 1/n such as 0.5 or 0.25 packs n cells on a GPU)")
 
 
 def run(args: argparse.Namespace) -> int:
     from tokengeo.errors import ConfigError
     from tokengeo.experiments.executors import ExecutorConfig
+    from tokengeo.experiments.placement import DeviceConfig
     from tokengeo.experiments.reproduce import (
         BUILTIN_CONFIG_DIR,
         SUITES,
@@ -60,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
                           f"from {list(SUITES)}, or drop --only to run them all")
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR),
-                          data_paths=parse_data_paths(args.data_path))
+                          data_paths=parse_data_paths(args.data_path),
+                          devices=DeviceConfig(args.device, args.gpus_per_cell).validate())
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address,
                               connect_timeout=args.connect_timeout)
     executor.validate()

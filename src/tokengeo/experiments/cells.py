@@ -42,6 +42,9 @@ class Cell:
     threads: int = 1  # torch threads while it runs: fixed by the cell, not the scheduler
     cost: float = 1.0  # relative run time, a scheduling hint only (long cells start first)
     fields: tuple[str, ...] = ()  # value fields the suite reads ("a.b": nested); checked on load
+    on_device: bool = False  # honours kwargs["config"]["device"]: may run on a GPU
+    placement: str = ""  # device kind and precision ("cuda-bf16"); "" on the CPU (placement.py)
+    gpu_share: float | None = None  # of a GPU it asks Ray for on CUDA (a hint, like cost)
 
 
 FIGURE_ERROR = "figure_error"  # key of a cell value whose figures were not drawn
@@ -108,9 +111,13 @@ def under_out(path: str, out: Path) -> str:
 
 def arguments_hash(cell: Cell, out: Path | None = None) -> str:
     """Short digest of what the cell computes: its function and arguments, paths under the
-    output folder ``out`` taken relative to it (a moved folder keeps its hashes)."""
-    text = json.dumps({"fn": f"{cell.fn.__module__}.{cell.fn.__qualname__}",
-                       "kwargs": relative_to_out(cell.kwargs, out)}, sort_keys=True, default=str)
+    output folder ``out`` taken relative to it (a moved folder keeps its hashes), and its
+    placement (device kind and precision) where it has one."""
+    what = {"fn": f"{cell.fn.__module__}.{cell.fn.__qualname__}",
+            "kwargs": relative_to_out(cell.kwargs, out)}
+    if cell.placement:  # a GPU cell never shares a key with a CPU one (none on the CPU)
+        what["placement"] = cell.placement
+    text = json.dumps(what, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -149,7 +156,8 @@ class CellStore:
         self.root = self.out / "cells"
 
     def path(self, cell: Cell) -> Path:
-        return self.root / cell.suite / f"{cell.key}-{arguments_hash(cell, self.out)}.json"
+        where = f"@{cell.placement}" if cell.placement else ""
+        return self.root / cell.suite / f"{cell.key}{where}-{arguments_hash(cell, self.out)}.json"
 
     def load(self, cell: Cell, log: Callable[[str], None] | None = None) -> dict | None:
         """The cached value of ``cell``, or None (recompute it); ``log`` gets one line saying

@@ -5,8 +5,15 @@ Each claim has a kind (:data:`CLAIM_KINDS`), a direction verdict (the region rul
 verdict against the paper's own effect (``vs_paper``) when the paper gives one, and, for
 undecided ones, the power numbers (:mod:`tokengeo.experiments.power`). A *family* (five α,
 several k) is one claim whose ``members`` are claims: one row in the summary, its members in
-a detail table, judged by ``rule`` ("any": reproduced if some member is, after Holm; "all":
-reproduced if every member is).
+a detail table, and one verdict (:func:`family_verdict`):
+
+* ``all`` (every member must hold: an intersection–union test, Berger 1982): *reproduced*
+  when every member is reproduced on its own (no adjustment: each member's test at 2.5%
+  bounds the family's error); *not reproduced* only when some member's Holm-adjusted
+  verdict is (the union of "this member fails" needs the multiplicity correction);
+* ``any`` (some member must hold): the reverse — *reproduced* only when some member's
+  Holm-adjusted verdict is; *not reproduced* when every member is, unadjusted;
+* otherwise *inconclusive*. ``verdict_raw`` keeps the unadjusted combination for the reader.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from tokengeo.experiments import power
 from tokengeo.experiments.stats import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
+    NOT_TESTABLE,
     REPRODUCED,
     Interval,
     Region,
@@ -63,8 +71,17 @@ class Claim:
     members: list[Claim] = field(default_factory=list)
     rule_of_family: str = "any"
     label: str = ""  # a member's name in its family's table (k=2, α=linear)
+    margin: float | None = None  # equivalence margin of a paper value "≈ 0" or a tolerance
+    # a sanity claim this one needs (DINO beats a random backbone at segmentation): unless it
+    # is reproduced, this claim is "not testable here" and counted apart
+    precondition: Claim | None = field(default=None, repr=False)
+    holm_size: int = 1  # the members in this claim's family (power at 2.5% / m)
+    untestable: str | None = None  # why the measurement cannot test the claim (not judged)
 
     def __post_init__(self) -> None:
+        if self.paper_effect == 0 and not (self.margin or 0) > 0:
+            raise ValueError(f"claim {self.text!r}: a paper effect of 0 (\"≈ 0\") needs an "
+                             "equivalence margin; pass margin=")
         if self.kind not in CLAIM_KINDS:
             raise ValueError(f"claim kind {self.kind!r}; choose one of {CLAIM_KINDS}")
         if self.rule_of_family not in FAMILY_RULES:
@@ -78,6 +95,11 @@ class Claim:
     def _missing(self) -> str | None:
         if self.not_run is not None:
             return f"not run: {self.not_run}"
+        if self.untestable is not None:
+            return f"{NOT_TESTABLE}: {self.untestable}"
+        if self.precondition is not None and self.precondition.verdict != REPRODUCED:
+            return (f"{NOT_TESTABLE}: the precondition \"{self.precondition.text}\" is "
+                    f"{self.precondition.verdict.split(':')[0]}")
         if self.is_family:
             return next((m._missing() for m in self.members if m._missing()), None)
         if self.measured is None:
@@ -86,23 +108,26 @@ class Claim:
 
     @property
     def verdict(self) -> str:
+        """The claim's one verdict; a family's by :func:`family_verdict`."""
         missing = self._missing()
         if missing:
             return missing
         if self.is_family:
-            return _combine([m.verdict for m in self.members], self.rule_of_family)
+            return family_verdict([m.verdict for m in self.members], self.member_holm(),
+                                  self.rule_of_family)
         return verdict(self.measured, self.region)
+
+    @property
+    def verdict_raw(self) -> str:
+        """A family's unadjusted combination of its members' verdicts (shown, not tallied)."""
+        missing = self._missing()
+        if missing or not self.is_family:
+            return missing or self.verdict
+        return _combine([m.verdict for m in self.members], self.rule_of_family)
 
     def member_holm(self) -> list[str]:
         """The members' verdicts, Holm-adjusted across the family."""
         return holm_verdicts([(m.measured, m.region) for m in self.members])
-
-    @property
-    def verdict_holm(self) -> str:
-        missing = self._missing()
-        if missing or not self.is_family:
-            return missing or self.verdict
-        return _combine(self.member_holm(), self.rule_of_family)
 
     @property
     def vs_paper(self) -> str | None:
@@ -111,7 +136,7 @@ class Claim:
         if self.is_family:
             seen = {m.vs_paper for m in self.members} - {None}
             return seen.pop() if len(seen) == 1 else ("mixed" if seen else None)
-        return vs_paper(self.measured, self.paper_effect)
+        return vs_paper(self.measured, self.paper_effect, self.margin)
 
     # ------------------------------------------------------------------ power
     def _spread(self) -> tuple[float, int, int] | None:
@@ -147,32 +172,59 @@ class Claim:
     @property
     def power_basis(self) -> str | None:
         """What ``seeds_for_80`` detects: the paper's effect, unless the data already
-        exclude it (``vs_paper`` smaller or opposite); then the observed effect."""
+        exclude it (``vs_paper`` smaller or opposite); then the observed effect, unless that
+        lies within one standard error of the boundary: then ``"no effect"`` (no seed count
+        is meaningful)."""
         if self.is_family or self._spread() is None or self._boundary() is None:
             return None
         if self.paper_effect is None or self.vs_paper in ("smaller", "opposite"):
+            se = standard_error(self.measured)
+            if se and abs(self.measured.mean - self._boundary()) < se:
+                return "no effect"
             return "observed"
         return "paper"
 
-    @property
-    def seeds_for_80(self) -> int | None:
+    def _seeds(self, upper: bool) -> int | None:
         basis = self.power_basis
-        if basis is None:
+        if basis not in ("paper", "observed"):
             return None
         target = self.paper_effect if basis == "paper" else self.measured.mean
-        n = power.units_for(target - self._boundary(), self._spread()[0], self._spread()[2])
+        sd, n_units, groups = self._spread()
+        if upper:
+            sd = power.sd_upper(sd, n_units)
+        n = power.units_for(target - self._boundary(), sd, groups,
+                            alpha=power.ALPHA / max(1, self.holm_size))
         if n is not None and self._exact_test():
             return max(n, EXACT_MIN_UNITS)  # 2^-n < 2.5% needs 6 seeds
         return n
+
+    @property
+    def seeds_for_80(self) -> int | None:
+        """Seeds for 80% power at the observed spread (at 2.5% / m in a family of m)."""
+        return self._seeds(upper=False)
+
+    @property
+    def seeds_for_80_upper(self) -> int | None:
+        """The same at the upper 95% confidence bound of the spread (σ from few seeds is
+        uncertain: a conservative count)."""
+        return self._seeds(upper=True)
 
     # ------------------------------------------------------------------ text
     @property
     def rule(self) -> str:
         if self.is_family:
-            quant = ("some member is" if self.rule_of_family == "any"
-                     else "every member is")
-            return (f"reproduced if {quant} reproduced; each member: {self.members[0].rule}. "
-                    "Holm's adjustment across the members is shown beside the raw verdict")
+            if self.rule_of_family == "all":
+                how = ("every member must hold: reproduced if every member is reproduced; "
+                       "not reproduced if some member is, after Holm's adjustment")
+            else:
+                how = ("some member must hold: reproduced if some member is reproduced "
+                       "after Holm's adjustment; not reproduced if every member is")
+            first = self.members[0]
+            each = first.rule if _shared_quantity(self.members) else (
+                f"reproduced if the 95% interval of its own quantity (the members' table) "
+                f"lies {first.region.text}; not reproduced if it lies outside; inconclusive "
+                "otherwise")
+            return f"{how}; inconclusive otherwise. Each member: {each}"
         how = {"sign-flip": " (exact sign-flip test)",
                "worst run": " (the worst run: a claim about every run)",
                "log-ratio": " (log scale, shown as a ratio)"}.get(
@@ -204,19 +256,33 @@ class Claim:
         out = {
             "suite": self.suite, "paper": paper, "claim": self.text, "kind": self.kind,
             "proxy": self.proxy, "source": self.source, "paper_value": self.paper_value,
-            "quantity": self.quantity, "region": self.region.text,
-            "interval": self.measured.to_dict() if self.measured is not None else None,
-            "verdict": self.verdict, "verdict_holm": self.verdict_holm,
+            "quantity": self.quantity, "region": self.region.to_dict(),
+            "margin": self.margin, "interval": self._interval_dict(),
+            "verdict": self.verdict,
             "paper_effect": self.paper_effect, "vs_paper": self.vs_paper,
             "mde_80": self.mde_80, "seeds_for_80": self.seeds_for_80,
+            "seeds_for_80_upper": self.seeds_for_80_upper, "holm_size": self.holm_size,
             "power_basis": self.power_basis,
-            "not_run": self._missing(), "rule": self.rule, "detail": self.detail,
+            "not_run": self._not_run(), "rule": self.rule, "detail": self.detail,
         }
         if self.is_family:
             out["family_rule"] = self.rule_of_family
+            out["verdict_raw"] = self.verdict_raw
             out["members"] = [dict(m.to_dict(paper), label=m.label, verdict_holm=h)
                               for m, h in zip(self.members, self.members_holm(),
                                               strict=True)]
+        return out
+
+    def _not_run(self) -> str | None:
+        missing = self._missing()
+        return missing if missing and missing.startswith("not run") else None
+
+    def _interval_dict(self) -> dict | None:
+        if self.measured is None:
+            return None
+        out = self.measured.to_dict()
+        if self.margin is not None:
+            out["margin"] = self.margin
         return out
 
     def members_holm(self) -> list[str]:
@@ -224,6 +290,25 @@ class Claim:
         if self._missing():
             return [m.verdict for m in self.members]
         return self.member_holm()
+
+
+def _shared_quantity(members: list[Claim]) -> bool:
+    return len({m.quantity for m in members}) == 1
+
+
+def family_verdict(raw: list[str], holm: list[str], rule: str) -> str:
+    """One verdict for a family from its members' raw and Holm-adjusted verdicts.
+
+    ``all``: reproduced iff every raw verdict is; not reproduced iff some Holm-adjusted
+    verdict is. ``any``: reproduced iff some Holm-adjusted verdict is; not reproduced iff
+    every raw verdict is. Else inconclusive (see the module docstring)."""
+    if rule == "all":
+        if all(v == REPRODUCED for v in raw):
+            return REPRODUCED
+        return NOT_REPRODUCED if NOT_REPRODUCED in holm else INCONCLUSIVE
+    if REPRODUCED in holm:
+        return REPRODUCED
+    return NOT_REPRODUCED if all(v == NOT_REPRODUCED for v in raw) else INCONCLUSIVE
 
 
 def _combine(verdicts: list[str], rule: str) -> str:
@@ -239,7 +324,11 @@ def family(suite: str, text: str, members: list[Claim], rule: str = "any",
            **fields) -> Claim:
     """One row for a family of related claims; fields default to the first member's."""
     first = members[0]
+    quantity = first.quantity if _shared_quantity(members) else (
+        "per member: " + "; ".join(f"{m.label or m.text}: {m.quantity}" for m in members))
     base = {"source": first.source, "paper_value": first.paper_value,
-            "quantity": first.quantity, "region": first.region, "kind": first.kind,
-            "proxy": first.proxy, "paper_effect": first.paper_effect}
+            "quantity": quantity, "region": first.region, "kind": first.kind,
+            "proxy": first.proxy, "paper_effect": first.paper_effect, "margin": first.margin}
+    for m in members:
+        m.holm_size = len(members)  # its power is at Holm's first step, 2.5% / m
     return Claim(suite, text, **{**base, **fields}, members=members, rule_of_family=rule)

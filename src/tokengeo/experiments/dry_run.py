@@ -5,6 +5,11 @@ result times its threads where the output folder's cache has one (measured), els
 ``cost`` hint (each suite's ``cell_cost`` settings: estimated 1-thread CPU seconds, sized on
 a 2-core laptop). Cached cells cost nothing to run again; the table gives both what the
 whole mode costs and what is left to run.
+
+``--gpu``: the ``[gpu]`` tables' hints are GPU-seconds instead, the seconds a cell holds one
+H100 when four cells share it (``--jobs 4``); they are estimates from model sizes, not
+timings, until a cached cell records its own. The table is then in GPU-minutes, and the wall
+time is at least the GPU-minutes over the GPUs visible here (one when there is none).
 """
 
 from __future__ import annotations
@@ -56,32 +61,45 @@ def estimate(plans: Sequence, store: CellStore) -> list[SuiteCost]:
 WIDTHS = (18, 6, 7, 13, 16, 44)
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:,.2f}"
+def _hours(seconds: float, per: float = 3600) -> str:
+    return f"{seconds / per:,.2f}"
 
 
-def render(mode: str, costs: list[SuiteCost], jobs: int) -> str:
-    """The dry run's table and notes, as printed."""
+def render(mode: str, costs: list[SuiteCost], jobs: int, gpus: int = 0) -> str:
+    """The dry run's table and notes, as printed (``gpus``: GPUs visible here)."""
+    per = 60 if mode == "gpu" else 3600  # GPU-minutes, core-hours
     rows = []
     for c in costs:
         basis = "skipped: " + c.skipped if c.skipped else (
             "hints" if c.measured == 0 else f"{c.measured} measured, "
             f"{c.cells - c.measured} hints" if c.measured < c.cells else "measured")
-        rows.append([c.suite, str(c.cells), str(c.cached), _hours(c.total_s),
-                     _hours(c.to_run_s), basis])
+        rows.append([c.suite, str(c.cells), str(c.cached), _hours(c.total_s, per),
+                     _hours(c.to_run_s, per), basis])
     total = sum(c.total_s for c in costs)
     left = sum(c.to_run_s for c in costs)
     n = sum(c.cells for c in costs)
-    rows.append(["total", str(n), str(sum(c.cached for c in costs)), _hours(total),
-                 _hours(left), ""])
+    rows.append(["total", str(n), str(sum(c.cached for c in costs)), _hours(total, per),
+                 _hours(left, per), ""])
+    unit = "GPU-min" if mode == "gpu" else "core-h"
     lines = [f"Dry run of `tokengeo reproduce --{mode}`: nothing is run or written.",
-             text_table(["suite", "cells", "cached", "core-h (all)", "core-h (to run)",
-                         "cost from"], rows, WIDTHS),
-             f"With --jobs {jobs}: at least {left / 3600 / jobs:,.2f} h of wall time here "
-             "(core-hours / jobs; cells of more than one thread and uneven lengths add to it)."
-             " Costs are this machine's core-hours, estimated from each suite's cell_cost "
-             "hints (1-thread CPU seconds on a 2-core laptop) or measured where the cache "
-             "holds a cell."]
+             text_table(["suite", "cells", "cached", f"{unit} (all)", f"{unit} (to run)",
+                         "cost from"], rows, WIDTHS)]
+    if mode == "gpu":
+        g = max(gpus, 1)
+        lines.append(
+            f"On {g} GPU(s): at least {left / 60 / g:,.1f} min of wall time (GPU-minutes / "
+            "GPUs, with --jobs 4 per GPU; cells on the CPU, uneven "
+            "lengths and start-up add to it). GPU costs are ESTIMATES from each [gpu] "
+            "table's cell_cost hints (seconds of one H100 shared by four cells, reckoned "
+            "from model sizes, not measured), replaced by the measured time where the cache "
+            "holds a cell.")
+    else:
+        lines.append(
+            f"With --jobs {jobs}: at least {left / 3600 / jobs:,.2f} h of wall time here "
+            "(core-hours / jobs; cells of more than one thread and uneven lengths add to "
+            "it). Costs are this machine's core-hours, estimated from each suite's cell_cost "
+            "hints (1-thread CPU seconds on a 2-core laptop) or measured where the cache "
+            "holds a cell.")
     for c in costs:
         for u in c.unresolved:
             lines.append(f"needs a path: suite {u.suite!r} {u.key} = {u.value!r}: give "
@@ -90,7 +108,7 @@ def render(mode: str, costs: list[SuiteCost], jobs: int) -> str:
 
 
 def dry_run_report(mode: str, plans: Sequence, store: CellStore, jobs: int,
-                   out: Callable[[str], None] = print) -> list[SuiteCost]:
+                   out: Callable[[str], None] = print, gpus: int = 0) -> list[SuiteCost]:
     costs = estimate(plans, store)
-    out(render(mode, costs, jobs))
+    out(render(mode, costs, jobs, gpus))
     return costs

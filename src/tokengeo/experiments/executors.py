@@ -7,8 +7,10 @@ arguments and its thread count in the cell (``Cell.threads``), never in the sche
 
 * ``serial``  — one cell after another in this process (``--jobs 1``);
 * ``process`` — ``--jobs N`` spawned worker processes (``concurrent.futures``), each cell
-  with its own fixed thread count;
-* ``ray``     — each cell a Ray task with ``num_cpus = Cell.threads`` (``--executor ray``,
+  with its own fixed thread count; on CUDA worker i sees one GPU, the i-th of the visible
+  ones round-robin (``CUDA_VISIBLE_DEVICES``), so several cells may share a GPU;
+* ``ray``     — each cell a Ray task with ``num_cpus = Cell.threads`` and, on CUDA, its GPU
+  share ``num_gpus`` (:func:`ray_resources`; ``--executor ray``,
   ``--ray-address ADDR``; without an address ``ray.init()`` starts a local cluster). Workers
   need no shared file system: files a cell writes into its ``figure_dir`` travel back with
   its result and the driver writes them.
@@ -97,6 +99,8 @@ class ExecutorConfig:
     jobs: int = 0
     ray_address: str | None = None
     connect_timeout: float = 30.0  # seconds a Ray connect may take
+    gpus: tuple[str, ...] = ()  # GPUs local workers share round-robin (placement.visible_gpus)
+    gpu_share: float | None = None  # --gpus-per-cell: GPUs a CUDA cell asks Ray for
 
     def validate(self) -> None:
         if self.executor not in EXECUTORS:
@@ -130,17 +134,20 @@ def run_cells(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
         return _run_ray(cells, cfg)
     if cfg.executor == "serial" or cfg.workers() == 1 or len(cells) == 1:
         return ((cell, execute_cell(cell)) for cell in cells)
-    return _run_processes(cells, min(cfg.workers(), len(cells)))
+    return _run_processes(cells, min(cfg.workers(), len(cells)), cfg.gpus)
 
 
 WATCH_SECONDS = 0.5  # how often a worker's watchdog looks for its driver
 
 
-def _run_processes(cells: Sequence[Cell], workers: int) -> Outcomes:
-    """Spawned workers (not forked: torch's thread pools do not survive a fork)."""
+def _run_processes(cells: Sequence[Cell], workers: int, gpus: Sequence[str] = ()) -> Outcomes:
+    """Spawned workers (not forked: torch's thread pools do not survive a fork); with
+    ``gpus``, worker i sees only GPU ``gpus[i % len(gpus)]`` (round-robin)."""
     ctx = multiprocessing.get_context("spawn")
+    counter = ctx.Value("i", 0)  # the order in which workers start: their GPU
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                  initializer=_guard_worker, initargs=(os.getpid(),))
+                                  initializer=_start_worker,
+                                  initargs=(os.getpid(), tuple(gpus), counter))
     try:
         futures = {pool.submit(execute_cell, cell): cell for cell in cells}
         for fut in cf.as_completed(futures):
@@ -167,6 +174,24 @@ def _terminate(pool: cf.ProcessPoolExecutor) -> None:
         pool.shutdown(wait=True)
     except Exception:  # a broken pool: its futures already carry the error
         pass
+
+
+def _start_worker(driver: int, gpus: tuple[str, ...], counter) -> None:
+    """Guard the worker (:func:`_guard_worker`) and give it its GPU before CUDA starts."""
+    _guard_worker(driver)
+    if gpus:
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
+        os.environ.update(worker_gpu_env(index, gpus))
+
+
+def worker_gpu_env(index: int, gpus: Sequence[str]) -> dict[str, str]:
+    """The environment of local worker ``index``: one GPU of ``gpus``, round-robin, and the
+    node's list for a DDP cell's torchrun (:mod:`tokengeo.experiments.training`)."""
+    from tokengeo.experiments.training import NODE_GPUS
+
+    return {"CUDA_VISIBLE_DEVICES": gpus[index % len(gpus)], NODE_GPUS: ",".join(gpus)}
 
 
 def _guard_worker(driver: int) -> None:
@@ -218,8 +243,14 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
             os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s",
                                   str(max(1, round(cfg.connect_timeout))))
         ray.init(**kwargs)
+    if any(c.placement.startswith("cuda") for c in cells):  # else it would wait forever
+        from tokengeo.experiments.placement import check_cluster_gpus
+
+        check_cluster_gpus(cells, [float(n.get("Resources", {}).get("GPU", 0.0))
+                                   for n in ray.nodes() if n.get("Alive")])
     remote = ray.remote(_ray_execute)
-    refs = {remote.options(num_cpus=cell.threads).remote(cell): cell for cell in cells}
+    refs = {remote.options(**ray_resources(cell, cfg.gpu_share)).remote(cell): cell
+            for cell in cells}
     try:
         pending = list(refs)
         while pending:
@@ -232,6 +263,22 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
     finally:
         if started:
             ray.shutdown()
+
+
+def ray_resources(cell: Cell, gpu_share: float | None = None) -> dict[str, float]:
+    """What one cell asks Ray for: its threads as CPUs and, placed on CUDA, its share of a
+    GPU: ``gpu_share`` (``--gpus-per-cell``) when given, else the cell's own (its suite's
+    ``gpus_per_cell``), else 1; a DDP cell asks for its ``processes`` whole GPUs (and a CPU
+    per process)."""
+    from tokengeo.experiments.placement import cell_gpus
+
+    if not cell.placement.startswith("cuda"):
+        return {"num_cpus": cell.threads}
+    n = cell_gpus(cell)
+    if n > 1:
+        return {"num_cpus": max(cell.threads, n), "num_gpus": n}
+    share = gpu_share if gpu_share is not None else cell.gpu_share
+    return {"num_cpus": cell.threads, "num_gpus": 1.0 if share is None else share}
 
 
 def probe_address(address: str, seconds: float, flag: str) -> None:

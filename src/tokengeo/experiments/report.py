@@ -33,7 +33,7 @@ from tokengeo.experiments.summary import (  # noqa: F401  (re-exported: the repo
 )
 from tokengeo.io import write_json, write_text
 
-TEXT_WIDTHS = (12, 10, 44, 22, 30, 14, 14, 10)
+TEXT_WIDTHS = (12, 10, 44, 22, 30, 14, 10)
 
 
 def text_table(header: list[str], rows: list[list[str]], widths=TEXT_WIDTHS) -> str:
@@ -67,8 +67,8 @@ def _table(caption: str, header, rows) -> Block:
 def _claim_blocks(c) -> list[Block]:
     kind = f"{c.kind}, proxy: {c.proxy}" if c.proxy else c.kind
     verdicts = f"**{c.verdict}**"
-    if c.is_family:
-        verdicts += f" (Holm-adjusted: {c.verdict_holm})"
+    if c.is_family and c.verdict_raw != c.verdict:
+        verdicts += f" (unadjusted: {c.verdict_raw})"
     if c.vs_paper:
         verdicts += f"; against the paper's effect {c.paper_effect_text()}: {c.vs_paper}"
     out = [Block("h3", c.text),
@@ -142,7 +142,7 @@ def _verdict_class(cell: str) -> str:
         return "bad"
     if cell in ("inconclusive", "no change"):
         return "meh"
-    if cell.startswith("not run"):
+    if cell.startswith(("not run", "not testable")):
         return "skip"
     return ""
 

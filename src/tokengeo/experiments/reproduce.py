@@ -23,11 +23,20 @@ from types import ModuleType
 from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, CellStore
+from tokengeo.experiments.decidability import check_decidable
 from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_files
+from tokengeo.experiments.placement import (
+    DeviceConfig,
+    check_devices,
+    check_share,
+    place_all,
+    visible_gpus,
+    where_ran,
+)
 from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
 from tokengeo.experiments.settings import check_settings
-from tokengeo.experiments.suite import Suite, SuiteContext
+from tokengeo.experiments.suite import SKIP, Suite, SuiteContext
 from tokengeo.experiments.user_data import FLAG, Unresolved, fill_paths, placeholder_names
 from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import write_bytes
@@ -47,7 +56,8 @@ SUITES: dict[str, str] = {
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
 
 
-MODES = ("quick", "full", "paper")  # paper: the papers' sizes, on data the user supplies
+# paper: the papers' sizes, on data the user supplies; gpu: sized for one GPU (issue 41)
+MODES = ("quick", "full", "paper", "gpu")
 
 
 @dataclass
@@ -57,6 +67,7 @@ class ReproduceConfig:
     only: tuple[str, ...] = ()
     config_dir: Path = BUILTIN_CONFIG_DIR
     data_paths: dict[str, str] = field(default_factory=dict)  # placeholder name -> path
+    devices: DeviceConfig = field(default_factory=DeviceConfig)  # --device, --gpus-per-cell
 
     def suites(self) -> list[str]:
         if self.mode not in MODES:
@@ -72,7 +83,9 @@ TABLES = ("common", *MODES)
 
 
 def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
-    """The ``[common]`` table merged with the ``[mode]`` table of ``<suite>.toml``."""
+    """The ``[common]`` table merged with the ``[mode]`` table of ``<suite>.toml``; a mode
+    table that holds only ``skip = "reason"`` takes the ``[full]`` table's settings (the
+    skipped suite's report still names its model and data)."""
     folder = Path(config_dir)
     if not folder.is_dir():
         what = "is a file" if folder.exists() else "not found"
@@ -98,7 +111,10 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
                           "and pass --config-dir) or leave this suite out with --only")
     if not all(isinstance(data.get(t, {}), dict) for t in TABLES):
         raise ConfigError(f"{path}: {list(TABLES)} must be tables")
-    return {**data.get("common", {}), **data[mode]}
+    table = data[mode]
+    if set(table) == {SKIP} and "full" in data:  # skipped: [full]'s settings for the report
+        table = {**data["full"], **table}
+    return {**data.get("common", {}), **table}
 
 
 @dataclass
@@ -136,8 +152,10 @@ def _module_suite(name: str, module: ModuleType) -> Suite:
                  getattr(module, "SETTINGS", None) or {}, cells, summarise)
 
 
-def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True) -> SuitePlan:
-    """``name``'s settings, checked, and its cells; ``${NAME}`` placeholders are filled
+def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True,
+               kind: str = "cpu") -> SuitePlan:
+    """``name``'s settings, checked, and its cells placed on device ``kind``
+    (:func:`~tokengeo.experiments.placement.place`); ``${NAME}`` placeholders are filled
     from ``cfg.data_paths`` (an unresolved one is refused unless not ``paths_required``)."""
     module = importlib.import_module(SUITES[name])
     suite = getattr(module, "SUITE", None) or _module_suite(name, module)
@@ -146,12 +164,26 @@ def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True) -> 
     settings, unresolved = fill_paths(name, where, settings, cfg.data_paths, paths_required)
     if suite.settings or hasattr(module, "SUITE"):  # every built-in suite declares a schema
         check_settings(name, where, settings, suite.schema)
-        check_suite(name, where, settings)  # as a whole
+        check_suite(suite, where, settings)  # as a whole
+        check_decidable(name, str(where), settings)  # every claim's test can decide
     ctx = SuiteContext.under(cfg.out, name, settings)
-    return SuitePlan(name, suite, settings, ctx, suite.plan(settings, ctx), unresolved)
+    cells = place_all(suite.plan(settings, ctx), kind, _share(where, settings))
+    return SuitePlan(name, suite, settings, ctx, cells, unresolved)
 
 
-def plan_all(cfg: ReproduceConfig, paths_required: bool = True) -> list[SuitePlan]:
+def _share(where: Path, settings: dict) -> float | None:
+    """The suite's ``gpus_per_cell`` (what its CUDA cells ask Ray for), checked."""
+    if "gpus_per_cell" not in settings:
+        return None
+    try:
+        return check_share(settings["gpus_per_cell"])
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {str(exc).replace('--gpus-per-cell', 'gpus_per_cell =')}"
+                          ) from None
+
+
+def plan_all(cfg: ReproduceConfig, paths_required: bool = True,
+             kind: str = "cpu") -> list[SuitePlan]:
     """Every chosen suite planned (all settings checked) before anything is written; a
     ``--data-path`` name that no chosen suite uses is refused (a misspelt one)."""
     names = cfg.suites()
@@ -162,7 +194,7 @@ def plan_all(cfg: ReproduceConfig, paths_required: bool = True) -> list[SuitePla
     if unused:
         raise ConfigError(f"{FLAG} {unused[0]} is used by none of the chosen suites in "
                           f"--{cfg.mode} mode; they need {sorted(used) or 'no paths'}")
-    return [plan_suite(n, cfg, paths_required) for n in names]
+    return [plan_suite(n, cfg, paths_required, kind) for n in names]
 
 
 def dry_run(cfg: ReproduceConfig, jobs: int, out=print) -> list:
@@ -171,8 +203,11 @@ def dry_run(cfg: ReproduceConfig, jobs: int, out=print) -> list:
     from tokengeo.experiments.dry_run import dry_run_report
 
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
-    plans = plan_all(cfg, paths_required=False)
-    return dry_run_report(cfg.mode, plans, CellStore(cfg.out), jobs, out)
+    gpus = visible_gpus()
+    gpu_mode = cfg.mode == "gpu" and cfg.devices.device == "auto"  # planned for its GPU
+    kind = "cuda" if gpu_mode else cfg.devices.kind(len(gpus), lenient=True)
+    plans = plan_all(cfg, paths_required=False, kind=kind)
+    return dry_run_report(cfg.mode, plans, CellStore(cfg.out), jobs, out, gpus=len(gpus))
 
 
 def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
@@ -223,13 +258,20 @@ def reproduce(cfg: ReproduceConfig, log=None,
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     names = cfg.suites()
     check_output_folder("--out", cfg.out)
-    plans = plan_all(cfg)  # every setting and supplied path checked before any write
+    kind, executor = place_executor(cfg.devices, executor, cfg.mode)
+    plans = plan_all(cfg, kind=kind)  # every setting and supplied path checked before any write
+    check_devices(cfg.devices, kind, [c for p in plans for c in p.cells], executor,
+                  len(executor.gpus) if kind == "cuda" else 0)
     claim_output(cfg.out, "reproduce", resume=True)  # new, empty, or a previous reproduce
     for plan in plans:
         plan.fig_dir.mkdir(parents=True, exist_ok=True)
     store = CellStore(cfg.out)
     results = compute_cells([c for p in plans for c in p.cells], store, executor, log)
     outputs = [p.summarise({c.key: results[p.name, c.key] for c in p.cells}) for p in plans]
+    for plan, output in zip(plans, outputs, strict=True):
+        line = where_ran(plan.cells, [results[plan.name, c.key].value for c in plan.cells])
+        if line:
+            output.notes.append(line)
     preamble = [
         f"Mode: {cfg.mode}. Suites: {', '.join(names)}. Intervals are 95% intervals over seeds, "
         "independent draws of inputs or Monte Carlo paths (Student-t; an exact sign-flip test "
@@ -237,13 +279,41 @@ def reproduce(cfg: ReproduceConfig, log=None,
         "written under its claim. The tally counts the claims a paper makes (as stated or "
         "through a named stand-in); sanity checks and tokengeo's own questions are counted "
         "apart.",
-        "Laptop scale: small models, offline stand-in data sets; honest negatives are results."
-        if cfg.mode != "paper" else "The papers' sizes ([paper] tables), on the data and "
-        "models supplied with --data-path; honest negatives are results.",
+        SCALE[cfg.mode],
     ]
     path = write_report(cfg.out, outputs, "tokengeo reproduction report", preamble,
                         mode=cfg.mode)
     return path, outputs
+
+
+SCALE = {  # the report's second preamble line, per mode
+    "quick": "Laptop scale: small models, offline stand-in data sets; honest negatives are "
+             "results.",
+    "full": "Laptop scale: small models, offline stand-in data sets; honest negatives are "
+            "results.",
+    "paper": "The papers' sizes ([paper] tables), on the data and models supplied with "
+             "--data-path; honest negatives are results.",
+    "gpu": "GPU scale ([gpu] tables): models sized for one GPU, offline stand-in data sets; "
+           "each suite's notes say where its cells ran; honest negatives are results.",
+}
+
+
+def place_executor(devices: DeviceConfig, executor: ExecutorConfig, mode: str = "quick"
+                   ) -> tuple[str, ExecutorConfig]:
+    """The device kind of this run (``--device``; CUDA without a GPU refused, except on a
+    Ray cluster given by address, checked when it connects; ``--gpu`` never falls back to
+    the CPU unasked) and the executor with the GPUs its local workers share and the share a
+    Ray cell asks for."""
+    gpus = visible_gpus()
+    kind = devices.kind(len(gpus), lenient=executor.executor == "ray"
+                        and executor.ray_address is not None)
+    if mode == "gpu" and kind == "cpu" and devices.device == "auto":
+        raise ConfigError("--gpu sizes its cells for a GPU and no CUDA device is visible here; "
+                          "give --device cuda (a Ray cluster's GPUs, with --ray-address) or "
+                          "--device cpu to train the [gpu] tables on the CPU (hours)")
+    if kind != "cuda":
+        return kind, executor
+    return kind, replace(executor, gpus=tuple(gpus), gpu_share=devices.gpus_per_cell)
 
 
 def summary_text(outputs: list[SuiteOutput]) -> str:

@@ -24,6 +24,9 @@ How an interval is made (``Interval.method``):
   (``scale = "log"``), so a ratio's interval never crosses −100%;
 * ``worst run``: a claim about *every* run judged on the worst one (deterministic);
 * ``exact``: a deterministic quantity (a parameter count);
+* ``deterministic``: one exact number from a noiseless computation (a flows run whose paths
+  share their initial state): no interval; judged on its value against the claim's region,
+  whose tolerance is the claim's stated ``margin``;
 * ``bootstrap`` / others built by a suite: p-values from the interval's width (normal).
 
 t quantiles come from ``scipy.stats`` (``pip install 'tokengeo[data]'``).
@@ -39,6 +42,9 @@ from tokengeo.experiments import exact as _exact
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NO_CHANGE = "no change"
+NOT_TESTABLE = "not testable here"  # a failed precondition: the claim is not judged
+# judged by where the interval lies; every other method by its p-values
+INTERVAL_METHODS = ("t", "welch", "log-ratio", "bootstrap over paths")
 ALPHA_SIDE = _exact.ALPHA_SIDE  # 2.5% each side: a two-sided 95% interval
 
 
@@ -76,10 +82,13 @@ class Interval:
     scale: str = "linear"
     df: float | None = None
     values: tuple[float, ...] = field(default=(), repr=False)
+    values_b: tuple[float, ...] = field(default=(), repr=False)  # Welch: the second sample
 
     @classmethod
-    def exact_value(cls, x: float) -> Interval:
-        return cls(float(x), float(x), float(x), 1, 0.0, True, "exact")
+    def exact_value(cls, x: float, method: str = "exact") -> Interval:
+        """A deterministic number (``method``: ``exact`` for a count or closed form,
+        ``deterministic`` for a noiseless run)."""
+        return cls(float(x), float(x), float(x), 1, 0.0, True, method, values=(float(x),))
 
     @property
     def has_spread(self) -> bool:
@@ -96,8 +105,15 @@ class Interval:
         return self.method == "sign-flip" and len(set(self.values)) == 1
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean, "low": _num(self.lo), "high": _num(self.hi), "n": self.n,
-                "method": self.method, "scale": self.scale, "std": self.std}
+        """The interval with the per-unit numbers it was computed from (``values``; a
+        two-sample method's ``values_a`` and ``values_b``), so a reader can recompute it."""
+        out = {"mean": self.mean, "low": _num(self.lo), "high": _num(self.hi), "n": self.n,
+               "method": self.method, "scale": self.scale, "std": self.std, "df": self.df}
+        if self.method == "welch":
+            out.update(values_a=list(self.values), values_b=list(self.values_b))
+        else:
+            out["values"] = list(self.values)
+        return out
 
     def _shown(self, x: float, digits: int) -> str:
         if self.scale == "log":
@@ -108,6 +124,8 @@ class Interval:
         m = self._shown(self.mean, digits)
         if self.method == "worst run":
             return f"{m} (worst of {self.n} runs)"
+        if self.method == "deterministic":
+            return f"{m} (deterministic)"
         if self.exact:
             return m
         if not self.has_spread:
@@ -191,11 +209,13 @@ def welch_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
         raise ValueError("welch_difference needs at least 2 values on each side")
     va, vb = ia.std**2 / ia.n, ib.std**2 / ib.n
     diff, se = ia.mean - ib.mean, math.sqrt(va + vb)
+    samples = {"values": tuple(map(float, a)), "values_b": tuple(map(float, b))}
     if se == 0:
-        return Interval(diff, -math.inf, math.inf, ia.n + ib.n, 0.0, method="welch")
+        return Interval(diff, -math.inf, math.inf, ia.n + ib.n, 0.0, method="welch", **samples)
     df = (va + vb) ** 2 / (va**2 / (ia.n - 1) + vb**2 / (ib.n - 1))
     half = t975(df) * se
-    return Interval(diff, diff - half, diff + half, ia.n + ib.n, se, method="welch", df=df)
+    return Interval(diff, diff - half, diff + half, ia.n + ib.n, se, method="welch", df=df,
+                    **samples)
 
 
 @dataclass(frozen=True)
@@ -205,6 +225,19 @@ class Region:
     low: float = -math.inf
     high: float = math.inf
     text: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.low < self.high:
+            raise ValueError(f"a region needs low < high; got ({self.low}, {self.high})")
+        if not self.text:  # say it in words when the maker did not
+            lo, hi = math.isfinite(self.low), math.isfinite(self.high)
+            text = (f"within [{self.low:g}, {self.high:g}]" if lo and hi else
+                    f"> {self.low:g}" if lo else f"< {self.high:g}" if hi else "anywhere")
+            object.__setattr__(self, "text", text)
+
+    def to_dict(self) -> dict:
+        """``{"low", "high", "text"}``, null for an open side."""
+        return {"low": _num(self.low), "high": _num(self.high), "text": self.text}
 
     @classmethod
     def above(cls, x: float) -> Region:
@@ -293,8 +326,7 @@ def verdict(measured: Interval, region: Region) -> str:
     if measured.exact:
         inside = region.low < measured.mean < region.high
         return REPRODUCED if inside else NOT_REPRODUCED
-    if measured.method.endswith("sign-flip") or measured.method not in ("t", "welch",
-                                                                         "log-ratio"):
+    if measured.method.endswith("sign-flip") or measured.method not in INTERVAL_METHODS:
         return verdict_from_p(p_inside(measured, region), p_outside(measured, region))
     if region.low < measured.lo and measured.hi < region.high:
         return REPRODUCED

@@ -1,7 +1,8 @@
 """A reproduce suite as a type: its settings schema, its cells, its summary and claims.
 
-Each built-in suite module defines ``SUITE = Suite(...)``. ``cells(settings, ctx)`` lists the
-units of work; ``summarise(settings, results, ctx)`` turns their results (by cell key) into
+Each built-in suite module defines ``SUITE = Suite(...)``. ``check(where, settings)`` refuses
+settings that do not fit together (the suite owns its rules); ``cells(settings, ctx)`` lists
+the units of work; ``summarise(settings, results, ctx)`` turns their results (by cell key) into
 a :class:`~tokengeo.experiments.summary.SuiteOutput`. The :class:`SuiteContext` says where
 the suite writes (run folders, figures) and why it was skipped, if it was: nothing of that
 travels inside the settings.
@@ -42,6 +43,10 @@ class SuiteContext:
         return cls(Path(out_dir), Path(out_dir) / "figures" / suite, skipped)
 
 
+def no_checks(where: str, settings: dict) -> None:
+    """The settings of a suite whose values need no check beyond their schema."""
+
+
 @dataclass(frozen=True)
 class Suite:
     name: str
@@ -50,6 +55,10 @@ class Suite:
     settings: Mapping[str, Setting]
     cells: Callable[[dict, SuiteContext], list[Cell]]
     summarise: Callable[[dict, dict[str, CellResult], SuiteContext], SuiteOutput]
+    # ``check(where, settings)``: the suite's own cross-checks of its resolved settings (read
+    # from ``where``), a ConfigError naming the setting; run by
+    # :func:`tokengeo.experiments.validation.check_suite` before any cell is built
+    check: Callable[[str, dict], None] = no_checks
 
     @property
     def schema(self) -> dict[str, Setting]:

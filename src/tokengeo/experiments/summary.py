@@ -11,10 +11,16 @@ from pathlib import Path
 
 from tokengeo.errors import TokengeoError
 from tokengeo.experiments.claims import CLAIM_KINDS, TALLIED_KINDS, Claim
-from tokengeo.experiments.stats import INCONCLUSIVE, NO_CHANGE, NOT_REPRODUCED, REPRODUCED
+from tokengeo.experiments.stats import (
+    INCONCLUSIVE,
+    NO_CHANGE,
+    NOT_REPRODUCED,
+    NOT_TESTABLE,
+    REPRODUCED,
+)
 
-JSON_FORMAT = "tokengeo-report/1"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run")
+JSON_FORMAT = "tokengeo-report/2"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run", NOT_TESTABLE)
 
 
 UNRECORDED = "not recorded in tokengeo (see the paper)"  # a paper setting we do not cite
@@ -66,12 +72,14 @@ def figure_error(exc: BaseException) -> str:
 
 
 def _bucket(verdict: str) -> str:
+    if verdict.startswith(NOT_TESTABLE):
+        return NOT_TESTABLE
     return "not run" if verdict.startswith("not run") else verdict
 
 
 # ---------------------------------------------------------------------- tables
 SUMMARY_HEADER = ["suite", "kind", "claim", "paper", "tokengeo (mean [95% interval])",
-                  "verdict", "Holm", "vs paper"]
+                  "verdict", "vs paper"]
 
 
 def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
@@ -80,9 +88,8 @@ def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
         for c in s.claims:
             if c.kind == "construction":
                 continue  # listed under "verified"
-            holm = c.verdict_holm if c.is_family else ""  # the proxy is under the claim
             rows.append([s.name, c.kind, c.text, c.paper_value, c.measured_text(), c.verdict,
-                         holm, c.vs_paper or ""])
+                         c.vs_paper or ""])
     return rows
 
 
@@ -148,8 +155,15 @@ def _power_text(c: Claim) -> tuple[str, str]:
                                     else f"{mde:.3g}")
     basis = {"paper": "the paper's effect", "observed": "the observed effect"}.get(
         c.power_basis or "", "")
-    seeds_s = "—" if seeds is None else f"{seeds} seeds ({basis})"
-    if seeds is None and c.power_basis is not None:
+    upper = c.seeds_for_80_upper
+    up_s = (f"; {upper:,} at the spread's upper 95% bound" if upper and upper != seeds
+            else "; beyond reach at the spread's upper 95% bound" if seeds and not upper
+            else "")
+    holm = f", Holm-adjusted over {c.holm_size}" if c.holm_size > 1 else ""
+    seeds_s = "—" if seeds is None else f"{seeds:,} seeds ({basis}{holm}){up_s}"
+    if c.power_basis == "no effect":
+        seeds_s = "no effect to detect (the observed effect is within one standard error)"
+    elif seeds is None and c.power_basis is not None:
         seeds_s = "beyond reach (> 100,000)"
     return mde_s, seeds_s
 
@@ -174,7 +188,10 @@ def deciding_lines(s: SuiteOutput) -> list[str]:
     for _, c in _undecided([s]):
         mde_s, seeds_s = _power_text(c)
         name = _name(c)
-        if c.seeds_for_80:
+        if c.power_basis == "no effect":
+            lines.append(f"{name}: the smallest effect this run detects (80% power) is "
+                         f"{mde_s}; {seeds_s}.")
+        elif c.seeds_for_80:
             lines.append(f"{name}: the smallest effect this run detects (80% power) is "
                          f"{mde_s}; {seeds_s} would decide it.")
         else:

@@ -28,12 +28,14 @@ class TrainResult:
     geometry: dict[str, float] | None = None
     smoothing: list[dict] | None = None  # rows of tokengeo.probes.smoothing.head_smoothing
     curve: list[dict] | None = None  # {"step", "metrics", "geometry"} along training
+    step_s: float | None = None  # median seconds of a training step (cells since issue 41)
+    peak_memory_bytes: int | None = None  # peak CUDA memory allocated (CUDA cells only)
 
     @classmethod
     def from_value(cls, v: dict) -> TrainResult:
         return cls(v["final"], v.get("parameters", {}), float(v.get("wall_time_s", 0.0)),
                    int(v.get("step", 0)), v.get("geometry"), v.get("smoothing"),
-                   v.get("curve"))
+                   v.get("curve"), v.get("step_s"), v.get("peak_memory_bytes"))
 
     def metric(self, split: str, name: str) -> float:
         return float(self.final[split][name])
@@ -73,7 +75,8 @@ class Sweep:
                 fields, cost = more if more else (self.fields, self.cost)
                 name = f"{self.what} {label}".strip()
                 out.append(Cell(self.suite, self.key(label, seed), fn, kwargs,
-                                label=f"{name}, seed {seed}", fields=fields, cost=cost))
+                                label=f"{name}, seed {seed}", fields=fields, cost=cost,
+                                on_device="run_dir" in kwargs))  # a training run
         return out
 
     def results(self, results: dict[str, CellResult], skipped: str | None = None,
@@ -101,26 +104,35 @@ def training_sweep(suite: str, settings: dict, variants: dict[str, dict],
 def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
                    geometry: str | None, smoothing_examples: int = 0,
                    curve_every: int = 0) -> list[Cell]:
-    """The sweep's cells, each training its config in its own run folder;
-    ``smoothing_examples`` > 0: each also measures its heads' smoothing signs
+    """The sweep's cells, each training its config in its own run folder (under torchrun on
+    ``gpus`` processes when the settings ask for more than one); ``smoothing_examples`` > 0:
+    each also measures its heads' smoothing signs
     (:func:`~tokengeo.experiments.training.smoothing_rows`); ``curve_every`` > 0: each
     records a learning curve of metrics and geometry every that many steps."""
+    gpus = settings.get("gpus", 1)
+
     def make(label: str, seed: int, cfg: dict):
-        kwargs = {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg),
-                  "config": cfg, "geometry": geometry,
+        kwargs = {"run_dir": run_folder(ctx, sweep.suite, label, seed, cfg), "config": cfg,
+                  "geometry": geometry,
                   "geometry_split": settings.get("geometry_split", "test"),
                   "geometry_examples": settings.get("geometry_examples", 1000)}
         if smoothing_examples:
             kwargs["smoothing_examples"] = smoothing_examples
         if curve_every:
             kwargs["curve_every"] = curve_every
-        return train_cell, kwargs
+        return train_cell, {**kwargs, **({"processes": gpus} if gpus > 1 else {})}
     return sweep.cells(make)
+
+
+def k_label(k: int) -> str:
+    """The label of the variant with k Laplacian heads per layer, ``"k=3"``: its cells, table
+    columns, figure legends and claims all name it so."""
+    return f"k={k}"
 
 
 def k_variants(ks: list[int]) -> dict[str, dict]:
     """One training variant per number k of Laplacian heads per layer."""
-    return {f"k={k}": {"n_laplacian": k} for k in ks}
+    return {k_label(k): {"n_laplacian": k} for k in ks}
 
 
 def geometry_metric(key: str) -> Callable[[TrainResult], float]:
@@ -226,6 +238,17 @@ def model_label(train: dict) -> str:
     that was not trained."""
     over = ", ".join(f"{k}={v}" for k, v in sorted(train.get("model_overrides", {}).items()))
     return f"{train.get('model', '—')} ({over})" if over else str(train.get("model", "—"))
+
+
+def device_columns(sweep: SweepResults) -> dict[str, Callable[[Any], float]]:
+    """Columns of step time and peak CUDA memory, each where every cell recorded it."""
+    typed = [sweep.typed(lab, s) for lab in sweep.labels for s in sweep.seeds]
+    out: dict[str, Callable[[Any], float]] = {}
+    if typed and all(r.step_s is not None for r in typed):
+        out["step ms"] = lambda r: 1e3 * r.step_s
+    if typed and all(r.peak_memory_bytes is not None for r in typed):
+        out["peak CUDA MB"] = lambda r: r.peak_memory_bytes / 2**20
+    return out
 
 
 def metric_table(sweep: SweepResults, columns: dict[str, Callable[[Any], float]],

@@ -2,20 +2,31 @@
 
 A cell trains in its own run directory (resuming from its last checkpoint if an earlier
 ``reproduce`` was interrupted), then measures the final-layer token geometry of fixed
-evaluation examples with :mod:`tokengeo.probes.run_geometry`.
+evaluation examples with :mod:`tokengeo.probes.run_geometry`. Every training cell takes a
+``run_dir`` and a ``config`` (TrainConfig fields); the config's ``device`` (set by
+:mod:`tokengeo.experiments.placement`, default the CPU) says where it trains. With
+``processes`` > 1 the training runs under ``torchrun`` (``tokengeo train``'s DDP support),
+one process per GPU of this node (gloo processes on the CPU), and the cell then reads the
+finished run back.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 
 def open_trainer(run_dir: Path, config: dict[str, Any]):
-    """A :class:`~tokengeo.train.Trainer` of ``config`` in ``run_dir`` on the CPU, resuming
-    from its last checkpoint (a run folder without one is started afresh): what every
-    training cell of a suite opens."""
+    """A :class:`~tokengeo.train.Trainer` of ``config`` in ``run_dir`` on the config's device
+    (default the CPU), resuming from its last checkpoint (a run folder without one is
+    started afresh): what every training cell of a suite opens."""
     from tokengeo.train import TrainConfig, Trainer, latest_checkpoint
 
     run_dir = Path(run_dir)
@@ -23,7 +34,7 @@ def open_trainer(run_dir: Path, config: dict[str, Any]):
     resume = run_dir.exists() and latest_checkpoint(ckpts) is not None
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)  # a run that died before its first checkpoint
-    cfg = TrainConfig(**config, out=str(run_dir), device="cpu")
+    cfg = TrainConfig(**{"device": "cpu", **config, "out": str(run_dir)})
     return Trainer(cfg, resume=resume, progress=False)
 
 
@@ -77,19 +88,36 @@ class CurveRecorder:
 
 def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None,
                geometry_split: str = "test", geometry_examples: int = 1000,
-               smoothing_examples: int = 0, curve_every: int = 0) -> dict:
-    """Train ``config`` in ``run_dir`` and return its final metrics (and geometry).
+               smoothing_examples: int = 0, curve_every: int = 0,
+               processes: int = 1) -> dict:
+    """Train ``config`` in ``run_dir`` and return its final metrics (and geometry), the
+    device it trained on, its median step time and (on CUDA, in this process) its peak
+    CUDA memory.
 
     ``smoothing_examples`` > 0: also every head's smoothing sign on that many held-out
     examples of ``geometry_split`` (:func:`smoothing_rows`), under ``"smoothing"``.
     ``curve_every`` > 0: the metrics and the final-layer geometry of ``geometry_examples``
     examples of ``geometry_split`` every that many steps and at the end, under ``"curve"``
-    (a learning curve: :class:`CurveRecorder`; ``final`` keeps the whole split's metrics)."""
+    (a learning curve: :class:`CurveRecorder`; ``final`` keeps the whole split's metrics).
+    ``processes`` > 1: trained under torchrun (no learning curve or smoothing there)."""
+    if processes > 1:
+        if smoothing_examples or curve_every:
+            raise ValueError(f"{run_dir}: a cell on {processes} processes (torchrun) records "
+                             "no learning curve or smoothing signs; set gpus = 1 for "
+                             "curve_every / smoothing_examples")
+        return _distributed_cell(Path(run_dir), config, geometry, geometry_split,
+                                 geometry_examples, processes)
     trainer = open_trainer(Path(run_dir), config)
+    device = trainer.env.device
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(device)
     recorder = CurveRecorder(Path(run_dir), geometry, geometry_split, geometry_examples)
     summary = trainer.fit(recorder if curve_every else None, curve_every)
     out = {"final": summary["final"], "parameters": summary["parameters"],
-           "wall_time_s": summary["wall_time_s"], "step": summary["step"]}
+           "wall_time_s": summary["wall_time_s"], "step": summary["step"],
+           **device_record(device), "step_s": median_step_s(trainer.run.read_metrics())}
     if geometry is not None:
         from tokengeo.probes.run_geometry import GEOMETRY
 
@@ -112,3 +140,88 @@ def smoothing_rows(model, task, split: str, n_examples: int) -> list[dict]:
     batch = task.batch(split, task.eval_indices(split, n_examples))
     rows = head_smoothing(model, batch.inputs, attention_mask=batch.attention_mask)
     return [row.to_dict() for row in rows]
+
+
+def device_record(device) -> dict[str, Any]:
+    """Where a cell trained: the device, and on CUDA its name and peak allocated memory."""
+    out: dict[str, Any] = {"device": str(device)}
+    if device.type == "cuda":
+        import torch
+
+        out["device_name"] = torch.cuda.get_device_name(device)
+        out["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(device))
+    return out
+
+
+def median_step_s(records: list[dict]) -> float | None:
+    """The median wall seconds of one training step, from a run's ``metrics.jsonl`` records
+    (differences of ``wall_s`` between consecutive train records, per step; the median
+    ignores the first step's compilation and evaluation pauses)."""
+    train = [(r["step"], r["wall_s"]) for r in records
+             if r.get("split") == "train" and isinstance(r.get("wall_s"), int | float)]
+    per_step = [(w1 - w0) / (s1 - s0)
+                for (s0, w0), (s1, w1) in zip(train, train[1:], strict=False)
+                if s1 > s0 and w1 >= w0]
+    return round(statistics.median(per_step), 6) if per_step else None
+
+
+def torchrun_command(config_file: Path, run_dir: Path, processes: int,
+                     resume: bool) -> list[str]:
+    """``torchrun --standalone --nproc_per_node N -m tokengeo train CONFIG --out RUN``."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={processes}", "-m", "tokengeo", "train", str(config_file),
+           "--out", str(run_dir), "--no-progress"]
+    return cmd + (["--resume"] if resume else [])
+
+
+def _distributed_cell(run_dir: Path, config: dict[str, Any], geometry: str | None,
+                      geometry_split: str, geometry_examples: int, processes: int) -> dict:
+    """Train under torchrun on ``processes`` GPUs (all of this node's visible ones are
+    offered to it), then measure the finished run in this process."""
+    from tokengeo.train import latest_checkpoint
+    from tokengeo.train.loading import load_run
+    from tokengeo.train.rundir import RunDir
+
+    resume = run_dir.exists() and latest_checkpoint(run_dir / "checkpoints") is not None
+    if run_dir.exists() and not resume:
+        shutil.rmtree(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    config = {"device": "cpu", **config}
+    with tempfile.TemporaryDirectory(prefix="tokengeo-ddp-") as tmp:
+        config_file = Path(tmp) / "config.json"
+        config_file.write_text(json.dumps({k: v for k, v in config.items() if k != "out"}))
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        env.update(_node_gpus_env())
+        done = subprocess.run(torchrun_command(config_file, run_dir, processes, resume),
+                              env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"torchrun training of {run_dir} on {processes} processes failed "
+                           f"(exit {done.returncode}): {' | '.join(tail)}")
+    run = RunDir(run_dir)
+    summary = json.loads(run.summary.read_text())
+    out = {"final": summary["final"], "parameters": summary["parameters"],
+           "wall_time_s": summary["wall_time_s"], "step": summary["step"],
+           "device": f"{config['device']} x{processes} (DDP)",
+           "step_s": median_step_s(run.read_metrics())}
+    if geometry is not None:
+        from tokengeo.probes.run_geometry import GEOMETRY
+
+        loaded = load_run(run_dir, device="cuda" if config["device"] == "cuda" else "cpu")
+        out["geometry"] = GEOMETRY[geometry](loaded.model, loaded.task, geometry_split,
+                                             geometry_examples)
+    return out
+
+
+NODE_GPUS = "TOKENGEO_NODE_GPUS"  # the node's GPUs, set by a worker that narrowed its own
+
+
+def _node_gpus_env() -> dict[str, str]:
+    """``CUDA_VISIBLE_DEVICES`` for a torchrun child: the node's GPUs a local worker was
+    narrowed from (:mod:`tokengeo.experiments.executors`), else the worker's own (Ray's
+    grant of N GPUs), else none set (every GPU)."""
+    node = os.environ.get(NODE_GPUS)
+    if node is not None:
+        return {"CUDA_VISIBLE_DEVICES": node}
+    own = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return {} if own is None else {"CUDA_VISIBLE_DEVICES": own}

@@ -4,19 +4,18 @@ Each suite's settings schema (:mod:`tokengeo.experiments.settings`) checks one v
 time; this pass cross-checks the resolved settings of a suite, so that a run is refused in a
 second with one line naming the setting and its valid range, never after its cells ran:
 
-* ``seeds`` are distinct (a repeated seed gives a zero-width interval, silently);
-* ``ks`` are distinct, include the baseline 0, hold at least two values (every claim
-  compares a k with k = 0), and each ``k <= H``, the model's heads per layer. H is read from
-  the registry's config, or for a pretrained ``hf:`` model from its ``config.json``, before
-  any weights load;
-* the Laplacian sweeps (laplacian-images, laplacian-language) hold every k their claims
-  name: 0, H // 2 and H (the headline: all heads Laplacian), so a trend over k has at
-  least three points;
-* flows' ``heads`` are distinct, at least two (the O(1/H) fit needs two H), and
-  ``figure_heads`` is one of them;
+* every suite's ``seeds`` are distinct (a repeated seed gives a zero-width interval,
+  silently);
+* then the suite's own rules (``Suite.check``), built from the checks here: for a suite
+  over k (:func:`check_ks`), ``ks`` are distinct, include the baseline 0, hold at least two
+  values (every claim compares a k with k = 0), and each ``k <= H``, the model's heads per
+  layer (H read from the registry's config, or for a pretrained ``hf:`` model from its
+  ``config.json``, before any weights load); the Laplacian sweeps also hold every k their
+  claims name: 0, H // 2 and H (the headline: all heads Laplacian), so a trend over k has
+  at least three points;
 * ``--only`` names each suite once.
 
-``check_suite(name, where, settings)`` is called by :func:`tokengeo.experiments.reproduce.
+``check_suite(suite, where, settings)`` is called by :func:`tokengeo.experiments.reproduce.
 plan_suite` after the schema check and before the suite builds its cells.
 """
 
@@ -28,9 +27,6 @@ from typing import Any
 
 from tokengeo.errors import ConfigError
 
-K_SUITES = ("laplacian-images", "laplacian-language", "dino", "retrofit")
-SWEEP_SUITES = ("laplacian-images", "laplacian-language")  # claims at k = 0, H // 2, H
-
 
 def check_only(only: Sequence[str]) -> None:
     """``--only`` lists each suite once."""
@@ -41,21 +37,17 @@ def check_only(only: Sequence[str]) -> None:
         seen.add(name)
 
 
-def check_suite(suite: str, where: str | Path, settings: dict[str, Any]) -> None:
-    """Cross-check ``suite``'s resolved settings (read from ``where``); ConfigError names the
-    setting and its valid range."""
+def check_suite(suite, where: str | Path, settings: dict[str, Any]) -> None:
+    """Cross-check the resolved settings (read from ``where``) of ``suite`` (a
+    :class:`~tokengeo.experiments.suite.Suite`): distinct seeds, then ``suite.check``;
+    ConfigError names the setting and its valid range."""
     where = str(where)
     if "seeds" in settings:
-        _distinct(where, "seeds", settings["seeds"])
-    if suite in K_SUITES and "ks" in settings:
-        _check_ks(suite, where, settings)
-    if suite == "flows":
-        _check_flow_heads(where, settings)
-    if suite == "retrofit":
-        _check_retrofit(where, settings)
+        check_distinct(where, "seeds", settings["seeds"])
+    suite.check(where, settings)
 
 
-def _distinct(where: str, name: str, values: Sequence[Any]) -> None:
+def check_distinct(where: str, name: str, values: Sequence[Any]) -> None:
     seen: set[Any] = set()
     for v in values:
         if v in seen:
@@ -64,19 +56,24 @@ def _distinct(where: str, name: str, values: Sequence[Any]) -> None:
         seen.add(v)
 
 
-def _check_ks(suite: str, where: str, settings: dict[str, Any]) -> None:
+def check_ks(where: str, settings: dict[str, Any], *, headline: bool = False) -> None:
+    """A suite over k: ``ks`` distinct, with 0 and a k >= 1, each k <= H; with ``headline``
+    (the Laplacian sweeps, whose claims are at k = 0, H // 2, H) those three too. Settings
+    without ``ks`` have nothing to check."""
+    if "ks" not in settings:
+        return
     ks = list(settings["ks"])
-    _distinct(where, "ks", ks)
+    check_distinct(where, "ks", ks)
     if 0 not in ks or len(ks) < 2:
         raise ConfigError(f"{where}: ks = {ks!r} must hold the baseline 0 and at least one "
                           "k >= 1 (every claim compares a k with k = 0)")
-    heads, source = heads_of(suite, settings)
+    heads, source = heads_of(settings)
     if heads is not None:
         for k in ks:
             if k > heads:
                 raise ConfigError(f"{where}: ks = {ks!r} has k = {k} but {source} has "
                                   f"{heads} heads per layer; each k must lie in 0..{heads}")
-    if suite in SWEEP_SUITES and heads is not None:
+    if headline and heads is not None:
         _check_headline_ks(where, ks, heads, source)
 
 
@@ -95,41 +92,10 @@ def _check_headline_ks(where: str, ks: list[int], heads: int, source: str) -> No
                           f"{list(range(heads + 1))!r}")
 
 
-def _check_flow_heads(where: str, settings: dict[str, Any]) -> None:
-    heads = list(settings.get("heads", []))
-    _distinct(where, "heads", heads)
-    if len(heads) < 2:
-        raise ConfigError(f"{where}: heads = {heads!r} must hold at least two head counts "
-                          "(the O(1/H) fit needs two H), e.g. [1, 4, 16]")
-    figure = settings.get("figure_heads")
-    if figure is not None and figure not in heads:
-        raise ConfigError(f"{where}: figure_heads = {figure!r} must be one of heads = "
-                          f"{heads!r}")
-
-
-def _check_retrofit(where: str, settings: dict[str, Any]) -> None:
-    """The retrofit's ``k`` (heads per converted layer) and ``last_layers`` (the L of the
-    last-L rows) fit the model: k <= H, each L distinct and <= its number of layers."""
-    last = list(settings.get("last_layers", []))
-    _distinct(where, "last_layers", last)
-    heads, source = heads_of("retrofit", settings)
-    k = settings.get("k")
-    if heads is not None and isinstance(k, int) and k > heads:
-        raise ConfigError(f"{where}: k = {k} but {source} has {heads} heads per layer; k must "
-                          f"lie in 1..{heads}")
-    model = settings.get("train", {}).get("model")
-    if isinstance(model, str) and model.startswith("hf:") and last:
-        from tokengeo.models.hf_lm import check_source
-
-        layers = check_source(model[3:]).n_layers
-        if layers is not None and max(last) > layers:
-            raise ConfigError(f"{where}: last_layers = {last!r} has L = {max(last)} but "
-                              f"{source} has {layers} layers; each L must lie in 1..{layers}")
-
-
-def heads_of(suite: str, settings: dict[str, Any]) -> tuple[int | None, str]:
-    """(H, what it is) of the suite's model, known without loading any weights; (None, "")
-    when it cannot be known yet (the model's own check refuses it later)."""
+def heads_of(settings: dict[str, Any]) -> tuple[int | None, str]:
+    """(H, what it is) of the model of a suite's ``train`` table, known without loading any
+    weights; (None, "") when it cannot be known yet (the model's own check refuses it
+    later)."""
     train = settings.get("train")
     if not isinstance(train, dict) or not isinstance(train.get("model"), str):
         return None, ""
@@ -158,7 +124,7 @@ def _hf_heads(source: str) -> int | None:
     """``num_attention_heads`` of a pretrained model: a named one's record, or a folder's
     ``config.json`` (read and type-checked, never the weights)."""
     from tokengeo.io import read_json
-    from tokengeo.models import pretrained
+    from tokengeo.models.hf import pretrained
 
     if pretrained.is_pretrained(source):
         return pretrained.get_spec(source).n_heads

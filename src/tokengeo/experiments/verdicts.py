@@ -9,7 +9,9 @@ family-wise error at α. A family's members are judged on adjusted p-values of b
 ``vs_paper`` compares the 95% interval with the paper's effect ``e`` (same unit):
 ``opposite`` if the interval lies on the other side of 0 from ``e``; ``consistent`` if it
 contains ``e``; ``smaller`` if it lies between 0's side and ``e`` (a smaller effect, or
-none); ``larger`` if it lies beyond ``e``.
+none); ``larger`` if it lies beyond ``e``. A paper value "≈ 0" (``e = 0``) is an
+equivalence claim with a stated ``margin`` m: ``consistent`` if the interval lies within
+±m, ``larger`` if it lies entirely beyond it, ``undecided`` if it straddles ±m.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tokengeo.experiments.stats import (
     verdict_from_p,
 )
 
-VS_PAPER = ("consistent", "smaller", "larger", "opposite")
+VS_PAPER = ("consistent", "smaller", "larger", "opposite", "undecided")
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -52,14 +54,18 @@ def holm_verdicts(members: Sequence[tuple[Interval, Region]]) -> list[str]:
     return out
 
 
-def vs_paper(iv: Interval, effect: float) -> str | None:
-    """consistent / smaller / larger / opposite (see the module docstring); None when the
-    interval is missing or not a real interval (one noisy value)."""
+def vs_paper(iv: Interval, effect: float, margin: float | None = None) -> str | None:
+    """consistent / smaller / larger / opposite / undecided (see the module docstring);
+    None when the interval is missing or not a real interval (one noisy value)."""
     if iv is None or not iv.has_spread:
         return None
     lo, hi = (iv.lo, iv.hi) if not iv.exact else (iv.mean, iv.mean)
     if effect == 0:
-        return "consistent" if lo <= 0 <= hi else ("larger")
+        if margin is None or not margin > 0:
+            raise ValueError("a paper effect of 0 needs an equivalence margin > 0")
+        if -margin < lo and hi < margin:
+            return "consistent"
+        return "larger" if (lo >= margin or hi <= -margin) else "undecided"
     sign = 1.0 if effect > 0 else -1.0
     lo, hi = sorted((sign * lo, sign * hi))  # the paper's direction is now positive
     e = abs(effect)

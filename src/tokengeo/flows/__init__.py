@@ -13,11 +13,11 @@ strong gradient. Modules: ``dynamics`` (field, energy, G^2), ``integrators`` and
     from tokengeo.flows.presets import get_preset
     preset = get_preset("s2-ou", n_paths=4, T=2.0)
     x0, D0 = preset.initial_state()
-    result = simulate(x0, D0, drift=preset.drift, T=preset.T, dt=preset.dt, n_paths=4)
+    result = simulate(x0, D0, preset.flow_config())  # or FlowConfig(drift="ou", T=2.0, ...)
 """
 
 from tokengeo.flows.dynamics import FieldEval, evaluate_field, interaction_energy, tangent_project
-from tokengeo.flows.simulate import FlowResult, simulate
+from tokengeo.flows.simulate import FlowConfig, FlowResult, simulate
 from tokengeo.flows.weights import (
     LayerSchedule,
     heads_from_model,
@@ -27,6 +27,7 @@ from tokengeo.flows.weights import (
 
 __all__ = [
     "FieldEval",
+    "FlowConfig",
     "FlowResult",
     "LayerSchedule",
     "evaluate_field",

@@ -225,3 +225,90 @@ def describe_tokens(cos_0: float, cos_T: float, clusters_0: float, clusters_T: f
     if clusters_T > clusters_0 and cos_T < cos_0:
         return f"spread: the initial groups break up ({numbers})"
     return f"keep their clusters ({numbers})"
+
+
+def clusters_over_time(x: Tensor, threshold: float = CLUSTER_COSINE, *, points: int = 11
+                       ) -> tuple[list[int], Tensor, Tensor]:
+    """Clusters and mean <x_i, x_j> along a recorded trajectory x (P, R, n, d).
+
+    Returns the record indices (about ``points`` of them, evenly spaced, first and last
+    included), the clusters at cosine >= ``threshold`` (:func:`count_clusters`) and the mean
+    pairwise cosine (:func:`mean_cosine`) at those records, each (P, len(indices)).
+    """
+    if x.ndim != 4:
+        raise ConfigError(f"clusters_over_time needs a trajectory (P, R, n, d); got "
+                          f"{tuple(x.shape)}: simulate with record_trajectory=True")
+    R = x.shape[1]
+    index = sorted({round(k * (R - 1) / max(1, points - 1)) for k in range(points)})
+    picked = x[:, index]  # (P, K, n, d)
+    return index, count_clusters(picked, threshold), mean_cosine(picked)
+
+
+def time_averaged_weights(t: Tensor, weight_path: Tensor, start: float) -> Tensor:
+    """D̄_h = (1/(T - start)) ∫_start^T D_h(t) dt, trapezoidal over the records, (P, H, d, d).
+
+    ``weight_path`` is :attr:`FlowResult.weight_path`, (P, R, H, d, d) at times ``t`` (R,)
+    (simulate with ``record_weights=True``). With OU weights D̄ → I as T grows; the limiting
+    energy of arXiv 2605.18870's integrable regime is E(x; D̄).
+    """
+    P, R = weight_path.shape[:2]
+    flat = weight_path.reshape(P, R, -1).transpose(1, 2).reshape(-1, R)  # (P H d d, R)
+    mean = time_average(t, flat, start)  # (P H d d,)
+    return mean.reshape(P, *weight_path.shape[2:])
+
+
+@dataclass
+class Stationarity:
+    """How far tokens are from a stationary point of E(x; D), per path (P,)."""
+
+    grad_norm2: list[float]  # |grad E|^2_mu, the squared Wasserstein gradient norm
+    relative: list[float]  # |tangential part| / |whole| of the gradient field, in [0, 1]
+    field_relative: list[float]  # the same for the flow's own field under D (rest points)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def energy_stationarity(x: Tensor, D: Tensor) -> Stationarity:
+    """The Riemannian gradient of the interaction energy at tokens x (P, n, d) under symmetric
+    weights D (P, H, d, d) (arXiv 2605.18870, Sec. 5: the ω-limit set in the integrable
+    regime is made of stationary points of the limiting energy).
+
+    With E(x; D) = 1/(2 H n^2) sum_h sum_ij exp(<x_i, D_h x_j>) and μ = (1/n) sum_i δ_{x_i},
+    the Wasserstein gradient of E at x_i is the tangential part of
+
+        u_i = (1/(H n)) sum_h sum_j exp(<x_i, D_h x_j>) D_h x_j      (= n ∂E/∂x_i),
+
+    g_i = P_{x_i} u_i = u_i - x_i <x_i, u_i>, and
+
+        grad_norm2 = (1/n) sum_i |g_i|^2,     relative = sqrt(sum_i |g_i|^2 / sum_i |u_i|^2).
+
+    Both are 0 exactly at a stationary point of E on (S^{d-1})^n (every u_i normal to the
+    sphere); ``relative`` is scale-free (1: the whole gradient is tangential).
+    ``field_relative`` is the same ratio for the flow's own field under frozen D,
+    w_i = (1/H) sum_h sum_j A^h_ij D_h x_j with A^h_ij = K^h_ij / sum_k K^h_ik (the velocity
+    is P_{x_i} w_i): 0 at a rest point of that flow. For H = 1 the two vanish together
+    (w_i = n u_i / N_i); for H > 1 they need not (the heads are weighted by 1/N_{h,i} in
+    the flow and not in grad E). One head at a time, each (P, n, n) kernel held once.
+    """
+    if x.ndim != 3 or D.ndim != 4 or D.shape[0] != x.shape[0] or D.shape[-1] != x.shape[-1]:
+        raise ConfigError(f"energy_stationarity needs x (P, n, d) and D (P, H, d, d); got "
+                          f"{tuple(x.shape)} and {tuple(D.shape)}")
+    P, n, d = x.shape
+    H = D.shape[1]
+    u, w = torch.zeros_like(x), torch.zeros_like(x)  # (P, n, d)
+    for h in range(H):
+        dx = x @ D[:, h]  # (P, n, d)  rows (D_h x_j)^T (D_h symmetric)
+        kernel = torch.exp(x @ dx.mT)  # (P, n, n)  exp(<x_i, D_h x_j>)
+        kdx = kernel @ dx  # (P, n, d)
+        u += kdx
+        w += kdx / kernel.sum(-1, keepdim=True)
+    u /= H * n
+    w /= H
+
+    def tangential_share(vec: Tensor) -> tuple[Tensor, Tensor]:
+        tangential = (vec - x * (x * vec).sum(-1, keepdim=True)).square().sum((1, 2))  # (P,)
+        return tangential, (tangential / vec.square().sum((1, 2)).clamp_min(1e-300)).sqrt()
+
+    grad2, relative = tangential_share(u)
+    return Stationarity((grad2 / n).tolist(), relative.tolist(), tangential_share(w)[1].tolist())

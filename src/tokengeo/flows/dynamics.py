@@ -97,8 +97,7 @@ def _strip_sums(
     Also returns sum_h sum_ij K^h_ij (x_i . x_j)^2, (P,), from the pair features U in
     ``feats_t`` or, when ``gram_ito``, from Gram strips (else zeros).
     """
-    P, n, c, d = q.shape
-    n_feat = feats_t.shape[1]
+    (P, n, c, d), n_feat = q.shape, feats_t.shape[1]
     xt = x.mT  # (P, d, n)
     rows = work[1][: P * n_feat * n * c].view(P, n_feat, n, c)  # columns right of the tile
     cols = work[2][: P * n_feat * c * n].view(P, n_feat, c, n)  # symmetric: columns via rows
@@ -167,8 +166,7 @@ def evaluate_field(
     are summed in float64 (the kernel strips stay float32) and returned as float64. See the
     module docstring for the formulas (arXiv 2605.18870, Eq. 5 and Sec. 6).
     """
-    P, n, d = x.shape
-    H = score.shape[1]
+    (P, n, d), H = x.shape, score.shape[1]
     value = score if value is None else value
     if symmetric is None:
         symmetric = torch.equal(score, score.mT)
@@ -177,16 +175,12 @@ def evaluate_field(
     feats = _pair_features(x, ito and energy)  # (P, n, F)  [x, 1, (x x^T) features]
     n_feat = feats.shape[-1]
     gram_ito = energy and ito and n_feat == d + 1  # high d: (x_i . x_j)^2 from Gram tiles
-    xt = x.mT  # (P, d, n)
     acc = torch.zeros_like(x)  # (P, n, d)  sum_h V_h sum_j A^h_ij x_j
     inv_n = x.new_zeros(P, n)  # sum_h 1 / N_{h,i}
-    k_sum = x.new_zeros(P, dtype=acc_dtype)
-    ito_sum = x.new_zeros(P, dtype=acc_dtype)
+    k_sum, ito_sum = x.new_zeros(P, dtype=acc_dtype), x.new_zeros(P, dtype=acc_dtype)
     moment = x.new_zeros(P, H, d, d, dtype=acc_dtype) if energy else None
-    # Preallocated work buffers: fresh multi-MB temporaries per strip cost more than the exp.
-    feats_t = feats.mT.contiguous()  # (P, F, n)
-    sums = P * heads * n_feat * n
-    work = (x.new_empty(P * heads * tile * n), x.new_empty(sums), x.new_empty(sums))
+    xt, feats_t = x.mT, feats.mT.contiguous()  # (P, d, n), (P, F, n)
+    work = _work_buffers(x, heads * tile * n, heads * n_feat * n)
     for h0 in range(0, H, heads):
         hs = slice(h0, h0 + heads)
         b_h, v_h = score[:, hs], value[:, hs]  # (P, c, d, d)
@@ -202,15 +196,37 @@ def evaluate_field(
         if energy:
             k_sum += norm.to(acc_dtype).sum((1, 2))
             ito_sum += ito_part.to(acc_dtype)
-            for b in range(d):  # M_h[:, b] = sum_i x_i (K x)_ib
-                moment[:, hs, :, b] = torch.bmm(xt, kx[:, b]).mT  # (P, c, d)
+            _add_moments(moment, hs, xt, kx)
+    return _field(x, acc, inv_n, H, (k_sum, ito_sum if ito else None, moment) if energy
+                  else None)
+
+
+def _work_buffers(x: Tensor, kernel: int, sums: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Preallocated strips, per path: one kernel strip and two feature-sum buffers.
+    Fresh multi-MB temporaries per strip cost more than the exp."""
+    P = x.shape[0]
+    return x.new_empty(P * kernel), x.new_empty(P * sums), x.new_empty(P * sums)
+
+
+def _add_moments(moment: Tensor, hs: slice, xt: Tensor, kx: Tensor) -> None:
+    """M_h[:, b] = sum_i x_i (K x)_ib for the heads ``hs``; kx is (P, d, n, c)."""
+    for b in range(kx.shape[1]):
+        moment[:, hs, :, b] = torch.bmm(xt, kx[:, b]).mT  # (P, c, d)
+
+
+def _field(x: Tensor, acc: Tensor, inv_n: Tensor, H: int,
+           energy_sums: tuple[Tensor, Tensor | None, Tensor] | None) -> FieldEval:
+    """The velocity, G^2 and (``energy_sums`` = (sum K, Ito sum or None, M), unscaled) the
+    energy terms, from the sums over heads: acc = sum_h V_h (A x)_i and inv_n = sum_h 1/N."""
+    n = x.shape[1]
     velocity = tangent_project(x, acc / H)
     mobility = n * inv_n / H  # (P, n)  mean_h n / N_{h,i}
-    g2 = (velocity.square().sum(-1).to(acc_dtype) / mobility.to(acc_dtype)).mean(-1)
-    if not energy:
+    g2 = (velocity.square().sum(-1).to(torch.float64) / mobility.to(torch.float64)).mean(-1)
+    if energy_sums is None:
         return FieldEval(velocity, g2)
+    k_sum, ito_sum, moment = energy_sums
     scale = 1.0 / (2 * H * n * n)
-    ito_kernel = (ito_sum + k_sum) * scale if ito else None
+    ito_kernel = (ito_sum + k_sum) * scale if ito_sum is not None else None
     return FieldEval(velocity, g2, k_sum * scale, moment * scale, ito_kernel)
 
 

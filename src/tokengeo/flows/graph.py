@@ -115,12 +115,12 @@ def graphed_euler_run(
     noise_var: float,
     generator: torch.Generator,
     record_every: int,
-    record: Callable[[float, Tensor, Tensor, bool, Tensor, Tensor], None],
+    record: Callable[[float, Tensor, Tensor, bool, Tensor, Tensor, Tensor], None],
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Run ``n_steps`` Euler steps in CUDA-graph blocks; returns the final (x, D).
 
-    ``record(t, energy, g2, finite, cum, x)`` is called at every step k with
+    ``record(t, energy, g2, finite, cum, x, D)`` is called at every step k with
     k % record_every == 0, with the values at the start of step k (as the eager loop records
     them; ``finite`` says whether the velocity there was finite: one host sync per record).
     ``cum`` is updated in place.
@@ -141,10 +141,11 @@ def graphed_euler_run(
         recording = k0 % record_every == 0
         cum_before = cum.clone() if recording else None
         x_before = x.clone() if recording else None
+        D_before = D.clone() if recording else None
         out = blocks[steps].replay(k0 * dt, noise)
         if recording:
             record(k0 * dt, out.energy.clone(), out.g2.clone(), bool(out.finite), cum_before,
-                   x_before)
+                   x_before, D_before)
         if progress is not None:
             progress(k0 + steps, n_steps)
     return x, D

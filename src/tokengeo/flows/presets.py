@@ -18,7 +18,14 @@ their weight noise. So
   paper's figures (commit 496b2f6, whose drift read H = D.shape[0], the number of paths,
   which is 1 in the deterministic run, so every head tracked the same target);
 * ``s2-oscillating-noisy`` keeps our earlier oscillating setting, sigma^2 = 2 (not the
-  authors').
+  authors');
+* ``s2-attractive`` (not in the paper): the static, attractive control of issue 42. Frozen
+  weights D_h = -W_h with W_h = I + Z_h Z_h^T / d positive definite. In this simulator's sign
+  (dx_i/dt = -v_i, v_i = (1/H) sum_h P_{x_i} sum_j A^h_ij D_h x_j) the tokens move along
+  +sum_j A^h_ij W_h x_j: W_h is the value map of the attention update, and with it positive
+  definite the frozen flow decreases E = 1/(2Hn^2) sum exp(-<x_i, W_h x_j>), whose minimisers
+  put every token at one point: the tokens cluster. (The OU drift relaxes D_h to +I, the
+  opposite, repulsive sign.)
 
 ``per_path_weights=True`` draws D_h(0) per path instead (the first path keeps the shared
 draw); then the spread over paths also measures the initial weights, which the authors'
@@ -31,6 +38,7 @@ redrew the tokens for every path and drew D(0) per path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -38,7 +46,11 @@ from torch import Tensor
 from tokengeo.checks import check_choice, check_int, check_number, check_seed, replace_checked
 from tokengeo.errors import ConfigError
 
+if TYPE_CHECKING:
+    from tokengeo.flows.simulate import FlowConfig
+
 INITS = ("octahedron", "uniform")
+WEIGHT_INITS = ("gaussian", "attractive")  # D(0) = Z + Z^T, or -(I + Z Z^T / d)
 
 
 @dataclass(frozen=True)
@@ -61,12 +73,14 @@ class FlowPreset:
     record_every: int = 20
     scaling_heads: tuple[int, ...] = (1, 10, 100)
     per_path_weights: bool = False  # draw D_h(0) per path (default: one D(0) for all paths)
+    weight_init: str = "gaussian"  # one of WEIGHT_INITS
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         from tokengeo.flows.simulate import check_flow_memory, flow_steps
 
         check_choice("init", self.init, INITS)
+        check_choice("weight_init", self.weight_init, WEIGHT_INITS)
         for name in ("d", "n_tokens", "n_heads", "n_paths", "record_every"):
             check_int(name, getattr(self, name), lo=1)
         if self.d < 2:
@@ -84,6 +98,10 @@ class FlowPreset:
         check_seed("seed", self.seed)
         if not isinstance(self.per_path_weights, bool):
             raise ConfigError(f"per_path_weights={self.per_path_weights!r} must be true or false")
+        if self.noise_var > 0 and self.integrator == "rk4":
+            raise ConfigError(f"integrator='rk4' is for deterministic weights but noise_var="
+                              f"{self.noise_var}; use euler or heun, or noise_var 0 "
+                              "(--noise-var 0)")
         heads = self.scaling_heads
         if isinstance(heads, list):  # from TOML
             object.__setattr__(self, "scaling_heads", heads := tuple(heads))
@@ -97,7 +115,10 @@ class FlowPreset:
     def initial_state(
         self, n_heads: int | None = None, *, dtype=torch.float64
     ) -> tuple[Tensor, Tensor]:
-        """Tokens (P, n, d) and weights D_h(0) = Z + Z^T, (P, H, d, d), one state for all paths.
+        """Tokens (P, n, d) and weights D_h(0), (P, H, d, d), one state for all paths.
+
+        D_h(0) = Z + Z^T (``weight_init="gaussian"``) or -(I + Z Z^T / d) (``"attractive"``),
+        Z_ab ~ N(0, 1).
 
         The tokens are drawn once from ``seed`` (so every H of a scaling experiment and every
         path starts from them); the weights are drawn per head from ``seed`` and H, once for
@@ -111,14 +132,28 @@ class FlowPreset:
         draws = self.n_paths if self.per_path_weights else 1  # one (H, d, d) draw per path
         z = torch.stack([torch.randn(H, self.d, self.d, generator=gen_w, dtype=dtype)
                          for _ in range(draws)])  # (draws, H, d, d)
-        D0 = (z + z.mT).expand(self.n_paths, -1, -1, -1).clone()  # (P, H, d, d)
+        if self.weight_init == "attractive":
+            eye = torch.eye(self.d, dtype=dtype)
+            D = -(eye + z @ z.mT / self.d)  # -W, W positive definite
+        else:
+            D = z + z.mT
+        D0 = D.expand(self.n_paths, -1, -1, -1).clone()  # (P, H, d, d)
         return x0, D0
 
+    def flow_config(self, **changes) -> FlowConfig:
+        """The :class:`~tokengeo.flows.simulate.FlowConfig` of this preset (the noise seeded
+        by ``seed + 1``), with ``changes`` (e.g. ``record_trajectory=True``)."""
+        from tokengeo.flows.simulate import FlowConfig
+
+        base = FlowConfig(drift=self.drift, noise_var=self.noise_var, T=self.T, dt=self.dt,
+                          n_paths=self.n_paths, seed=self.seed + 1,
+                          integrator=self.integrator, record_every=self.record_every)
+        return base.replace(**changes)
+
     def simulate_kwargs(self) -> dict:
-        """Keyword arguments of :func:`tokengeo.flows.simulate` for this preset."""
-        return dict(drift=self.drift, noise_var=self.noise_var, T=self.T, dt=self.dt,
-                    n_paths=self.n_paths, seed=self.seed + 1, integrator=self.integrator,
-                    record_every=self.record_every)
+        """Removed: the keyword arguments of the old ``simulate``."""
+        raise ConfigError("FlowPreset.simulate_kwargs() is replaced by flow_config(): "
+                          "simulate(x0, D0, preset.flow_config())")
 
 
 def initial_tokens(
@@ -156,6 +191,9 @@ PRESETS: dict[str, FlowPreset] = {
                    notes="frozen random weights on S^2: an autonomous gradient flow"),
         FlowPreset("s1-oscillating", drift="oscillating", d=2, init="uniform",
                    notes="oscillating targets on the circle S^1"),
+        FlowPreset("s2-attractive", drift="frozen", noise_var=0.0, weight_init="attractive",
+                   notes="static attractive control on S^2: frozen D_h = -(I + Z Z^T / d), a "
+                         "positive-definite value map; the tokens cluster"),
     )
 }
 
@@ -164,3 +202,18 @@ def get_preset(name: str, **overrides) -> FlowPreset:
     """A preset by name, with field overrides (unknown fields raise with the valid ones)."""
     check_choice("preset", name, list(PRESETS))
     return replace_checked(PRESETS[name], overrides, what="flow preset")
+
+
+def scaling_run(name: str, overrides: dict, scaling_heads: tuple[int, ...] | None = None
+                ) -> tuple[FlowPreset, tuple[int, ...]]:
+    """The preset ``name`` with field ``overrides`` and the H list of its scaling run.
+
+    The list is ``scaling_heads`` (default: the preset's) with the main run's H
+    (``n_heads``) appended when missing; the preset is checked (sizes, steps, integrator and
+    noise) and its memory at the largest H of the list.
+    """
+    preset = get_preset(name, **overrides)
+    heads = preset.scaling_heads if scaling_heads is None else tuple(scaling_heads)
+    heads = tuple(dict.fromkeys(heads + (preset.n_heads,)))  # the main run is always included
+    get_preset(name, **overrides, scaling_heads=heads)  # the memory of the largest H
+    return preset, heads

@@ -87,22 +87,25 @@ def run_h_scaling(
     trajectory_for: int | None = None,
     log: Callable[[str], None] | None = None,
     on_run: Callable[[HeadRun], None] | None = None,
-    **simulate_overrides,
+    progress: Callable[[int, int], None] | None = None,
+    **config_changes,
 ) -> ScalingResult:
     """Run ``preset`` for each H in ``heads`` (default: ``preset.scaling_heads``) and fit.
 
     ``trajectory_for`` records the trajectory of the run with that H (for figures);
     ``keep_results`` keeps every :class:`FlowResult` in ``ScalingResult.results``;
-    ``on_run`` is called with each H's summary as soon as it is done.
+    ``on_run`` is called with each H's summary as soon as it is done; ``progress`` is passed
+    to :func:`simulate`; ``config_changes`` change the preset's
+    :class:`~tokengeo.flows.simulate.FlowConfig` (e.g. ``chunk_elems``).
     """
     heads = tuple(preset.scaling_heads if heads is None else heads)
     runs, results = [], {}
     start = time.perf_counter()
     for H in heads:
         x0, D0 = preset.initial_state(H)
-        kwargs = preset.simulate_kwargs() | simulate_overrides
+        config = preset.flow_config(**config_changes | {"record_trajectory": H == trajectory_for})
         t0 = time.perf_counter()
-        result = simulate(x0, D0, record_trajectory=(H == trajectory_for), **kwargs)
+        result = simulate(x0, D0, config, progress=progress)
         seconds = time.perf_counter() - t0
         runs.append(summarize_run(result, H, seconds, cluster_threshold))
         if keep_results or H == trajectory_for:

@@ -31,6 +31,7 @@ from tokengeo.checks import (
     check_memory,
     check_number,
     check_seed,
+    replace_checked,
 )
 from tokengeo.errors import ConfigError
 from tokengeo.flows.dynamics import DEFAULT_CHUNK_ELEMS, FieldEval, evaluate_field
@@ -77,6 +78,72 @@ def check_flow_memory(**sizes) -> None:
                  "use fewer paths, tokens or heads")
 
 
+@dataclass(frozen=True)
+class FlowConfig:
+    """How :func:`simulate` runs: the weight process, horizon, step, paths and what it records.
+
+    Attributes:
+        drift: ``"ou"``, ``"oscillating"``, ``"oscillating-inphase"``, ``"frozen"`` or a
+            callable f(D, t) (ignored for a :class:`LayerSchedule`).
+        noise_var: sigma^2 of the weight noise (0 for deterministic weights; a schedule has none).
+        T, dt: horizon and step; T must be a whole number of steps.
+        n_paths: Monte Carlo paths, batched.
+        seed: seeds the weight noise.
+        integrator: ``"euler"`` (the authors' scheme, left-point Ito sums), ``"heun"``
+            (stochastic Heun) or ``"rk4"`` (deterministic weights only).
+        record_every: record every this many steps, and at T.
+        record_trajectory: also keep the tokens at the recorded times.
+        record_weights: also keep the SDE weights D(t) at the recorded times.
+        energy: compute the energy balance (requires symmetric D); False allows general heads.
+        dtype: ``torch.float64`` or ``torch.float32`` (tokens, weights, kernels; the energy
+            sums stay float64).
+        chunk_elems: largest attention-kernel block held in memory.
+        cuda_graph: run the steps as captured CUDA graphs (:mod:`tokengeo.flows.graph`);
+            ``None`` does so when the tokens are on a CUDA device and the run is Euler with a
+            named drift and SDE weights (a deterministic run then gives the eager numbers to
+            rounding; noise is drawn per block, so noisy runs differ in their draws).
+            ``True`` where that does not hold raises; ``False`` never graphs.
+    """
+
+    drift: str | Drift = "ou"
+    noise_var: float = 2.0
+    T: float = 20.0
+    dt: float = 5e-3
+    n_paths: int = 1
+    seed: int = 0
+    integrator: str = "euler"
+    record_every: int = 1
+    record_trajectory: bool = False
+    record_weights: bool = False
+    energy: bool = True
+    dtype: torch.dtype = torch.float64
+    chunk_elems: int = DEFAULT_CHUNK_ELEMS
+    cuda_graph: bool | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("integrator", self.integrator, list(TABLEAUX))
+        check_choice("dtype", self.dtype, [torch.float32, torch.float64])
+        flow_steps(self.T, self.dt)
+        check_number("noise_var", self.noise_var, positive=True, allow_zero=True)
+        check_int("n_paths", self.n_paths, lo=1)
+        check_int("record_every", self.record_every, lo=1)
+        check_int("chunk_elems", self.chunk_elems, lo=1)
+        check_seed("seed", self.seed)
+        for name in ("record_trajectory", "record_weights", "energy"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be True or False")
+        if not (isinstance(self.drift, str) or callable(self.drift)):
+            raise ConfigError(f"drift={self.drift!r} must be a drift name or a callable f(D, t)")
+
+    @property
+    def n_steps(self) -> int:
+        return flow_steps(self.T, self.dt)
+
+    def replace(self, **changes) -> FlowConfig:
+        """A copy with ``changes`` (unknown fields raise with the valid ones)."""
+        return replace_checked(self, changes, what="flow config")
+
+
 @dataclass
 class FlowResult:
     """Recorded series, each (n_paths, n_records), at times ``t`` (n_records,).
@@ -99,6 +166,7 @@ class FlowResult:
     x_final: Tensor | None = None  # (P, n, d)  tokens at T
     x: Tensor | None = None  # (P, R, n, d) when record_trajectory
     weights: Tensor | None = None  # (P, H, d, d) final D (SDE weights only)
+    weight_path: Tensor | None = None  # (P, R, H, d, d) D(t) when record_weights
     config: dict[str, Any] = field(default_factory=dict)
 
     def mean(self, name: str) -> Tensor:
@@ -242,175 +310,193 @@ class _Run:
         return Rates(-ev.velocity, f, torch.stack([dE, ito, ev.g2], dim=1)), ev
 
 
+LEGACY_HINT = ("simulate(x0, weights, config) takes its settings as a FlowConfig, e.g. "
+               "simulate(x0, D0, FlowConfig(drift='ou', T=2.0, dt=0.01)); got keyword "
+               "argument(s) {names}")
+
+
 def simulate(
     x0: Tensor,
-    D0: Tensor | LayerSchedule,
+    weights: Tensor | LayerSchedule,
+    config: FlowConfig | None = None,
     *,
-    drift: str | Drift = "ou",
-    noise_var: float = 2.0,
-    T: float = 20.0,
-    dt: float = 5e-3,
-    n_paths: int = 1,
-    seed: int = 0,
-    integrator: str = "euler",
-    record_every: int = 1,
-    record_trajectory: bool = False,
-    energy: bool = True,
-    dtype: torch.dtype = torch.float64,
-    chunk_elems: int = DEFAULT_CHUNK_ELEMS,
     progress: Callable[[int, int], None] | None = None,
-    cuda_graph: bool | None = None,
+    **legacy,
 ) -> FlowResult:
     """Integrate the token flow of arXiv 2605.18870 (Eq. 5, Sec. 6), batched over paths.
 
     Args:
         x0: initial tokens on the unit sphere, (n, d) shared by all paths or (P, n, d).
-        D0: initial symmetric head weights (H, d, d) or (P, H, d, d), evolved by
+        weights: initial symmetric head weights D(0), (H, d, d) or (P, H, d, d), evolved by
             dD = f(D, t) dt + sigma dW; or a :class:`LayerSchedule` of general heads
             (e.g. :func:`heads_from_model`), whose energy diagnostics are undefined.
-        drift: ``"ou"``, ``"oscillating"``, ``"frozen"`` or a callable f(D, t).
-        noise_var: sigma^2 of the weight noise (0 for deterministic weights).
-        T, dt: horizon and step; T must be a whole number of steps.
-        integrator: ``"euler"`` (the authors' scheme, left-point Ito sums), ``"heun"``
-            (stochastic Heun) or ``"rk4"`` (deterministic weights only).
-        record_every: record every this many steps, and at T.
-        record_trajectory: also keep the tokens at the recorded times.
-        energy: compute the energy balance (requires symmetric D); False allows general heads.
-        chunk_elems: largest attention-kernel block held in memory.
+        config: a :class:`FlowConfig` (default: ``FlowConfig()``).
         progress: optional callback ``progress(step, n_steps)``.
-        cuda_graph: run the steps as captured CUDA graphs (:mod:`tokengeo.flows.graph`);
-            ``None`` does so when the tokens are on a CUDA device and the run is Euler with a
-            named drift and SDE weights (a deterministic run then gives the eager numbers to
-            rounding; noise is drawn per block, so noisy runs differ in their draws).
-            ``True`` where that does not hold raises; ``False`` never graphs.
 
-    ``dtype=torch.float32`` runs the tokens, weights and kernels in float32 and sums the
-    energy, its balance terms and G^2 in float64 (all recorded series are float64).
+    ``FlowConfig(dtype=torch.float32)`` runs the tokens, weights and kernels in float32 and
+    sums the energy, its balance terms and G^2 in float64 (all recorded series are float64).
     """
-    check_choice("integrator", integrator, list(TABLEAUX))
-    check_choice("dtype", dtype, [torch.float32, torch.float64])
-    n_steps = flow_steps(T, dt)
-    check_number("noise_var", noise_var, positive=True, allow_zero=True)
-    check_int("n_paths", n_paths, lo=1)
-    check_int("record_every", record_every, lo=1)
-    check_int("chunk_elems", chunk_elems, lo=1)
-    check_seed("seed", seed)
+    if legacy:
+        raise ConfigError(LEGACY_HINT.format(names=", ".join(sorted(legacy))))
+    cfg = FlowConfig() if config is None else config
+    if not isinstance(cfg, FlowConfig):
+        raise ConfigError(f"config must be a FlowConfig, not {type(cfg).__name__}")
     if progress is not None and not callable(progress):
         raise ConfigError(f"progress={progress!r} must be a callable progress(step, n_steps)")
-    tableau = TABLEAUX[integrator]
-    n_heads = D0.score.shape[1] if isinstance(D0, LayerSchedule) else _n_heads(D0)
-    n_tokens, d = _token_shape(x0)
-    check_flow_memory(n_paths=n_paths, n_tokens=n_tokens, d=d, n_heads=n_heads,
-                      n_records=n_steps // record_every + 2, trajectory=record_trajectory,
-                      itemsize=dtype.itemsize, chunk_elems=chunk_elems)
-    x = _check_tokens(x0, n_paths, dtype)
-    schedule = D0 if isinstance(D0, LayerSchedule) else None
-    if schedule is not None:
-        if energy:
-            raise ConfigError(
-                "a LayerSchedule has general (non-symmetric) heads, for which the energy is "
-                "undefined; pass energy=False"
-            )
-        schedule = schedule.to(dtype, x.device)
-        if schedule.score.shape[-1] != x.shape[-1]:
-            raise ConfigError(
-                f"the schedule's heads act on d={schedule.score.shape[-1]} but x0 has "
-                f"d={x.shape[-1]}"
-            )
-        if T > schedule.n_layers + 1e-9:
-            raise ConfigError(f"T={T} exceeds the schedule's {schedule.n_layers} layers")
-        D, drift_fn, noise_var = None, None, 0.0
+    x, D, run, graphed = _prepare(x0, weights, cfg)
+    rec = _Recorder(cfg, x)
+    gen = torch.Generator(device=x.device).manual_seed(cfg.seed)
+    if graphed:
+        from tokengeo.flows.graph import graphed_euler_run
+
+        x, D = graphed_euler_run(run.rates, x, D, rec.cum, n_steps=cfg.n_steps, dt=cfg.dt,
+                                 noise_var=run.noise_var, generator=gen,
+                                 record_every=cfg.record_every, record=rec.record,
+                                 progress=progress)
     else:
-        D = _check_weights(D0, n_paths, x.shape[-1], energy, dtype)
-        drift_fn = resolve_drift(drift)
-    if noise_var > 0 and not tableau.allows_noise:
+        x, D = _eager_run(run, x, D, cfg, rec, gen, progress)
+    T = cfg.n_steps * cfg.dt
+    rec.record_eval(T, run.evaluate(x, D, T, ito=False), x, D)
+    return rec.result(x, D, config=_config_dict(cfg, run, x, D, graphed))
+
+
+def _prepare(x0, weights, cfg: FlowConfig) -> tuple[Tensor, Tensor | None, _Run, bool]:
+    """Checked tokens (P, n, d), weights (P, H, d, d) or None (a schedule), the right-hand
+    side and whether the steps run as CUDA graphs."""
+    n_heads = weights.score.shape[1] if isinstance(weights, LayerSchedule) else _n_heads(weights)
+    n_tokens, d = _token_shape(x0)
+    check_flow_memory(n_paths=cfg.n_paths, n_tokens=n_tokens, d=d, n_heads=n_heads,
+                      n_records=cfg.n_steps // cfg.record_every + 2,
+                      trajectory=cfg.record_trajectory, itemsize=cfg.dtype.itemsize,
+                      chunk_elems=cfg.chunk_elems)
+    x = _check_tokens(x0, cfg.n_paths, cfg.dtype)
+    if isinstance(weights, LayerSchedule):
+        schedule, D, drift_fn, noise_var = _check_schedule(weights, cfg, x), None, None, 0.0
+    else:
+        schedule, noise_var = None, cfg.noise_var
+        D = _check_weights(weights, cfg.n_paths, x.shape[-1], cfg.energy, cfg.dtype)
+        drift_fn = resolve_drift(cfg.drift)
+    if noise_var > 0 and not TABLEAUX[cfg.integrator].allows_noise:
         raise ConfigError(
-            f"integrator={integrator!r} is for deterministic weights; use 'euler' or 'heun' "
+            f"integrator={cfg.integrator!r} is for deterministic weights; use 'euler' or 'heun' "
             f"with noise_var={noise_var} > 0"
         )
-    graphable = (x.device.type == "cuda" and integrator == "euler" and schedule is None
-                 and isinstance(drift, str) and energy)
-    if cuda_graph and not graphable:
+    graphable = (x.device.type == "cuda" and cfg.integrator == "euler" and schedule is None
+                 and isinstance(cfg.drift, str) and cfg.energy)
+    if cfg.cuda_graph and not graphable:
         raise ConfigError("cuda_graph=True needs tokens and weights on a CUDA device, "
                           "integrator='euler', a named drift and energy=True; pass "
                           "cuda_graph=None to graph only where it applies")
-    graphed = graphable if cuda_graph is None else bool(cuda_graph)
-    run = _Run(drift_fn, schedule, n_paths, energy, noise_var, chunk_elems, trusted=graphed)
-    gen = torch.Generator(device=x.device).manual_seed(seed)
-    sigma = math.sqrt(noise_var)
-    rec: dict[str, list[Tensor]] = {k: [] for k in ("t", "E", "G2", "cum", "x")}
-    # (P, 4)  dE_int, ito_int, G2_int, mart_int, summed in float64 whatever the dtype
-    cum = x.new_zeros(n_paths, 4, dtype=torch.float64)
+    graphed = graphable if cfg.cuda_graph is None else bool(cfg.cuda_graph)
+    run = _Run(drift_fn, schedule, cfg.n_paths, cfg.energy, noise_var, cfg.chunk_elems,
+               trusted=graphed)
+    return x, D, run, graphed
 
-    def record(t: float, E: Tensor | None, g2: Tensor, finite: bool, cum_now: Tensor,
-               x_now: Tensor) -> None:
+
+def _check_schedule(schedule: LayerSchedule, cfg: FlowConfig, x: Tensor) -> LayerSchedule:
+    """The schedule in the tokens' dtype and device, checked against them and T."""
+    if cfg.energy:
+        raise ConfigError(
+            "a LayerSchedule has general (non-symmetric) heads, for which the energy is "
+            "undefined; pass energy=False"
+        )
+    if cfg.record_weights:
+        raise ConfigError("record_weights keeps SDE weights D(t); a LayerSchedule's weights "
+                          "are its layers (schedule.score, schedule.value): pass "
+                          "record_weights=False")
+    schedule = schedule.to(cfg.dtype, x.device)
+    if schedule.score.shape[-1] != x.shape[-1]:
+        raise ConfigError(
+            f"the schedule's heads act on d={schedule.score.shape[-1]} but x0 has "
+            f"d={x.shape[-1]}"
+        )
+    if cfg.T > schedule.n_layers + 1e-9:
+        raise ConfigError(f"T={cfg.T} exceeds the schedule's {schedule.n_layers} layers")
+    return schedule
+
+
+def _eager_run(run: _Run, x: Tensor, D: Tensor | None, cfg: FlowConfig, rec: _Recorder,
+               gen: torch.Generator, progress) -> tuple[Tensor, Tensor | None]:
+    """The step loop on the host (CPU, or CUDA not graphed); returns the final (x, D)."""
+    tableau, sigma, n_steps = TABLEAUX[cfg.integrator], math.sqrt(run.noise_var), cfg.n_steps
+    for k in range(n_steps):
+        t = k * cfg.dt
+        noise = None
+        if D is not None and run.noise_var > 0:
+            noise = sigma * symmetric_increment(D.shape, cfg.dt, gen, dtype=cfg.dtype,
+                                                device=x.device)
+        x_new, D_new, quad, ev0 = rk_step(run.rates, x, D, t, cfg.dt, tableau, noise)
+        if k % cfg.record_every == 0:
+            rec.record_eval(t, ev0, x, D)
+        rec.cum[:, :3] += quad
+        if cfg.energy and noise is not None:
+            rec.cum[:, 3] += (noise * ev0.moment).sum((1, 2, 3))
+        x, D = x_new, D_new
+        if progress is not None:
+            progress(k + 1, n_steps)
+    return x, D
+
+
+class _Recorder:
+    """The recorded series of one run, and the running balance sums ``cum`` (P, 4):
+    dE_int, ito_int, G2_int, mart_int, summed in float64 whatever the dtype."""
+
+    def __init__(self, cfg: FlowConfig, x: Tensor) -> None:
+        self.cfg = cfg
+        self.rec: dict[str, list[Tensor]] = {k: [] for k in ("t", "E", "G2", "cum", "x", "D")}
+        self.cum = x.new_zeros(cfg.n_paths, 4, dtype=torch.float64)
+
+    def record(self, t: float, E: Tensor | None, g2: Tensor, finite: bool, cum_now: Tensor,
+               x_now: Tensor, D_now: Tensor | None = None) -> None:
         if not finite:
             raise ConfigError(
                 f"the flow became non-finite at t={t:.4g}: exp(<x_i, B x_j>) overflows; use "
                 "float64, smaller weights or a smaller dt"
             )
+        rec = self.rec
         rec["t"].append(torch.tensor(t, dtype=torch.float64))
-        rec["E"].append(E if energy else torch.full_like(g2, math.nan))
+        rec["E"].append(E if self.cfg.energy else torch.full_like(g2, math.nan))
         rec["G2"].append(g2)
         rec["cum"].append(cum_now.clone())
-        if record_trajectory:
+        if self.cfg.record_trajectory:
             rec["x"].append(x_now.clone())
+        if self.cfg.record_weights:
+            rec["D"].append(D_now.clone())
 
-    def record_eval(t: float, ev: FieldEval) -> None:
-        record(t, ev.energy, ev.g2, bool(torch.isfinite(ev.velocity).all()), cum, x)
+    def record_eval(self, t: float, ev: FieldEval, x: Tensor, D: Tensor | None) -> None:
+        self.record(t, ev.energy, ev.g2, bool(torch.isfinite(ev.velocity).all()), self.cum, x,
+                    D)
 
-    if graphed:
-        from tokengeo.flows.graph import graphed_euler_run
+    def result(self, x: Tensor, D: Tensor | None, *, config: dict) -> FlowResult:
+        rec, energy = self.rec, self.cfg.energy
+        cum = torch.stack(rec["cum"], dim=1)  # (P, R, 4)
+        E = torch.stack(rec["E"], dim=1)  # (P, R)
+        dE_int, ito_int, G2_int, mart_int = cum.unbind(-1)
+        if not energy:
+            mart_int = torch.full_like(mart_int, math.nan)
+        residual = (E - E[:, :1]) - (dE_int + ito_int - G2_int + mart_int)
+        return FlowResult(
+            t=torch.stack(rec["t"]), E=E, G2=torch.stack(rec["G2"], dim=1), dE_int=dE_int,
+            ito_int=ito_int, G2_int=G2_int, mart_int=mart_int, residual=residual,
+            energy_defined=energy, x_final=x,
+            x=torch.stack(rec["x"], dim=1) if self.cfg.record_trajectory else None,
+            weights=D,
+            weight_path=torch.stack(rec["D"], dim=1) if self.cfg.record_weights else None,
+            config=config,
+        )
 
-        x, D = graphed_euler_run(run.rates, x, D, cum, n_steps=n_steps, dt=dt,
-                                 noise_var=noise_var, generator=gen,
-                                 record_every=record_every, record=record, progress=progress)
-    for k in range(n_steps if not graphed else 0):  # the eager loop (CPU, or not graphed)
-        t = k * dt
-        noise = None
-        if D is not None and noise_var > 0:
-            noise = sigma * symmetric_increment(D.shape, dt, gen, dtype=dtype, device=x.device)
-        x_new, D_new, quad, ev0 = rk_step(run.rates, x, D, t, dt, tableau, noise)
-        if k % record_every == 0:
-            record_eval(t, ev0)
-        cum[:, :3] += quad
-        if energy and noise is not None:
-            cum[:, 3] += (noise * ev0.moment).sum((1, 2, 3))
-        x, D = x_new, D_new
-        if progress is not None:
-            progress(k + 1, n_steps)
-    record_eval(n_steps * dt, run.evaluate(x, D, n_steps * dt, ito=False))
-    return _result(rec, energy, x, D, config=dict(
-        drift=drift if isinstance(drift, str) else getattr(drift, "__name__", "callable"),
-        noise_var=noise_var, T=T, dt=dt, n_steps=n_steps, n_paths=n_paths, seed=seed,
-        integrator=integrator, record_every=record_every, dtype=str(dtype).split(".")[-1],
+
+def _config_dict(cfg: FlowConfig, run: _Run, x: Tensor, D: Tensor | None,
+                 graphed: bool) -> dict[str, Any]:
+    """The run's settings as recorded in :attr:`FlowResult.config` (JSON-able)."""
+    drift = cfg.drift if isinstance(cfg.drift, str) else getattr(cfg.drift, "__name__",
+                                                                 "callable")
+    schedule = run.schedule
+    return dict(
+        drift=drift, noise_var=run.noise_var, T=cfg.T, dt=cfg.dt, n_steps=cfg.n_steps,
+        n_paths=cfg.n_paths, seed=cfg.seed, integrator=cfg.integrator,
+        record_every=cfg.record_every, dtype=str(cfg.dtype).split(".")[-1],
         n_tokens=x.shape[1], d=x.shape[2],
-        n_heads=(schedule.score.shape[1] if schedule is not None else D.shape[1]),
+        n_heads=schedule.score.shape[1] if schedule is not None else D.shape[1],
         weights="schedule" if schedule is not None else "sde", cuda_graph=graphed,
-    ), trajectory=record_trajectory)
-
-
-def _result(
-    rec, energy: bool, x: Tensor, D: Tensor | None, *, config, trajectory: bool
-) -> FlowResult:
-    cum = torch.stack(rec["cum"], dim=1)  # (P, R, 4)
-    E = torch.stack(rec["E"], dim=1)  # (P, R)
-    dE_int, ito_int, G2_int, mart_int = cum.unbind(-1)
-    if not energy:
-        mart_int = torch.full_like(mart_int, math.nan)
-    residual = (E - E[:, :1]) - (dE_int + ito_int - G2_int + mart_int)
-    return FlowResult(
-        t=torch.stack(rec["t"]),
-        E=E,
-        G2=torch.stack(rec["G2"], dim=1),
-        dE_int=dE_int,
-        ito_int=ito_int,
-        G2_int=G2_int,
-        mart_int=mart_int,
-        residual=residual,
-        energy_defined=energy,
-        x_final=x,
-        x=torch.stack(rec["x"], dim=1) if trajectory else None,
-        weights=D,
-        config=config,
     )

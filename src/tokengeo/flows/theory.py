@@ -30,7 +30,7 @@ from torch import Tensor
 
 from tokengeo.errors import ConfigError
 from tokengeo.flows.fits import Estimate, loglog_ols
-from tokengeo.flows.simulate import simulate
+from tokengeo.flows.simulate import FlowConfig, simulate
 from tokengeo.flows.weights import resolve_drift, symmetric_increment
 
 
@@ -107,7 +107,8 @@ def dt_convergence(x0: Tensor, D0: Tensor, *, drift: str, dts: list[float], T: f
         raise ConfigError("dt_convergence needs at least 3 values of dt")
     res, rel = [], []
     for dt in dts:
-        r = simulate(x0, D0, drift=drift, noise_var=0.0, T=T, dt=dt, record_every=10**7)
+        r = simulate(x0, D0, FlowConfig(drift=drift, noise_var=0.0, T=T, dt=dt,
+                                        record_every=10**7))
         res.append(float(r.residual[0, -1]))
         rel.append(abs(res[-1]) / float(r.G2_int[0, -1]))
     diffs = [abs(a - b) for a, b in zip(res, res[1:], strict=False)]
@@ -139,8 +140,9 @@ def _stability(x_starts: Tensor, D_starts: Tensor, path: Tensor, *, what: str,
                sizes: list[float], n_dir: int, T: float, dt: float, record_every: int
                ) -> Stability:
     P = x_starts.shape[0]  # 1 reference + len(sizes) * n_dir perturbed starts
-    r = simulate(x_starts, D_starts, drift=PathDrift(path, dt), noise_var=0.0, T=T, dt=dt,
-                 n_paths=P, record_every=record_every, record_trajectory=True)
+    config = FlowConfig(drift=PathDrift(path, dt), noise_var=0.0, T=T, dt=dt, n_paths=P,
+                        record_every=record_every, record_trajectory=True)
+    r = simulate(x_starts, D_starts, config)
     dist = _max_distance(r.x[1:], r.x[0]).reshape(len(sizes), n_dir).cpu()  # (sizes, dirs)
     gap = (r.E[1:, -1] - r.E[0, -1]).abs().reshape(len(sizes), n_dir).cpu()
     slopes = [loglog_ols(sizes, dist[:, j].tolist())[0].value for j in range(n_dir)]

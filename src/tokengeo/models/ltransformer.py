@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import nn
@@ -54,13 +53,6 @@ class LTransformerConfig(EncoderConfig):
     p: int = 4
     transform: str = "dct"
     alpha: str = "identity"
-
-    # Fields of older versions: a saved config carrying one still loads (the field is
-    # dropped, see ``model_from_config``); passing one as an option is an error saying why.
-    REMOVED_FIELDS: ClassVar[dict[str, str]] = {
-        "slice_mode": "slices always run batched (both modes computed the same function); "
-                      "the slice-after-slice timing lives in benchmarks/ltransformer.py",
-    }
 
     @property
     def d_slice(self) -> int:

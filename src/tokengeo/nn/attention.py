@@ -1,7 +1,7 @@
 """Multi-head self-attention whose heads may be attention, Laplacian or learnt mixtures.
 
 Head ``h`` outputs ``a_h V + b_h P V`` (Zhang & Papyan, arXiv 2602.09297, Eq. 2 with
-P replaced by I − P for Laplacian heads; :class:`~tokengeo.nn.heads.HeadKinds`):
+P replaced by I − P for Laplacian heads; :class:`~tokengeo.nn.heads.HeadMixer`):
 
 * attention  (a, b) = (0, 1):   P V
 * laplacian  (a, b) = (1, −1):  (I − P) V = V − P V, the random-walk graph Laplacian of
@@ -10,10 +10,10 @@ P replaced by I − P for Laplacian heads; :class:`~tokengeo.nn.heads.HeadKinds`
 
 The maths, read top to bottom, is :mod:`tokengeo.nn.reference`; here
 :meth:`HeadAttention.attend` computes the same with a fused kernel chosen once per input
-signature (:mod:`tokengeo.nn.laplacian_sdpa`): a Laplacian head costs one subtraction and
-never builds the T×T matrix I − P. When the pattern is hooked it materialises P, shows it
-to the hook and uses what the hook returns (TransformerLens semantics: an edited pattern is
-the one applied to V).
+signature from the kernel table (:mod:`tokengeo.nn.kernels`): a Laplacian head costs one
+subtraction and never builds the T×T matrix I − P. When the pattern is hooked it
+materialises P, shows it to the hook and uses what the hook returns (TransformerLens
+semantics: an edited pattern is the one applied to V).
 """
 
 from __future__ import annotations
@@ -26,16 +26,10 @@ from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
-from tokengeo.nn.compiled import compiling, keep_only_attention
 from tokengeo.nn.config import BlockConfig
-from tokengeo.nn.heads import HeadKinds
-from tokengeo.nn.laplacian_sdpa import (
-    KERNELS,
-    KernelPlan,
-    autocast_inputs,
-    plan_kernel,
-    run_plan,
-)
+from tokengeo.nn.heads import HeadMixer
+from tokengeo.nn.kernels.checkpointed import compiling, keep_only_attention
+from tokengeo.nn.kernels.table import Call, Plan, autocast_inputs, check_kernel_name, plan_kernel
 from tokengeo.nn.reference import attention_pattern, attention_reference
 
 __all__ = ["ATTENTION_HOOKS", "HeadAttention", "MultiHeadAttention", "attention_pattern",
@@ -72,20 +66,15 @@ def build_attn_mask(
     return (tril & keep[:, None, None, :]) | eye, False  # (B, 1, T, T)
 
 
-def _mask_signature(attn_mask: torch.Tensor | None) -> tuple | None:
-    if attn_mask is None:
-        return None
-    return attn_mask.dtype, attn_mask.requires_grad, attn_mask.device
+class HeadAttention(HeadMixer):
+    """Head kinds plus the kernel that computes them, chosen once per input signature.
 
-
-class HeadAttention(HeadKinds):
-    """Head kinds plus the choice of kernel that computes them, made once per module.
-
-    :meth:`attend` gives the per-head outputs ``z = a V + b P V``. Its kernel
-    (:func:`~tokengeo.nn.laplacian_sdpa.plan_kernel`) is chosen the first time the module
-    sees an input signature (device, dtype, shape, mask kind, causality, dropout, autocast,
-    packed or not) and kept, so a call costs a dictionary lookup, not a planning step.
-    ``kernel`` (``auto``, ``lean``, ``compose``, ``triton``) is the benchmark's handle on it.
+    :meth:`plan` takes the kernel from :data:`~tokengeo.nn.kernels.TABLE` the first time
+    the module sees an input signature (device, dtype, shape, mask kind, causality,
+    dropout, autocast, packed or not, hooks, learning coefficients) and keeps it, so a call
+    costs a dictionary lookup, not a planning step; :meth:`attend` runs it. ``kernel``: a
+    name in :data:`~tokengeo.nn.kernels.KERNELS` (``auto``, ``sdpa``,
+    ``checkpointed_compose``, ``triton``, ``in_place``, ``recompute``, ``compose``).
     """
 
     def __init__(self, *args, kernel: str = "auto", **kwargs) -> None:
@@ -93,66 +82,84 @@ class HeadAttention(HeadKinds):
         self.set_kernel(kernel)
 
     def set_kernel(self, kernel: str) -> None:
-        """Choose the kernel by name (see :data:`~tokengeo.nn.laplacian_sdpa.KERNELS`)."""
-        if kernel not in KERNELS:
-            raise ConfigError(f"kernel={kernel!r} is not valid; choose one of {list(KERNELS)}")
+        """Choose the kernel by name (see :data:`~tokengeo.nn.kernels.KERNELS`)."""
+        check_kernel_name(kernel)
         self.kernel = kernel
-        self._plans: dict[tuple, KernelPlan] = {}
+        self._plans: dict[tuple, Plan] = {}
 
-    def attend(
+    def plan(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
-        edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        qkv: torch.Tensor | None = None, z_watched: bool = False,
-    ) -> torch.Tensor:
-        """Per-head outputs z = a V + b P V; q, k, v and z are (N, T, H, Dh).
+        qkv: torch.Tensor | None = None, hooked: bool = False,
+    ) -> Plan:
+        """The kernel for q, k, v (N, H, T, Dh), already in the compute dtype.
 
-        ``edit_pattern``: P (N, H, T, T) is materialised and what ``edit_pattern(P)``
-        returns multiplies V (after attention dropout), so a hook that replaces the pattern
-        changes the output. ``qkv``: the (N, T, 3, H, Dh) tensor q, k, v are ``unbind(2)``
-        of, when nothing watches their gradients (one gradient written for it).
-        ``z_watched``: a hook sees z and may edit it in place, so z is not the buffer the
-        lean kernel saves for its backward.
-        """
-        qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (N, H, T, Dh)
-        if edit_pattern is not None:
-            pattern = edit_pattern(attention_pattern(qh, kh, attn_mask, is_causal))
-            pv = (F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern) @ vh
-            return self.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
-        if not self.uses_values() or (self.mix_coef is not None and self.mix_coef.dim() == 3):
-            pv = F.scaled_dot_product_attention(  # standard heads, or per-slice mixed (a, b)
-                qh, kh, vh, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
-            return self.combine(v, pv.transpose(1, 2))  # (N, T, H, Dh)
-        a, b = self.head_coefficients()  # (H,) each
-        qh, kh, vh, attn_mask = autocast_inputs(qh, kh, vh, attn_mask)
-        if self.kernel == "auto" and compiling():  # one graph: see tokengeo.nn.compiled
-            return run_plan(KernelPlan("compose", self.head_runs), qh, kh, vh, a, b,
-                            attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p,
-                            scale=None)
-        packed = qkv is not None and qkv.requires_grad and qkv.dtype == qh.dtype
-        grad = torch.is_grad_enabled()
-        coef_grad = a.requires_grad or b.requires_grad
-        key = (qh.device, qh.dtype, qh.shape, _mask_signature(attn_mask), is_causal,
-               dropout_p > 0, packed, z_watched and grad, coef_grad)
+        ``qkv``: the (N, T, 3, H, Dh) tensor q, k, v are views of, when nothing watches
+        their gradients; ``hooked``: a hook sees z or P."""
+        packed = qkv is not None and qkv.requires_grad and qkv.dtype == q.dtype
+        hooked = hooked and torch.is_grad_enabled()  # (each read only where it matters)
+        mix = self.mix_coef
+        coef_grad = mix is not None and mix.requires_grad and torch.is_grad_enabled()
+        if compiling():  # planned while tracing: the graph keeps the choice, no cache
+            return plan_kernel(Call(q, k, v, self.head_runs, attn_mask, is_causal, dropout_p,
+                                    None, packed, coef_grad, mix is not None and mix.dim() == 3,
+                                    hooked), self.kernel)
+        mask = None if attn_mask is None else (  # its kind, not its values
+            attn_mask.dtype, attn_mask.requires_grad, attn_mask.device)
+        key = (q.device, q.dtype, q.shape, mask, is_causal, dropout_p > 0, packed, hooked,
+               coef_grad)
         plan = self._plans.get(key)
         if plan is None:
             if len(self._plans) >= MAX_PLANS:  # e.g. decoding, one length after another
                 self._plans.clear()
-            kernel = "compose" if z_watched and grad else self.kernel
-            plan = self._plans[key] = plan_kernel(
-                qh, kh, vh, runs=self.head_runs, attn_mask=attn_mask, is_causal=is_causal,
-                dropout_p=dropout_p, kernel=kernel, packed=packed, coef_grad=coef_grad)
-        return run_plan(plan, qh, kh, vh, a, b, attn_mask=attn_mask, is_causal=is_causal,
-                        dropout_p=dropout_p, scale=None, qkv=qkv if plan.packed else None)
+            call = Call(q, k, v, self.head_runs, attn_mask, is_causal, dropout_p, None,
+                        packed, coef_grad, mix is not None and mix.dim() == 3, hooked)
+            plan = self._plans[key] = plan_kernel(call, self.kernel)
+        return plan
 
+    def attend(
+        self, plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
+        attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
+        edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        qkv: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Per-head outputs z = a V + b P V (N, T, H, Dh) of q, k, v (N, H, T, Dh).
 
-    def compiled_lean(self, edit_pattern, z_watched: bool) -> bool:
-        """Whether to run the attention and its projection under
-        :func:`~tokengeo.nn.compiled.keep_only_attention`: torch.compile is tracing,
-        ``kernel="auto"``, some head reads V, a backward will follow, and no hook sees P or
-        z (they need the tensors the checkpointing would drop)."""
-        return (self.kernel == "auto" and compiling() and torch.is_grad_enabled()
-                and edit_pattern is None and not z_watched and self.uses_values())
+        ``edit_pattern``: P (N, H, T, T) is materialised and what ``edit_pattern(P)``
+        returns multiplies V (after attention dropout), so a hook that replaces the pattern
+        changes the output. ``qkv``: as in :meth:`plan`."""
+        if edit_pattern is not None:
+            pattern = edit_pattern(attention_pattern(q, k, attn_mask, is_causal))
+            pv = (F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern) @ v
+            return self.combine(v.transpose(1, 2), pv.transpose(1, 2))  # (N, T, H, Dh)
+        a, b = self.head_coefficients()  # (H,) each, or (p, H) per slice
+        return plan.kernel.run(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, None,
+                               qkv if plan.packed else None)
+
+    def attend_project(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out_shape: tuple[int, ...],
+        *, qkv: torch.Tensor | None,
+        attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
+        edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        hook_z: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """``self.proj(z.reshape(out_shape))`` for z of q, k, v (N, T, H, Dh): planned,
+        hooked (``hook_z`` sees z and may replace it) and, where the plan says so, inside
+        selective checkpointing (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`)."""
+        qh, kh, vh, attn_mask = autocast_inputs(  # (N, H, T, Dh) each
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask)
+        plan = self.plan(qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
+                         dropout_p=dropout_p, qkv=qkv,
+                         hooked=edit_pattern is not None or hook_z is not None)
+
+        def run(qh, kh, vh):
+            z = self.attend(plan, qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
+                            dropout_p=dropout_p, edit_pattern=edit_pattern, qkv=qkv)
+            return self.proj((z if hook_z is None else hook_z(z)).reshape(out_shape))
+
+        if plan.kernel.checkpoints:
+            return keep_only_attention(run, qh, kh, vh)
+        return run(qh, kh, vh)
 
 
 def active(point: HookPoint) -> bool:
@@ -203,21 +210,11 @@ class MultiHeadAttention(HeadAttention):
             q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
             qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
-        dropout_p = self.attn_dropout if self.training else 0.0
-        edit = self.hook_pattern if active(self.hook_pattern) else None
-        z_watched = active(self.hook_z)
-
-        def attend_project(q, k, v):  # (B, T, H, Dh) each -> (B, T, d)
-            z = self.attend(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                            dropout_p=dropout_p, edit_pattern=edit, qkv=qkv,
-                            z_watched=z_watched)  # (B, T, H, Dh)
-            if z_watched:
-                z = self.hook_z(z)
-            return self.proj(z.reshape(B, T, D))
-
-        if self.compiled_lean(edit, z_watched):
-            return self.proj_drop(keep_only_attention(attend_project, q, k, v))
-        return self.proj_drop(attend_project(q, k, v))
+        return self.proj_drop(self.attend_project(
+            q, k, v, (B, T, D), qkv=qkv, attn_mask=attn_mask,
+            is_causal=is_causal, dropout_p=self.attn_dropout if self.training else 0.0,
+            edit_pattern=self.hook_pattern if active(self.hook_pattern) else None,
+            hook_z=self.hook_z if active(self.hook_z) else None))
 
     def extra_repr(self) -> str:
         counts = {k: self.head_kinds.count(k) for k in dict.fromkeys(self.head_kinds)}

@@ -8,9 +8,9 @@ Laplacian in every layer.
 This module is the one home of the head vocabulary (:data:`ATTENTION`, :data:`LAPLACIAN`,
 :data:`MIXED`, :data:`FIXED`), of each kind's coefficients (a, b) in ``z = a·V + b·P V``, of
 the head choice and its rules (:class:`HeadSpec`), and of the per-head module state and its fast
-``combine(v, pv)`` (:class:`HeadKinds`). tokengeo's attention, the L-Transformer's attention,
+``combine(v, pv)`` (:class:`HeadMixer`). tokengeo's attention, the L-Transformer's attention,
 the Hugging Face adapter (:mod:`tokengeo.models.hf`) and the kernels
-(:mod:`tokengeo.nn.laplacian_sdpa`) all read them from here. The readable formula
+(:mod:`tokengeo.nn.kernels`) all read them from here. The readable formula
 ``z = a·V + b·P V`` is :func:`tokengeo.nn.reference.mix_heads`.
 
 Rules of a head choice (:meth:`HeadSpec.parse`): ``n_laplacian`` is an int in [0, H] (the
@@ -25,8 +25,8 @@ path from attention to the Laplacian); ``coefficients`` goes with that kind only
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -265,9 +265,19 @@ def check_head_kinds(kinds: Sequence[str], n_heads: int) -> tuple[str, ...]:
 class HeadRuns:
     """Maximal runs of consecutive heads of one kind: ``((start, stop, kind), ...)``; the
     kernels work run by run (one op per run, not per head), or on whole tensors when the
-    runs are of several fixed kinds (:mod:`tokengeo.nn.laplacian_kernel`)."""
+    runs are of several fixed kinds (:mod:`tokengeo.nn.kernels.in_place`)."""
 
     runs: tuple[tuple[int, int, str], ...]
+    # derived once here, not cached on first use: a lazily cached property takes a lock,
+    # which torch.compile cannot trace
+    mixed: tuple[tuple[int, int], ...] = field(init=False, compare=False, repr=False)
+    all_attention: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        mixed = tuple((h0, h1) for h0, h1, kind in self.runs if kind == MIXED)
+        object.__setattr__(self, "mixed", mixed)
+        object.__setattr__(self, "all_attention",
+                           all(kind == ATTENTION for *_, kind in self.runs))
 
     @classmethod
     def of(cls, head_kinds: Sequence[str]) -> HeadRuns:
@@ -277,17 +287,9 @@ class HeadRuns:
     def n_heads(self) -> int:
         return self.runs[-1][1] if self.runs else 0
 
-    @cached_property
-    def mixed(self) -> tuple[tuple[int, int], ...]:
-        return tuple((h0, h1) for h0, h1, kind in self.runs if kind == MIXED)
-
     def mixed_position(self, h: int) -> int:
         """Index of mixed head ``h`` among the mixed heads."""
         return sum(min(h1, h) - h0 for h0, h1 in self.mixed if h0 < h)
-
-    @cached_property
-    def all_attention(self) -> bool:
-        return all(kind == ATTENTION for *_, kind in self.runs)
 
     @property
     def uses_values(self) -> bool:
@@ -354,7 +356,7 @@ def freeze_mixed_heads(module: nn.Module, coefficients: Any) -> int:
     a, b = check_coefficients(coefficients, "coefficients")
     count = 0
     for m in module.modules():
-        if isinstance(m, HeadKinds) and m.mix_coef is not None:
+        if isinstance(m, HeadMixer) and m.mix_coef is not None:
             with torch.no_grad():
                 m.mix_coef[..., 0].fill_(a)
                 m.mix_coef[..., 1].fill_(b)
@@ -366,7 +368,7 @@ def freeze_mixed_heads(module: nn.Module, coefficients: Any) -> int:
     return count
 
 
-class HeadKinds(nn.Module):
+class HeadMixer(nn.Module):
     """The kinds of H heads as module state, and their output ``a_h V + b_h P V``.
 
     Head h outputs a_h V + b_h P V (Zhang & Papyan, arXiv 2602.09297, Eq. 2 with P replaced
@@ -450,3 +452,14 @@ class HeadKinds(nn.Module):
         if self.n_laplacian == self.n_heads:
             return v - pv
         return torch.where(self.laplacian_mask.view(-1, 1), v - pv, pv)
+
+
+RENAMED = {"HeadKinds": "HeadMixer"}
+"""Old public names of this module and their new ones."""
+
+
+def __getattr__(name: str):
+    """An old public name raises one line naming the new one."""
+    if name in RENAMED:
+        raise ImportError(f"tokengeo.nn.heads.{name} was renamed {RENAMED[name]}")
+    raise AttributeError(f"module 'tokengeo.nn.heads' has no attribute {name!r}")

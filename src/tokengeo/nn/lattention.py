@@ -30,7 +30,6 @@ from torch import nn
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint
 from tokengeo.nn.attention import ATTENTION_HOOKS, HeadAttention, active, build_attn_mask
-from tokengeo.nn.compiled import keep_only_attention
 from tokengeo.nn.config import SliceBlockConfig
 from tokengeo.nn.lproduct import Affine, SliceLinear
 
@@ -101,21 +100,16 @@ class LMultiHeadAttention(HeadAttention):
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         if attn_mask is not None:
             attn_mask = attn_mask.repeat(P, 1, 1, 1)  # (P·B, 1, 1 or T, T), slice-major
-        dropout_p = self.attn_dropout if self.training else 0.0
-        edit = self._edit_pattern if active(self.hook_pattern) else None
-        z_watched = active(self.hook_z)
+        return self.proj_drop(self.attend_project(
+            q, k, v, (P, B, T, self.d_slice), qkv=qkv,
+            attn_mask=attn_mask, is_causal=is_causal,
+            dropout_p=self.attn_dropout if self.training else 0.0,
+            edit_pattern=self._edit_pattern if active(self.hook_pattern) else None,
+            hook_z=self._hook_z if active(self.hook_z) else None))
 
-        def attend_project(q, k, v):  # (P·B, T, H, Dh) each -> (P, B, T, d_s)
-            z = self.attend(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                            dropout_p=dropout_p, edit_pattern=edit, qkv=qkv,
-                            z_watched=z_watched)  # (P·B, T, H, Dh)
-            if z_watched:
-                z = self._hook(self.hook_z, z)
-            return self.proj(z.reshape(P, B, T, self.d_slice))
-
-        if self.compiled_lean(edit, z_watched):
-            return self.proj_drop(keep_only_attention(attend_project, q, k, v))
-        return self.proj_drop(attend_project(q, k, v))
+    def _hook_z(self, z: torch.Tensor) -> torch.Tensor:
+        """Show z (p·B, T, H, Dh) to ``hook_z`` as (B, T, p·H, Dh); use what it returns."""
+        return tokens_to_heads(self.hook_z(heads_to_tokens(z, self.p)), self.p)
 
     def _hook(self, point: HookPoint, t: torch.Tensor) -> torch.Tensor:
         """Show ``t`` (p·B, T, H, Dh) to ``point`` as (B, T, p·H, Dh); a no-op when unhooked."""

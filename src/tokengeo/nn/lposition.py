@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
-from tokengeo.nn.compiled import compiling
+from tokengeo.nn.kernels.checkpointed import compiling
 
 ALPHAS = ("identity", "linear", "harmonic", "exponential", "learnable")
 

@@ -12,7 +12,7 @@ values) and a learnt pair for a mixed head (:mod:`tokengeo.nn.heads`). The per-h
 are then concatenated and projected, as in any multi-head attention.
 
 Everything here materialises P, in float64 if asked, and is slow on purpose: it is what
-the fast paths (:mod:`tokengeo.nn.laplacian_sdpa`, ``HeadKinds.combine``, the Hugging Face
+the fast paths (:mod:`tokengeo.nn.kernels`, ``HeadMixer.combine``, the Hugging Face
 swap) are tested against, values and gradients.
 """
 

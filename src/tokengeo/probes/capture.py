@@ -40,7 +40,7 @@ def hook_sites(model: nn.Module, *, ungroup_kv: bool = False) -> dict[str, HookS
         return hf_hook_sites(model, ungroup_kv=ungroup_kv)
     raise ConfigError(
         f"{type(model).__name__} has no hook points: use a tokengeo model or a supported "
-        "Hugging Face model (see tokengeo.models.hf_families.FAMILIES)"
+        "Hugging Face model (see tokengeo.models.hf.families.FAMILIES)"
     )
 
 

@@ -1,5 +1,5 @@
 """TransformerLens-style hook sites on Hugging Face models (every family in the table of
-:mod:`tokengeo.models.hf_families`: BERT-likes, ViT, GPT-2, Llama, Mistral, Qwen, Gemma, Phi,
+:mod:`tokengeo.models.hf.families`: BERT-likes, ViT, GPT-2, Llama, Mistral, Qwen, Gemma, Phi,
 GPT-NeoX, OPT, OLMo, ...).
 
 :func:`hf_hook_sites` gives a Hugging Face model the names tokengeo models have, so
@@ -48,7 +48,7 @@ from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import ActivationFn, HookSite
-from tokengeo.models.hf_families import (
+from tokengeo.models.hf.families import (
     Family,
     HeadShape,
     family_of,

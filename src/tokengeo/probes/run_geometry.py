@@ -120,6 +120,7 @@ def classification_geometry(model, task, split: str, max_examples: int) -> dict:
             "nc1": nc.nc1, "nc2_etf_error": nc.nc2_etf_error, "ncc_accuracy": nc.ncc_accuracy,
             "nc2_equinorm": nc.nc2_equinorm, "nc2_max_angle": nc.nc2_max_angle,
             "components_99": spec.n_components_99, "decay_alpha": spec.decay_alpha,
+            "components_99_interp": spec.components_99_interp,
             "components_99_per_image": per_item_components(h, 0.99),  # images are unpadded
             "n_examples": int(h.shape[0]),
         }

@@ -203,7 +203,7 @@ def _hf_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]:
 
 def _hf_maps(model: nn.Module) -> list[LayerMaps]:
     from tokengeo.models.hf import attention_sites
-    from tokengeo.models.hf_families import family_of
+    from tokengeo.models.hf.families import family_of
 
     family = family_of(model, "head_smoothing")
     base = model.base_model

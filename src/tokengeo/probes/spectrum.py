@@ -39,6 +39,7 @@ class SpectralDecay:
     decay_alpha: float  # lambda_k ~ k^-alpha
     fit_r2: float
     n_samples: int
+    components_99_interp: float = float("nan")  # the continuous count (interpolated_count)
 
 
 def _flatten(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -47,6 +48,19 @@ def _flatten(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if x.dim() != 2:
         raise ConfigError(f"expected features (N, D) or tokens (N, T, D), got {tuple(x.shape)}")
     return x
+
+
+def interpolated_count(ratio: torch.Tensor, threshold: float = 0.99) -> float:
+    """The component count at which the cumulative explained variance reaches
+    ``threshold``, interpolated linearly between integers: with ``c_K = sum_{k<=K} r_k``
+    and ``K`` the integer count (the first ``c_K >= threshold``),
+    ``K - 1 + (threshold - c_{K-1}) / r_K`` (in ``(K - 1, K]``). A continuous version of the
+    integer count, so a t interval over seeds has no ties (its ceiling is the count)."""
+    cum = ratio.to(F64).cumsum(0)
+    k = int((cum < threshold - 1e-12).sum()) + 1
+    before = float(cum[k - 2]) if k >= 2 else 0.0
+    step = float(ratio[k - 1])
+    return k - 1 + (threshold - before) / step if step > 0 else float(k)
 
 
 def _from_eigenvalues(lam: torch.Tensor, n: int) -> SpectralDecay:
@@ -65,7 +79,8 @@ def _from_eigenvalues(lam: torch.Tensor, n: int) -> SpectralDecay:
     ss = float((y - y.mean()).square().sum())
     r2 = 1 - float(resid.square().sum()) / ss if ss > 0 else 1.0
     return SpectralDecay((lam * n).sqrt(), ratio, k99, -float(coef[1]),
-                         r2 if math.isfinite(r2) else float("nan"), n)
+                         r2 if math.isfinite(r2) else float("nan"), n,
+                         interpolated_count(ratio, 0.99))
 
 
 def spectral_decay(x: torch.Tensor, mask: torch.Tensor | None = None) -> SpectralDecay:

@@ -39,7 +39,6 @@ from tokengeo.io import atomic_dir, follow_umask, read_small, remove_temporaries
 from tokengeo.train import sidecar as sc
 
 FORMAT = "tokengeo-checkpoint/2"
-LEGACY_FORMAT = "tokengeo-checkpoint/1"  # no sidecar digest; still read (fields are checked)
 MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "state.json"
 SIDECAR_LIMIT = 64 << 20  # a sidecar holds the optimizer's scalars: far below this
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -206,16 +205,14 @@ def _read_sidecar(path: Path, fields: dict[str, sc.Spec] | None) -> dict[str, An
         raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is missing") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"checkpoint {file} is not valid JSON: {exc}") from None
-    legacy = isinstance(state, dict) and state.get("format") == LEGACY_FORMAT
-    if not isinstance(state, dict) or (state.get("format") != FORMAT and not legacy):
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {file} is not a {FORMAT} sidecar")
-    if not legacy and state.get("digest") != sc.digest(state):
+    if state.get("digest") != sc.digest(state):
         raise CheckpointError(f"checkpoint {file} is corrupt or was edited: it does not match "
                               "its recorded digest")
     schema = {**FIELDS, **(fields or {})}
-    optional = ("digest",) if legacy else ()
     try:
-        sc.record(schema, optional=optional, rest=None if fields else sc.anything)(state, "")
+        sc.record(schema, rest=None if fields else sc.anything)(state, "")
     except sc.SidecarError as exc:
         raise CheckpointError(f"checkpoint {file} is malformed: {exc}") from None
     if path.name != step_dir(path.parent, state["step"]).name:

@@ -33,7 +33,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 # Fields that may differ between a run and its resumption (they change no numbers).
 RESUMABLE_CHANGES = ("out", "log_every", "checkpoint_every", "keep_checkpoints", "device",
-                     "loggers")
+                     "loggers", "compile")
 # Bounds on sizes no run can reach: refused with the reason instead of being started.
 MAX_STEPS = 10**9  # a billion updates: years at any speed
 MAX_BATCH = 2**24  # examples (or windows) in one global batch
@@ -56,6 +56,8 @@ class TrainConfig:
     only at the end; ``eval_batches`` bounds periodic evaluation, ``final_eval_batches``
     the final one (0 = the whole split). ``loggers``: where metrics go besides
     ``metrics.jsonl`` (``tensorboard``, ``csv``, ``wandb``; see :mod:`tokengeo.train.loggers`).
+    ``compile``: train through ``torch.compile`` (the same weights and checkpoints; it only
+    changes speed, so a run may be resumed with it switched).
     """
 
     model: str = "vit-tiny"
@@ -84,6 +86,7 @@ class TrainConfig:
     loggers: list[str] = field(default_factory=list)
     seed: int = 0
     precision: str = "auto"
+    compile: bool = False
     device: str = "auto"
     out: str = "runs/default"
 

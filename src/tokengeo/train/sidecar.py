@@ -119,14 +119,13 @@ def map_of(spec: Spec) -> Spec:
     return check_map
 
 
-def record(fields: Mapping[str, Spec], *, optional: tuple[str, ...] = (),
-           rest: Spec | None = None) -> Spec:
-    """An object with exactly ``fields`` (``optional`` ones may be absent); other keys are
-    refused unless ``rest`` checks them."""
+def record(fields: Mapping[str, Spec], *, rest: Spec | None = None) -> Spec:
+    """An object with exactly ``fields``; other keys are refused unless ``rest`` checks
+    them."""
     def check_record(value: Any, where: str) -> None:
         if type(value) is not dict:
             _fail(where, "an object", value)
-        missing = [k for k in fields if k not in value and k not in optional]
+        missing = [k for k in fields if k not in value]
         unknown = sorted(k for k in value if k not in fields) if rest is None else []
         if missing or unknown:
             raise SidecarError(f"{where or 'the sidecar'} has missing fields {missing} and "

@@ -206,8 +206,31 @@ class ImageClassification(_Classification):
             raise ConfigError(f"{data.name} images are {h}x{w}; the ViT needs square images")
         return {"num_classes": data.num_classes, "image_size": h, "in_chans": c}
 
+    OPTIONS = {"crop_padding": "a whole number of pixels >= 0 (random crops of the image "
+                               "zero-padded by it)",
+               "hflip": "true or false (random horizontal flips)"}
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        """Training augmentation (:mod:`tokengeo.data.augment`): ``crop_padding``, ``hflip``."""
+        unknown = sorted(set(options) - set(cls.OPTIONS))
+        if unknown:
+            raise ConfigError(f"task {cls.name!r}: unknown task_options {unknown}; valid are "
+                              f"{sorted(cls.OPTIONS)}")
+        pad, flip = options.get("crop_padding", 0), options.get("hflip", False)
+        if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad <= 1024:
+            raise ConfigError(f"task_options.crop_padding={pad!r} must be "
+                              f"{cls.OPTIONS['crop_padding']}, at most 1024")
+        if not isinstance(flip, bool):
+            raise ConfigError(f"task_options.hflip={flip!r} must be {cls.OPTIONS['hflip']}")
+
     def batch(self, split: str, idx: torch.Tensor) -> Batch:
         images, labels = self.data.split(split)[idx]  # (B, C, H, W) uint8, (B,)
+        if split == "train" and self.options:  # evaluation never augments
+            from tokengeo.data.augment import augment
+
+            images = augment(images, self.options.get("crop_padding", 0),
+                             self.options.get("hflip", False))
         return Batch(self.data.normalize(images), labels)
 
 

@@ -135,6 +135,8 @@ class Trainer:
         self._t0 = time.perf_counter()
         self._start_run_dir(saved_config)
         self.ddp_model = wrap_model(self.model, self.env)
+        if cfg.compile:  # the step runs compiled; weights and checkpoints stay the model's
+            self.ddp_model = torch.compile(self.ddp_model)
         self._show_progress = progress
         self.loggers: list[MetricLogger] = []
 

@@ -67,8 +67,7 @@ def resimulate(data: dict, *, progress=None):
     preset = _preset(data)
     n_heads = int(data["main_run"].get("n_heads", preset.n_heads))
     x0, D0 = preset.initial_state(n_heads)
-    result = simulate(x0, D0, record_trajectory=True, progress=progress,
-                      **preset.simulate_kwargs())
+    result = simulate(x0, D0, preset.flow_config(record_trajectory=True), progress=progress)
     check_same_series(result, data["main_run"])
     return preset, n_heads, result
 

@@ -65,9 +65,9 @@ def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]
         kind = getattr(model.config, "tokengeo_head_kind", "laplacian")
         return [[kind if h in chosen.get(l, ()) else "attention" for h in range(n_heads)]
                 for l in range(n_layers)]
-    from tokengeo.nn.heads import HeadKinds
+    from tokengeo.nn.heads import HeadMixer
 
-    per_layer = [list(m.head_kinds) for m in model.modules() if isinstance(m, HeadKinds)]
+    per_layer = [list(m.head_kinds) for m in model.modules() if isinstance(m, HeadMixer)]
     if len(per_layer) != n_layers or any(len(k) != n_heads for k in per_layer):
         raise ConfigError(f"{type(model).__name__} has {len(per_layer)} attention modules with "
                           f"head kinds, but its hooks show {n_layers} layers x {n_heads} heads; "

@@ -1,7 +1,7 @@
 """The one place where the explorer turns a ``--model`` into a model and a tokenizer.
 
 Accepted today: ``"minilm"`` and the named pretrained models of
-:mod:`tokengeo.models.pretrained` (``"smollm2-135m"``), a Hugging Face folder (``hf:PATH``
+:mod:`tokengeo.models.hf.pretrained` (``"smollm2-135m"``), a Hugging Face folder (``hf:PATH``
 or a plain folder with a Hugging Face ``config.json``), and a ``tokengeo train`` run folder
 (``config.json`` and ``checkpoints/``). Everything else goes through
 :func:`tokengeo.probes.similarity.run.load_hf_encoder` and

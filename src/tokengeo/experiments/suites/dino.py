@@ -40,6 +40,8 @@ from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
     difference_claim,
+    k_label,
+    k_variants,
     line_figure,
     metric_table,
     model_label,
@@ -121,7 +123,7 @@ def random_cell(config: dict[str, Any], evaluation: dict) -> dict:
 
 
 def _labels(settings: dict) -> list[str]:
-    return [f"k={k}" for k in sorted(settings["ks"])]
+    return [k_label(k) for k in sorted(settings["ks"])]
 
 
 RANDOM = "random-"  # label prefix of the randomly initialised backbones
@@ -129,7 +131,7 @@ RANDOM = "random-"  # label prefix of the randomly initialised backbones
 
 def _sweep(settings: dict) -> Sweep:
     """DINO pre-trainings and random backbones, one of each per (k, seed), same config."""
-    ks = {f"k={k}": {"n_laplacian": k} for k in sorted(settings["ks"])}
+    ks = k_variants(sorted(settings["ks"]))
     variants = {**ks, **{RANDOM + lab: v for lab, v in ks.items()}}
     return Sweep(NAME, variants, tuple(settings["seeds"]),
                  {**settings["train"], "task": "dino"}, parse=dict,
@@ -196,24 +198,25 @@ def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
     claims = [
         difference_claim(NAME, sweep, "DINO pre-training beats a random backbone in k-NN "
-                         "accuracy (k=0)", SRC_DINO, "far above random", "k=0", "random-k=0",
-                         "k-NN accuracy", _get("knn_accuracy"), higher=True, kind="sanity"),
+                         "accuracy (k=0)", SRC_DINO, "far above random", k_label(0),
+                         RANDOM + k_label(0), "k-NN accuracy", _get("knn_accuracy"),
+                         higher=True, kind="sanity"),
     ]
     for k in claim_ks(heads):
-        lab, at = f"k={k}", _at_k(sweep, ks, k)
+        lab, at = k_label(k), _at_k(sweep, ks, k)
         claims.append(difference_claim(
             NAME, at, f"{lab} of {heads} Laplacian heads raise linear-probe accuracy", SRC,
-            "ImageNet linear probe improves", lab, "k=0", "linear-probe accuracy",
+            "ImageNet linear probe improves", lab, k_label(0), "linear-probe accuracy",
             _get("linear_accuracy"), higher=True, **stand_in))
     trend = _over_k(sweep, ks)
-    by_k = {k: f"k={k}" for k in ks}
+    by_k = {k: k_label(k) for k in ks}
     claims.append(trend_claim(
         NAME, trend, "Linear-probe accuracy rises with the number k of Laplacian heads", SRC,
         "more Laplacian heads, better features", by_k, "linear-probe accuracy",
         _get("linear_accuracy"), higher=True, **stand_in))
     claims.extend(difference_claim(
-        NAME, _at_k(sweep, ks, k), f"k={k}: fewer components explain 99% of patch-token "
-        "variance", SRC, "faster spectral decay", f"k={k}", "k=0", "PCs for 99%",
+        NAME, _at_k(sweep, ks, k), f"{k_label(k)}: fewer components explain 99% of patch-token "
+        "variance", SRC, "faster spectral decay", k_label(k), k_label(0), "PCs for 99%",
         _get("patch_components_99"), higher=False, **stand_in)
         for k in claim_ks(heads)[-1:])  # H − 1, the paper's setting
     return claims
@@ -247,7 +250,7 @@ def _pca_figure(settings: dict, sweep: SweepResults, fig_dir: Path) -> Path | No
 
     seed, H = settings["seeds"][0], backbone_config(settings).n_heads
     shown = [k for k in dict.fromkeys((0, H // 2, H - 1, H)) if k in settings["ks"]]
-    rows = {f"k={k}": torch.tensor(sweep.raw(f"k={k}", seed)["pca_patches"]) for k in shown}
+    rows = {k_label(k): torch.tensor(sweep.raw(k_label(k), seed)["pca_patches"]) for k in shown}
     data = load_dataset(settings["train"]["data"], **settings["train"].get("data_options", {}))
     images, _ = data.split("test")[evenly_spaced(len(data.split("test")), PCA_IMAGES)]
     grid = int(next(iter(rows.values())).shape[1] ** 0.5)
@@ -303,4 +306,11 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     return out
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+def check(where: str, settings: dict) -> None:
+    """``ks`` as every suite over k (:func:`~tokengeo.experiments.validation.check_ks`)."""
+    from tokengeo.experiments.validation import check_ks
+
+    check_ks(where, settings)
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, check)

@@ -40,7 +40,8 @@ SRC_GEO = "Zhang & Papyan 2026, abstract and Sec. 4 (token geometry, per layer)"
 PAPER_KEY = lap.PAPER_KEY
 IMAGENET_GAIN = 82.32 - 81.45  # points of top-1 accuracy, all heads Laplacian (the smaller gain)
 GEOMETRY_KIND = "classification"
-FIELDS = (lap.GEOMETRY_LAYERS,)  # cells cached before per-layer geometry are recomputed
+# cells cached before per-layer geometry, or before the interpolated count, are recomputed
+FIELDS = (lap.GEOMETRY_LAYERS, "geometry.components_99_interp")
 
 
 def _acc(r) -> float:
@@ -68,9 +69,10 @@ GEOMETRY = [
     _geometry("NC2 ETF dist", "nc2_etf_error", False,
               "sequence means closer to a simplex ETF (NC2 ETF distance falls)",
               "aligned with neural-collapse geometry"),
-    _geometry("PCs for 99%", "components_99", False,
-              "fewer principal components explain 99% of token variance", "fewer",
-              discrete=True),
+    # the pooled count, interpolated between integers (continuous: a t interval over seeds
+    # decides it; the integer count's sign-flip test cannot with fewer than 6 seeds)
+    _geometry("PCs for 99% (interpolated)", "components_99_interp", False,
+              "fewer principal components explain 99% of token variance", "fewer"),
     _geometry("PCs 99% per image", "components_99_per_image", False,
               "fewer principal components explain 99% of each image's token variance",
               "fewer (faster-decaying spectra)"),
@@ -179,4 +181,4 @@ def add_curves(out: SuiteOutput, sweep, settings: dict, fig_dir) -> None:
                    "geometry", "nc1", "NC1", f"neural collapse (NC1, test) along training, {model}")
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check)

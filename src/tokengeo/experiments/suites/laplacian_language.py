@@ -32,6 +32,7 @@ from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import (
     SweepResults,
     difference_claim,
+    k_label,
     metric_table,
     model_label,
     trend_claim,
@@ -127,11 +128,11 @@ def separability_claims(sweep: SweepResults, treated: str, layers: int,
         word = "falls" if not higher else "rises"
         out.append(difference_claim(
             NAME, sweep, f"{treated}: {name} {word} at the final norm", SRC,
-            "stronger linguistic collapse", treated, "k=0", name, geo(key), higher,
+            "stronger linguistic collapse", treated, k_label(0), name, geo(key), higher,
             **stand_in))
         members = [difference_claim(
             NAME, sweep, f"{treated}: {name} {word} at block {i + 1}", SRC,
-            "stronger linguistic collapse, per layer", treated, "k=0",
+            "stronger linguistic collapse, per layer", treated, k_label(0),
             f"{name} (block {i + 1})", lap.layer_metric(key, i), higher, label=f"block {i + 1}",
             **stand_in) for i in range(layers)]
         out.append(family(NAME, f"{treated}: {name} {word} at every block's output",
@@ -141,26 +142,26 @@ def separability_claims(sweep: SweepResults, treated: str, layers: int,
 
 def claims(settings: dict, sweep: SweepResults) -> list[Claim]:
     heads, layers = model_shape(settings)
-    full, half = f"k={heads}", f"k={heads // 2}"
+    full, half = k_label(heads), k_label(heads // 2)
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
     out = []
     for lab in (full, half):
         out.append(difference_claim(
             NAME, sweep, f"{lab}: Laplacian heads lower the validation loss", SRC,
-            "better downstream averages with Laplacian heads", lab, "k=0", "val loss",
+            "better downstream averages with Laplacian heads", lab, k_label(0), "val loss",
             val_loss, higher=False, **stand_in))
     out.append(difference_claim(
         NAME, sweep, f"{full} (all heads Laplacian): fewer components for 99% of variance",
-        SRC, "547.7 → 430.4 components (mean per sequence), ×0.786", full, "k=0",
+        SRC, "547.7 → 430.4 components (mean per sequence), ×0.786", full, k_label(0),
         "PCs for 99% per sequence", geo(PER_SEQUENCE), higher=False, ratio=True,
         paper_effect=math.log(COMPONENTS_RATIO), **stand_in))
     out.append(difference_claim(
         NAME, sweep, f"{half}: fewer components for 99% of variance", SRC,
-        "fewer components (faster-decaying spectra)", half, "k=0",
+        "fewer components (faster-decaying spectra)", half, k_label(0),
         "PCs for 99% per sequence", geo(PER_SEQUENCE), higher=False, ratio=True, **stand_in))
     for lab in (full, half):
         out += separability_claims(sweep, lab, layers, stand_in)
-    by_k = {k: f"k={k}" for k in sorted(settings["ks"])}
+    by_k = {k: k_label(k) for k in sorted(settings["ks"])}
     for text, metric, key, higher in TRENDS:
         out.append(trend_claim(NAME, sweep, f"with more Laplacian heads (k = 0 … {heads}), "
                                f"{text}", SRC, "improves with Laplacian heads", by_k, metric,
@@ -212,4 +213,4 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     return out
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check)

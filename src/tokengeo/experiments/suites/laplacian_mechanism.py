@@ -15,9 +15,10 @@ paired by seed, ask where that control comes from:
 * **path**: fixed (a, b) = (t, 1 − 2t) for ``path_points`` values of t from 0 (attention)
   to 1 (the Laplacian): the within-sequence variance share of each layer's tokens and the
   test accuracy against t (trend claims: slope over t and Page's L). The path is linear in
-  (a, b) as the issue asks; in ψ it runs 90° → 63° (t = 1/4) → 0° (t = 1/2, the head is
-  0.5 V and mixes nothing) → 146° (t = 3/4) → 135°, so the middle of it is not "half
-  Laplacian" (said in the report's notes).
+  (a, b) as the issue asks; in ψ it runs 90° → 63° (t = 1/4) → 0° (t = 1/2) → 146°
+  (t = 3/4) → 135°. At t = 1/2 the head is 0.5 V and mixes no tokens: that model is no
+  transformer, so the path skips the point (``path_points`` ≥ 4 keeps three t besides it;
+  said in the report's notes).
 * **control** (1, 1): V + P V adds V back without subtracting P V. If the smoothing comes
   from subtracting P V, (1, 1) does not lower the within-sequence share as (1, −1) does.
 
@@ -98,7 +99,7 @@ def _check_train(table: dict, where: str) -> None:
 SETTINGS = {
     "seeds": Setting("int_list"),
     "k": Setting("int", lo=1),
-    "path_points": Setting("int", lo=3),
+    "path_points": Setting("int", lo=4),  # 3 points of t besides the degenerate 1/2
     "geometry_examples": Setting("int", lo=2),
     "train": Setting("table", check=_check_train),
     "cell_cost": Setting("number", required=False),
@@ -109,7 +110,7 @@ def check(settings: dict) -> None:
     """What the schema cannot see: k fits the model's heads."""
     from tokengeo.experiments.validation import heads_of
 
-    heads, source = heads_of(NAME, settings)
+    heads, source = heads_of(settings)
     if heads is not None and settings["k"] > heads:
         raise ConfigError(f"{NAME}: k = {settings['k']} but {source} has {heads} heads per "
                           f"layer; k must lie in 1..{heads}")
@@ -118,9 +119,16 @@ def check(settings: dict) -> None:
 # ---- variants -----------------------------------------------------------------------------
 
 
+def degenerate(t: float) -> bool:
+    """(t, 1 − 2t) at t = 1/2 is (0.5, 0): 0.5 V, a head that mixes no tokens (a model
+    with no attention at all), so the path skips it."""
+    return abs(1.0 - 2.0 * t) < 1e-12
+
+
 def path_ts(settings: dict) -> list[float]:
+    """t = j / (n − 1), j = 0 … n − 1, less the degenerate t = 1/2 (:func:`degenerate`)."""
     n = settings["path_points"]
-    return [j / (n - 1) for j in range(n)]
+    return [t for t in (j / (n - 1) for j in range(n)) if not degenerate(t)]
 
 
 def coefficients(settings: dict) -> dict[str, tuple[float, float] | None]:
@@ -361,7 +369,8 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
         "Each head outputs a V + b P V; only its line matters (the output projection absorbs "
         "scale and sign), read as ψ = atan2(b, a) mod 180°: attention 90°, Laplacian 135°, "
         "V + P V 45°, V alone 0°. The path (t, 1 − 2t) has ψ = 90°, 63°, 0°, 146°, 135° at "
-        "t = 0, 1/4, 1/2, 3/4, 1: its middle point is 0.5 V, a head that mixes no tokens.")
+        "t = 0, 1/4, 1/2, 3/4, 1: its middle point is 0.5 V, a head that mixes no tokens, so "
+        "the path skips t = 1/2.")
     out.notes.append(f"Training: {settings['train']}; k = {settings['k']} chosen heads per "
                      f"layer; seeds {settings['seeds']}; geometry on "
                      f"{settings['geometry_examples']} test images.")

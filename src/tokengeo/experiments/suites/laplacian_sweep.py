@@ -26,6 +26,7 @@ from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
     difference_claim,
+    k_label,
     k_variants,
     line_figure,
     metric_table,
@@ -44,6 +45,8 @@ SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
     "cell_cost": Setting("number", required=False),
     "smoothing_examples": Setting("int", required=False, lo=1),
     "curve_every": Setting("int", required=False, lo=1),
+    "gpus": Setting("int", required=False, lo=1),  # > 1: each cell DDP under torchrun
+    "gpus_per_cell": Setting("number", required=False),  # of a GPU per cell on Ray: 1 or 1/n
 }
 PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing Token "
          "Representations\", arXiv 2602.09297")
@@ -51,7 +54,7 @@ PAPER_KEY = "Zhang & Papyan (Laplacian heads)"
 
 
 def labels(settings: dict) -> list[str]:
-    return [f"k={k}" for k in settings["ks"]]
+    return [k_label(k) for k in settings["ks"]]
 
 
 def sweep(suite: str, settings: dict, geometry: str, fields: tuple[str, ...] = ()) -> Sweep:
@@ -74,7 +77,7 @@ def smoothing_output(suite: str, res: SweepResults, settings: dict, **fields) ->
     """The smoothing-sign claims (:mod:`~tokengeo.experiments.suites.smoothing_sign`): the
     Laplacian heads of k = H every block, the attention heads of k = 0 as the control."""
     heads = headline_ks(settings)[0]
-    return smoothing.smoothing_claims(suite, res, depth(settings), f"k={heads}", "k=0",
+    return smoothing.smoothing_claims(suite, res, depth(settings), k_label(heads), k_label(0),
                                       **fields)
 
 
@@ -87,7 +90,7 @@ def add_smoothing(out, res: SweepResults, settings: dict, fig_dir: Path) -> None
     if missing:
         out.notes.append(f"No smoothing-sign table or figures: {missing}.")
         return
-    out.tables.append(smoothing.smoothing_table(res, [f"k={k}" for k in (0, half, heads)], n))
+    out.tables.append(smoothing.smoothing_table(res, [k_label(k) for k in (0, half, heads)], n))
     for layer in range(n):
         out.add_figure(smoothing.smoothing_figure, fig_dir / f"smoothing_block{layer + 1}.png",
                        res, labels(settings), layer, model_label(settings["train"]))
@@ -143,9 +146,17 @@ class KMetric:
 def headline_ks(settings: dict) -> tuple[int, int]:
     """(H, H // 2): all heads Laplacian (the paper's best ViT, 12 of 12 heads) and half of
     them. ``ks`` holds 0, H // 2 and H (checked by
-    :func:`tokengeo.experiments.validation.check_suite`), so H is its largest."""
+    :func:`check`), so H is its largest."""
     heads = max(settings["ks"])
     return heads, heads // 2
+
+
+def check(where: str, settings: dict) -> None:
+    """A Laplacian sweep's ``ks``: as every suite over k, and holding 0, H // 2 and H, the
+    ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`)."""
+    from tokengeo.experiments.validation import check_ks
+
+    check_ks(where, settings, headline=True)
 
 
 def depth(settings: dict) -> int:
@@ -167,9 +178,9 @@ def layer_metric(key: str, layer: int) -> Callable[[Any], float]:
 def _difference(suite: str, res: SweepResults, m: KMetric, k: int, text: str,
                 get: Callable | None = None, name: str | None = None, label: str = "",
                 paper_effect: float | None = None, **fields) -> Claim:
-    return difference_claim(suite, res, text, m.source, m.paper, f"k={k}", "k=0",
+    return difference_claim(suite, res, text, m.source, m.paper, k_label(k), k_label(0),
                             name or m.name, get or m.get, m.higher, discrete=m.discrete,
-                            ratio=m.ratio, label=label or f"k={k}",
+                            ratio=m.ratio, label=label or k_label(k),
                             paper_effect=paper_effect, **fields)
 
 
@@ -187,15 +198,15 @@ def k_claims(suite: str, res: SweepResults, settings: dict, m: KMetric,
     ``fields``: further :class:`Claim` fields of every claim (kind, proxy)."""
     heads, half = headline_ks(settings)
     ks = sorted(settings["ks"])
-    out = [_difference(suite, res, m, heads, f"k={heads} (all heads Laplacian): {m.text}",
+    out = [_difference(suite, res, m, heads, f"{k_label(heads)} (all heads Laplacian): {m.text}",
                        paper_effect=m.paper_effect, **fields)]
     between = [k for k in ks if 0 < k < heads]
-    members = [_difference(suite, res, m, k, f"k={k}: {m.text}", **fields) for k in between]
+    members = [_difference(suite, res, m, k, f"{k_label(k)}: {m.text}", **fields) for k in between]
     out.append(family(suite, f"{m.text}, at k < H (some of k = "
                       f"{', '.join(map(str, between))}; H/2 = {half})", members, rule="any"))
     out.append(trend_claim(suite, res, f"{m.text} as k grows ({m.name} trend over k = "
                            f"{', '.join(map(str, ks))})", m.source, m.paper,
-                           {k: f"k={k}" for k in ks}, m.name, m.get, m.higher, **fields))
+                           {k: k_label(k) for k in ks}, m.name, m.get, m.higher, **fields))
     return out
 
 
@@ -207,13 +218,13 @@ def layer_claim(suite: str, res: SweepResults, settings: dict, m: KMetric,
     if m.geometry_key is None:
         raise ValueError(f"metric {m.name!r} has no per-layer value (geometry_key)")
     k = headline_ks(settings)[0] if k is None else k
-    members = [_difference(suite, res, m, k, f"k={k}, block {layer + 1}: {m.text}",
+    members = [_difference(suite, res, m, k, f"{k_label(k)}, block {layer + 1}: {m.text}",
                            get=layer_metric(m.geometry_key, layer),
                            name=f"{m.name} (block {layer + 1})", label=f"block {layer + 1}",
                            **fields)
                for layer in range(depth(settings))]
     where = "after every block" if rule == "all" else "after some block"
-    return family(suite, f"k={k}: {m.text}, {where} (per layer)", members, rule=rule)
+    return family(suite, f"{k_label(k)}: {m.text}, {where} (per layer)", members, rule=rule)
 
 
 def layer_table(res: SweepResults, settings: dict, name: str, key: str) -> tuple:
@@ -223,11 +234,11 @@ def layer_table(res: SweepResults, settings: dict, name: str, key: str) -> tuple
     for layer in range(depth(settings)):
         row = [f"block {layer + 1}"]
         for k in ks:
-            iv = mean_interval(res.values(f"k={k}", layer_metric(key, layer)))
+            iv = mean_interval(res.values(k_label(k), layer_metric(key, layer)))
             row.append(f"{iv.mean:.4g} ± {iv.std:.2g}")
         rows.append(row)
     return (f"{name} after each block, by k (mean ± std over seeds)",
-            ["block", *(f"k={k}" for k in ks)], rows)
+            ["block", *(k_label(k) for k in ks)], rows)
 
 
 def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel: str,
@@ -236,7 +247,7 @@ def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel
     ks = sorted(settings["ks"])
     layers = range(depth(settings))
     return line_figure(path, [layer + 1 for layer in layers],
-                       {f"k={k}": [res.values(f"k={k}", layer_metric(key, layer))
+                       {k_label(k): [res.values(k_label(k), layer_metric(key, layer))
                                    for layer in layers] for k in ks},
                        "block (residual stream after it)", ylabel, title)
 
@@ -266,9 +277,9 @@ def curve_table(res: SweepResults, settings: dict, columns: dict[str, tuple[str,
     rows = []
     for k in sorted(settings["ks"]):
         for step in curve_steps(res):
-            row = [f"k={k}", str(step)]
+            row = [k_label(k), str(step)]
             for where, key in columns.values():
-                iv = mean_interval(res.values(f"k={k}", curve_value(step, where, key)))
+                iv = mean_interval(res.values(k_label(k), curve_value(step, where, key)))
                 row.append(f"{iv.mean:.4g} ± {iv.std:.2g}")
             rows.append(row)
     return ("along training, by k (mean ± std over seeds)", ["setting", "step", *columns], rows)
@@ -279,6 +290,6 @@ def curve_figure(path: Path, settings: dict, res: SweepResults, where: str, key:
     """``key`` of the learning curve against the step, one line per k."""
     steps = curve_steps(res)
     return line_figure(path, steps,
-                       {f"k={k}": [res.values(f"k={k}", curve_value(s, where, key))
+                       {k_label(k): [res.values(k_label(k), curve_value(s, where, key))
                                    for s in steps] for k in sorted(settings["ks"])},
                        "training step", ylabel, title)

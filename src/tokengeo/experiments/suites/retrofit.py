@@ -34,6 +34,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.report import Referee, SuiteOutput
@@ -45,6 +46,7 @@ from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
     config_digest,
+    k_label,
     line_figure,
     run_folder,
 )
@@ -66,7 +68,7 @@ SETTINGS = {  # suites/retrofit.toml: [common] + [quick] or [full]
     "cell_cost": Setting("number", required=False),
 }
 CONVERTED_FILE = "converted.json"  # the step-0 evaluation, kept beside the run
-BASE, MIXED, ALL = "k=0", "mixed", "all"
+BASE, MIXED, ALL = k_label(0), "mixed", "all"
 CELL_FIELDS = ("converted", "final", "geometry", "heads", "mix", "wall_time_s",
                "train_tokens")
 EXACT_START = 1e-9  # |ppl_0(mixed) − ppl_0(k=0)| below this: the same model (it is 0 bit for bit)
@@ -408,4 +410,28 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     return out
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+def check(where: str, settings: dict) -> None:
+    """``ks`` as every suite over k (:func:`~tokengeo.experiments.validation.check_ks`);
+    ``k`` (heads per converted layer) and ``last_layers`` (the L of the last-L rows) fit
+    the model: k <= H, each L distinct and <= its number of layers."""
+    from tokengeo.experiments.validation import check_distinct, check_ks, heads_of
+
+    check_ks(where, settings)
+    last = list(settings.get("last_layers", []))
+    check_distinct(where, "last_layers", last)
+    heads, source = heads_of(settings)
+    k = settings.get("k")
+    if heads is not None and isinstance(k, int) and k > heads:
+        raise ConfigError(f"{where}: k = {k} but {source} has {heads} heads per layer; k must "
+                          f"lie in 1..{heads}")
+    model = settings.get("train", {}).get("model")
+    if isinstance(model, str) and model.startswith("hf:") and last:
+        from tokengeo.models.hf.lm import check_source
+
+        layers = check_source(model[3:]).n_layers
+        if layers is not None and max(last) > layers:
+            raise ConfigError(f"{where}: last_layers = {last!r} has L = {max(last)} but "
+                              f"{source} has {layers} layers; each L must lie in 1..{layers}")
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, check)

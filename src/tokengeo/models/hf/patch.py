@@ -22,8 +22,8 @@ windows, padding masks) shapes ``P`` and is kept. In training mode the kernel ap
 attention dropout to ``P``, so a Laplacian head computes ``V - dropout(P) V``, as tokengeo's
 own attention does. ``kind="mixed"`` gives each chosen head learnable ``(a_h, b_h)`` and the
 output ``a_h V_h + b_h P_h V_h`` (a parameter ``tokengeo_mix_coef`` of the attention module,
-saved with the model). Supported architectures: :data:`tokengeo.models.hf_families.FAMILIES`;
-the ones refused, with the reason: :data:`~tokengeo.models.hf_families.REFUSED`.
+saved with the model). Supported architectures: :data:`tokengeo.models.hf.families.FAMILIES`;
+the ones refused, with the reason: :data:`~tokengeo.models.hf.families.REFUSED`.
 
 The chosen heads are recorded in ``model.config.tokengeo_laplacian_heads``
 (``{"layer": [heads]}``), so they survive ``save_pretrained``; :func:`from_pretrained`
@@ -46,7 +46,7 @@ from torch import nn
 from tokengeo._deps import require
 from tokengeo.checks import check_choice, is_whole
 from tokengeo.errors import ConfigError
-from tokengeo.models.hf_families import (
+from tokengeo.models.hf.families import (
     FAMILIES,
     HeadShape,
     family_of,
@@ -60,11 +60,12 @@ from tokengeo.nn.heads import (
     MIXED,
     SELECTED_KINDS,
     HeadChoice,
-    HeadKinds,
+    HeadMixer,
     HeadSpec,
     kind_coefficients,
     last_k_heads,
 )
+from tokengeo.nn.kernels import combine_runs
 
 CONFIG_KEY = "tokengeo_laplacian_heads"
 KIND_KEY = "tokengeo_head_kind"  # recorded only for kind="mixed"
@@ -260,7 +261,7 @@ class LaplacianSwap:
     (Zhang & Papyan, arXiv 2602.09297, the Laplacian head); with grouped KV heads query
     head ``h`` reads KV head ``g(h) = h // (H / Hkv)``. Laplacian heads touch only the
     chosen heads' slices (V of their KV heads, no expansion of all of V: the cost of a
-    decoding step stays that of the k heads); mixed heads go through ``HeadKinds.combine``.
+    decoding step stays that of the k heads); mixed heads go through the kernels' ``combine_runs``.
 
     Laplacian heads without autograd (``generate``, ``no_grad``, ``inference_mode``) are
     written into z in place, one broadcast subtraction per :class:`_Block` of views
@@ -274,7 +275,7 @@ class LaplacianSwap:
         self.site = site
         kind = LAPLACIAN if mix is None else MIXED
         kinds = [kind if h in heads else ATTENTION for h in range(site.n_heads)]
-        self.kinds = HeadKinds(site.n_heads, kinds)  # not a submodule: moved on first use
+        self.kinds = HeadMixer(site.n_heads, kinds)  # not a submodule: moved on first use
         if mix is not None:
             self.kinds.mix_coef = mix  # the (k, 2) parameter saved with the attention module
         self.mixed = mix is not None
@@ -339,7 +340,9 @@ class LaplacianSwap:
         if self.kinds.coef_fixed.device != z.device:
             self.kinds.to(z.device)
         v_heads = ungroup(v_kv, shape.groups)  # (B, T, H, Dh)
-        return self.kinds.combine(v_heads, z_heads).to(z.dtype).flatten(-2)  # (B, T, H*Dh)
+        a, b = self.kinds.head_coefficients()  # (H,) each
+        z_new = combine_runs(v_heads, z_heads, a, b, self.kinds.head_runs)  # the kernels' own
+        return z_new.to(z.dtype).flatten(-2)  # (B, T, H*Dh)
 
     def install(self) -> list[_ValueTap | _InputSwap]:
         return [_ValueTap(self.site.value_module, self.keep_value),
@@ -537,12 +540,3 @@ def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> 
             _load_mix(model, path)
     return model
 
-
-def load(name: str, **kwargs: Any) -> Any:
-    """``(model, tokenizer)`` of a named pretrained model, offline (``"smollm2-135m"``).
-
-    See :func:`tokengeo.models.pretrained.load` (the names, the cache, the install command).
-    """
-    from tokengeo.models.pretrained import load as load_pretrained
-
-    return load_pretrained(name, **kwargs)

@@ -97,7 +97,7 @@ def _sdpa_params(q, k, v, attn_mask, is_causal):
 
 
 def choose_backend(q, k, v, attn_mask, is_causal: bool, scale: float | None) -> Backend | None:
-    """The fused kernel the lean Laplacian path runs for these inputs, or None (composition).
+    """The fused kernel the in_place kernel runs for these inputs, or None (composition).
 
     CPU: the flash kernel when torch would choose it. CUDA (no ``attn_mask``): torch's choice
     (flash, memory-efficient or cuDNN), else flash or memory-efficient where

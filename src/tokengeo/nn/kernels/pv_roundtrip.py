@@ -9,7 +9,7 @@ tensor ever exists. The round-trip test runs in two reused scratch blocks that s
 cache, so the extra memory traffic is one pass over z and V to write P V and one to
 restore z. It reads one value back to the host per block, which a GPU cannot afford: on
 CUDA the kernel writes P V into a separate buffer in one pass instead
-(:mod:`tokengeo.nn.laplacian_kernel`).
+(:mod:`tokengeo.nn.kernels.in_place`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The memory-lean Laplacian attention kernel: an autograd Function around fused SDPA.
+"""kernel="in_place": fused SDPA with z written in place over its output, in an autograd Function.
 
 Head ``h`` outputs ``z_h = a_h V_h + b_h P_h V_h`` (Zhang & Papyan, arXiv 2602.09297, Eq. 2
 with P replaced by I − P for Laplacian heads; the reference is
@@ -15,10 +15,9 @@ and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA k
 
 On CUDA, heads of several fixed kinds (e.g. half Laplacian) take whole-tensor passes with
 the (H,) coefficients, ``z ← b z + a V`` and ``P V = b (z − a V)``, bitwise what the
-per-run passes give (products by 0 and ±1) in fewer launches: the host's cost of a layer
-with half its heads Laplacian went from +99 to +62 µs per forward + backward over standard
-SDPA's (``benchmarks/laplacian_host.py``, "lean planned[half]", 2026-12-05). On a CPU
-the kernels work run by run, which moves fewer bytes (:func:`_whole`).
+per-run passes give (products by 0 and ±1) in fewer launches (the host's cost per call, which
+bounds short sequences on a GPU, is in docs/kernels.md). On a CPU the kernels work run by
+run, which moves fewer bytes (:func:`whole_tensor_passes`).
 
 Where P V goes in the backward:
 
@@ -28,7 +27,8 @@ Where P V goes in the backward:
   allocated (the CUDA kernels need ``out`` in their own layout). torch's kernels take no
   ``out=`` and return dq, dk, dv as three new tensors, as in standard attention's
   backward, whose ``unbind`` then stacks them into qkv's gradient: the same peak.
-* otherwise, CPU: into z's own buffer, restored exactly after (:mod:`tokengeo.nn.pv_roundtrip`);
+* otherwise, CPU: into z's own buffer, restored exactly after
+  (:mod:`tokengeo.nn.kernels.pv_roundtrip`);
 * otherwise, CUDA: into one new buffer, one pass, no host sync.
 
 The kernel is linear in its ``grad_out`` and independent per head: it is called with
@@ -40,51 +40,38 @@ qkv's gradient (the copy ``unbind``'s backward would make anyway).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
-import torch.nn.functional as F
 
 from tokengeo.nn.heads import ATTENTION, LAPLACIAN, MIXED, HeadRuns
-from tokengeo.nn.pv_roundtrip import with_pv_in_z
-from tokengeo.nn.sdpa_ops import sdpa_backward, sdpa_forward
+from tokengeo.nn.kernels.compose import compose
+from tokengeo.nn.kernels.pv_roundtrip import with_pv_in_z
+from tokengeo.nn.kernels.sdpa_ops import sdpa_backward, sdpa_forward
+
+__all__ = ["LaplacianSDPA", "device_path", "heads_of", "on_device_path", "pv_into"]
+
+_DEVICE_PATH_EVERYWHERE = False  # set by device_path(): the CUDA path's Python on any device
 
 
-def compose(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, coef_a: torch.Tensor,
-    coef_b: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-    dropout_p: float = 0.0, scale: float | None = None, runs: HeadRuns | None = None,
-) -> torch.Tensor:
-    """The plain composition in autograd: ``a V + b SDPA(q, k, v)`` as (B, T, H, Dh).
-
-    q, k, v: (B, H, T, Dh). With ``runs`` (the heads' kinds), heads of one fixed kind cost
-    what ``V − SDPA`` costs: attention heads are SDPA's output, Laplacian heads one
-    subtraction (no ``a·V`` and ``b·P V`` temporaries); several kinds, or mixed heads, take
-    the general formula over all heads (:func:`combine_runs`). Without ``runs`` every head
-    takes the general formula; so do all heads when the coefficients require grad (a
-    fixed-kind head's (a, b) then still gets its gradient).
-    """
-    pv = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
-    ).transpose(1, 2)  # (B, T, H, Dh)
-    if runs is None or coef_a.requires_grad or coef_b.requires_grad:
-        runs = HeadRuns(((0, q.shape[1], MIXED),))
-    return combine_runs(v.transpose(1, 2), pv, coef_a, coef_b, runs)
+def on_device_path(t: torch.Tensor) -> bool:
+    """Whether the kernel takes its device (CUDA) path for ``t``: P V rebuilt into a buffer
+    of its own in the backward, whole-tensor passes for several fixed kinds. On a CPU it
+    writes P V into z or into qkv's gradient instead, and works run by run."""
+    return t.is_cuda or _DEVICE_PATH_EVERYWHERE
 
 
-def combine_runs(vt, pv, coef_a, coef_b, runs: HeadRuns) -> torch.Tensor:
-    """``a V + b P V`` in plain autograd, (B, T, H, Dh) from V and P V of that shape.
-
-    One kind: attention heads are P V itself, Laplacian heads one subtraction, mixed heads
-    the general formula. Several kinds: the general formula over all heads at once,
-    ``b·P V + a·V`` (exact for the fixed kinds: products by 0, 1 or −1, and
-    ``V + (−P V)`` is ``V − P V``); cheaper than a piece per run and their concatenation,
-    whose backward zero-fills and copies every piece (:func:`tokengeo.nn.reference.mix_heads`
-    is the reference).
-    """
-    (_, _, kind), *rest = runs.runs
-    if rest or kind == MIXED:
-        shape = (1, 1, -1, 1)  # (1, 1, H, 1)
-        return torch.addcmul(pv * coef_b.view(shape), coef_a.view(shape), vt)
-    return pv if kind == ATTENTION else torch.sub(vt, pv)
+@contextlib.contextmanager
+def device_path() -> Iterator[None]:
+    """Run the device (CUDA) path's Python on any device inside this context: what the
+    host-cost benchmark measures on a CPU, and what the tests check against the CPU path."""
+    global _DEVICE_PATH_EVERYWHERE
+    before, _DEVICE_PATH_EVERYWHERE = _DEVICE_PATH_EVERYWHERE, True
+    try:
+        yield
+    finally:
+        _DEVICE_PATH_EVERYWHERE = before
 
 
 def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
@@ -95,20 +82,19 @@ def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
     return t.narrow(dim, h0, h1 - h0)
 
 
-def _whole(runs: HeadRuns, t: torch.Tensor) -> bool:
+def whole_tensor_passes(runs: HeadRuns, t: torch.Tensor) -> bool:
     """Whether the kernels take whole-tensor passes: heads of several fixed kinds, on the
-    device path (:func:`_pv_apart`: CUDA), where each pass is a kernel launch and the host's
+    device path (:func:`on_device_path`), where each pass is a kernel launch and the host's
     cost per call bounds short sequences. On a CPU the per-run passes, which move fewer
-    bytes, are faster (gpt-tiny, k = H/2, train step over k = 0: per run 1.022, 1.025;
-    whole 1.054, 1.053; vit-tiny 1.127 and 1.123; 2026-12-05)."""
-    return len(runs.runs) > 1 and not runs.mixed and _pv_apart(t)
+    bytes, are faster (docs/kernels.md, "Whole-tensor passes")."""
+    return len(runs.runs) > 1 and not runs.mixed and on_device_path(t)
 
 
 def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
     """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
-    # The mixed branch below over all heads, written out: the loop's slicing costs 12 µs
-    # more per forward + backward (laplacian_host, lean planned[half], 2026-12-05).
-    if _whole(runs, z):  # two whole passes, no slicing: z ← b z + a V, exact for fixed kinds
+    # The mixed branch below over all heads, written out: the loop's slicing costs more
+    # host time per call (docs/kernels.md, "Whole-tensor passes").
+    if whole_tensor_passes(runs, z):  # two whole passes: z ← b z + a V, exact for fixed kinds
         z.mul_(b.view(1, 1, -1, 1)).addcmul_(a.view(1, 1, -1, 1), v)
         return
     for h0, h1, kind in runs.runs:
@@ -122,7 +108,7 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
 def pv_into(dst, z, v, pv_mixed, runs: HeadRuns, a=None, b=None) -> None:
     """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh).
     ``a``, ``b`` (H,): the coefficients, read for heads of several fixed kinds."""
-    if _whole(runs, z):  # P V = b (z − a V): exact for fixed kinds (b = ±1, a ∈ {0, 1})
+    if whole_tensor_passes(runs, z):  # P V = b (z − a V): exact, b = ±1 and a ∈ {0, 1}
         shape = (1, 1, -1, 1)
         torch.addcmul(z, a.view(shape), v, value=-1, out=dst).mul_(b.view(shape))
         return
@@ -154,7 +140,7 @@ def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
     is read and written once either way.
     """
     outs = grads if outs is None else outs
-    if _whole(runs, g):  # the mixed branch below over all heads, without the loop's slicing
+    if whole_tensor_passes(runs, g):  # the mixed branch below, all heads, no slicing
         bh, ah = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
         torch.mul(grads[0], bh, out=outs[0])
         torch.mul(grads[1], bh, out=outs[1])
@@ -221,7 +207,7 @@ class LaplacianSDPA(torch.autograd.Function):
             return da, db, sdpa_backward(ctx.backend, g, q, k, v, pv, saved, ctx.extra,
                                          attn_mask, ctx.is_causal, ctx.scale)
 
-        if qkv is not None and _pv_apart(z):
+        if qkv is not None and on_device_path(z):
             return _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use)
         if qkv is not None:  # P V goes into the v slot of qkv's gradient, then dv over it
             dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
@@ -230,7 +216,7 @@ class LaplacianSDPA(torch.autograd.Function):
             da, db, grads = use(outs[2])
             _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
             return None, None, None, da, db, None, dqkv, None
-        if not _pv_apart(z):
+        if not on_device_path(z):
             da, db, grads = with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
         else:  # one pass into a new buffer: no host read per block on a GPU
             pv = torch.empty_like(z)  # (B, T, H, Dh)
@@ -239,12 +225,6 @@ class LaplacianSDPA(torch.autograd.Function):
             del pv
         _scale_grads(grads, g, a, b, ctx.runs)
         return *grads, da, db, None, None, None
-
-
-def _pv_apart(z: torch.Tensor) -> bool:
-    """Whether the backward writes P V into a buffer of its own (CUDA: no host reads, the
-    kernels' own layout) rather than into z or qkv's gradient (CPU)."""
-    return z.is_cuda
 
 
 def _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):

@@ -6,7 +6,7 @@ every layer with :func:`tokengeo.models.hf.laplacianize` (Zhang & Papyan, arXiv 
 ``z_h = (I - P_h) V_h``) and wraps it in :class:`HFCausalLM`, which has the interface the
 trainer expects (``model(ids, attention_mask=...) -> logits (B, T, V)``, a dataclass
 ``config``, ``family``, ``num_parameters``, a ``hook_final`` hook point). ``<source>`` is a
-named pretrained model (:mod:`tokengeo.models.pretrained`) or a local folder saved by
+named pretrained model (:mod:`tokengeo.models.hf.pretrained`) or a local folder saved by
 ``save_pretrained`` (config.json, safetensors weights and the tokenizer).
 
 The model brings its own tokenizer: the registry entry's ``tokenizer`` gives it (wrapped as
@@ -29,7 +29,7 @@ from tokengeo._deps import require
 from tokengeo.checks import check_choice, check_int, check_positive
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
-from tokengeo.models import pretrained
+from tokengeo.models.hf import pretrained
 from tokengeo.models.registry import ModelEntry, register_prefix
 from tokengeo.nn.heads import LAPLACIAN, MIXED_INITS, SELECTED_KINDS
 
@@ -189,8 +189,8 @@ class HFCausalLM(nn.Module):
 
     def __init__(self, config: HFLMConfig) -> None:
         super().__init__()
-        from tokengeo.models.hf import laplacianize
-        from tokengeo.models.hf_families import family_of
+        from tokengeo.models.hf.families import family_of
+        from tokengeo.models.hf.patch import laplacianize
 
         model = _load_model(config)
         if config.n_laplacian:

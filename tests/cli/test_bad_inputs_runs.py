@@ -1,4 +1,4 @@
-"""Bad input, round 2: the --out rule, run-folder files, suite settings as a whole, inputs at
+"""Bad input around a run: the --out rule, run-folder files, suite settings as a whole, inputs at
 the door, connect timeouts, environment errors and signals.
 
 Every CLI case runs ``tokengeo.cli.main`` in-process and asserts: the exit status, exactly
@@ -698,20 +698,8 @@ def _schema_summary(settings, results, fig_dir):
 
 
 @pytest.fixture
-def schema_suite(tmp_path, monkeypatch):
-    import sys
-    import types
-
-    import tokengeo.experiments.reproduce as rp
-
-    mod = types.ModuleType("fake_schema_suite")
-    mod.cells, mod.summarise = _schema_cells, _schema_summary
-    monkeypatch.setitem(sys.modules, "fake_schema_suite", mod)
-    monkeypatch.setattr(rp, "SUITES", {"fake": "fake_schema_suite"})
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "fake.toml").write_text("[quick]\n")
-    return conf
+def schema_suite(fake_suite):
+    return fake_suite(_schema_cells, _schema_summary, "[quick]\n")
 
 
 def _set(path: str, value):

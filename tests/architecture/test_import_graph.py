@@ -191,3 +191,58 @@ def test_every_module_has_a_layer():
 
 def test_no_arrow_back_up_the_layers():
     assert arrows_up(import_graph()) == []
+
+
+# ---- models/ and its Hugging Face bridge, models/hf/ -----------------------------------
+
+HF = "tokengeo.models.hf"
+# inside models/, only the package door (it registers the hf:<source> names) and the name
+# resolver (whose Hugging Face part is models/hf/names.py) reach the bridge
+HF_DOORS = {"tokengeo.models", "tokengeo.models.names"}
+
+
+def _in_hf(module: str) -> bool:
+    return module == HF or module.startswith(HF + ".")
+
+
+def hf_imports_from_models(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Edges from a module of models/ outside models/hf/ (and not a door) into models/hf/."""
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if a.startswith("tokengeo.models") and not _in_hf(a) and _in_hf(b)
+                  and a not in HF_DOORS)
+
+
+def test_nothing_in_models_imports_models_hf_except_the_resolver():
+    graph = import_graph()
+    assert hf_imports_from_models(graph) == []
+    assert any(_in_hf(m) for m in graph["tokengeo.models.names"])  # the resolver does
+    stand_in = import_graph({"tokengeo.models.gpt": "from tokengeo.models.hf import patch\n"})
+    assert hf_imports_from_models(stand_in) == [("tokengeo.models.gpt", f"{HF}.patch")]
+
+
+def test_the_hf_bridge_imports_no_family_of_tokengeo_models():
+    """models/hf/ adapts Hugging Face models; it needs the registry, the resolver and nn/,
+    never one of tokengeo's own families."""
+    families = {"tokengeo.models.gpt", "tokengeo.models.vit", "tokengeo.models.encoder",
+                "tokengeo.models.ltransformer", "tokengeo.models.transformer",
+                "tokengeo.models.zoo"}
+    graph = import_graph()
+    assert sorted((a, b) for a, t in graph.items() if _in_hf(a) for b in t & families) == []
+
+
+def test_models_lists_only_tokengeos_own_modules():
+    """``ls models/`` shows tokengeo's families; every Hugging Face module is under hf/, and
+    its old path is an ImportError naming the new one."""
+    import importlib
+
+    import pytest
+
+    import tokengeo.models
+
+    folder = ROOT / "models"
+    assert not [p.name for p in folder.glob("*.py") if p.stem.startswith(("hf", "pretrained",
+                                                                          "gguf", "mpnet"))]
+    for old, new in tokengeo.models.MOVED.items():
+        assert importlib.util.find_spec(new) is not None, new
+        with pytest.raises(ImportError, match=f"{old} moved to {new}"):
+            importlib.import_module(old)

@@ -1,61 +1,31 @@
-"""Laplacian heads on a GPU: operator and training-step cost against standard attention.
+"""The CUDA part of ``tokengeo bench laplacian --device cuda``: every kernel of the table.
 
-Claim (Zhang & Papyan, arXiv 2602.09297; our promise): a Laplacian head, ``V − P V``, costs
-what an attention head costs. On CUDA this measures, at GPU sizes (B = 8, H = 12, Dh = 64,
-causal, fwd + bwd), the median of ``repeats`` CUDA-event timings and the peak of
-``torch.cuda.max_memory_allocated`` for
+Claim (Zhang & Papyan, arXiv 2602.09297; our promise): a Laplacian head costs what an
+attention head costs. On a GPU, per dtype (bf16, fp32) and T, forward + backward of
 
-* ``standard``      ``F.scaled_dot_product_attention`` (what a model without Laplacian heads runs);
-* ``v_minus_sdpa``  ``V − SDPA(q, k, v)`` in plain autograd (the obvious implementation);
-* ``lean[...]``     :func:`tokengeo.nn.laplacian_sdpa.laplacian_attention` with all heads
-  Laplacian (``lap``), half (``half``) or mixed (``mixed``), for each kernel it offers;
-* the same with the packed ``qkv`` a model passes (``packed``), where supported.
+* ``standard``      ``F.scaled_dot_product_attention`` (B = 8, H = 12, Dh = 64, causal);
+* ``v_minus_sdpa``  ``V − SDPA`` in plain autograd (the floor of any Python kernel);
+* ``KERNEL[heads]`` :func:`tokengeo.nn.kernels.laplacian_attention` with all heads
+  Laplacian (``lap``), half (``half``) or mixed (``mixed``), for each kernel of the table;
+* the same with the packed ``qkv`` a model passes (``packed``), where supported;
 
-and the training-step ratio k / k = 0 of ``gpt-small`` and ``vit-small`` under bf16 autocast,
-per kernel (``auto``, ``lean``, ``recompute``, ``triton``), with ``recompute_vs_lean``: the
-time and peak ratios that decide ``laplacian_sdpa._RECOMPUTE_ON_CUDA``. Every ratio is
-taken in one process. Prints one JSON object (``--json PATH`` also writes it).
+timed with CUDA events (:func:`tokengeo.bench.measure.cuda_median_ms`), and the training
+step ratio k / k = 0 of the config's models under bf16 autocast per kernel (``auto``,
+``in_place``, ``recompute``, ``triton``), with ``recompute_vs_in_place``: the time and peak
+ratios that would move ``recompute`` ahead of ``in_place`` in the table. Every ratio is
+taken in one process.
 """
 
 from __future__ import annotations
 
-import argparse
-import inspect
-import json
 import statistics
-import sys
-import time
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
+from tokengeo.bench.measure import cuda_median_ms, cuda_peak_mb, cuda_seconds
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-def cuda_median_ms(fn: Callable[[], object], repeats: int, warmup: int = 3) -> float:
-    """Median milliseconds of ``fn()`` over ``repeats`` CUDA-event timings after warm-up."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def cuda_peak_mb(fn: Callable[[], object]) -> float:
-    """Peak bytes allocated above the baseline while ``fn()`` runs, in MiB."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def _coefficients(kind: str, H: int, device) -> tuple[torch.Tensor, torch.Tensor, tuple]:
@@ -74,14 +44,10 @@ def _coefficients(kind: str, H: int, device) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _kernels() -> list[str]:
-    """The kernel names ``laplacian_attention`` accepts (``["default"]`` if it takes none)."""
-    from tokengeo.nn.laplacian_sdpa import laplacian_attention
-
-    if "kernel" not in inspect.signature(laplacian_attention).parameters:
-        return ["default"]
-    names = ["auto", "lean", "recompute", "compose"]
+    """The kernel names timed: ``auto`` and every Laplacian kernel of the table."""
+    names = ["auto", "in_place", "recompute", "compose"]
     try:
-        from tokengeo.nn.laplacian_triton import triton_available
+        from tokengeo.nn.kernels.triton import triton_available
 
         if triton_available():
             names.append("triton")
@@ -92,7 +58,7 @@ def _kernels() -> list[str]:
 
 def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=False) -> dict:
     """fwd + bwd of every operator at one dtype and length; times and peaks."""
-    from tokengeo.nn.laplacian_sdpa import laplacian_attention
+    from tokengeo.nn.kernels import laplacian_attention
 
     dev, dt = torch.device("cuda"), DTYPES[dtype]
     torch.manual_seed(0)
@@ -120,7 +86,7 @@ def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=Fa
     for kind in ("lap", "half", "mixed"):
         a, b, kinds = _coefficients(kind, H, dev)
         for kernel in _kernels():
-            extra = {} if kernel == "default" else {"kernel": kernel}
+            extra = {"kernel": kernel}
             if packed:
                 extra["qkv"] = qkv
 
@@ -148,7 +114,7 @@ def train_step_case(model_name: str, *, repeats=20, batch=None, kernel="auto",
                     compile_mode: str | None = None) -> dict:
     """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0,
     with every attention module's kernel set to ``kernel`` (``auto``: what a user gets;
-    ``lean``, ``recompute``, ``triton``: forced); ``compile_mode``: the model's forward
+    ``in_place``, ``recompute``, ``triton``: forced); ``compile_mode``: the model's forward
     through ``torch.compile`` in that mode (``"default"``, ``"reduce-overhead"``)."""
     from tokengeo.models.registry import create_model
 
@@ -199,52 +165,46 @@ def _train_step_case(create_model, model_name, dev, repeats, batch, kernel,
     times: dict[str, list[float]] = {n: [] for n in fns}
     for _ in range(repeats):  # interleaved, so drift hits every k alike
         for n, fn in fns.items():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times[n].append(start.elapsed_time(end))
+            times[n].append(1e3 * cuda_seconds(fn))
     ms = {n: statistics.median(t) for n, t in times.items()}
     return {"model": model_name, "n_heads": H, "kernel": kernel, "median_ms": ms,
             "ratio_vs_k0": {n: ms[n] / ms["k=0"] for n in ms}}
 
 
-def run(*, seq_lens=(1024, 4096, 8192), dtypes=("bf16", "fp32"), repeats=20,
-        models=("gpt-small", "vit-small")) -> dict:
-    if not torch.cuda.is_available():
-        raise SystemExit("benchmarks/laplacian_gpu.py needs a CUDA device; none is visible")
-    t0 = time.perf_counter()
-    ops = []
-    for dtype in dtypes:
+def kernel_figures(cfg, log) -> dict:
+    """For a :class:`~tokengeo.bench.laplacian.LaplacianBenchConfig` on CUDA: the operator
+    table (bf16 and fp32 at each T; packed at fp32 and the first T), train steps per kernel,
+    compiled train steps (``cfg.compile``: CUDA graphs), and ``recompute_vs_in_place``."""
+    ops, seq_lens = [], cfg.seq_lens
+    shape = {"B": cfg.batch, "H": cfg.n_heads, "Dh": cfg.head_dim, "repeats": cfg.op_repeats}
+    for dtype in ("bf16", "fp32"):
         for T in seq_lens:
-            ops.append(operator_case(dtype, T, repeats=repeats))
+            log(f"operator, {dtype}, T={T}")
+            ops.append(operator_case(dtype, T, **shape))
             if dtype == "fp32" or T == seq_lens[0]:
-                ops.append(operator_case(dtype, T, repeats=repeats, packed=True))
+                ops.append(operator_case(dtype, T, packed=True, **shape))
     train = []
-    for m in models:
-        for kernel in ("auto", "lean", "recompute", "triton"):
+    for m in cfg.models:
+        for kernel in ("auto", "in_place", "recompute", "triton"):
+            log(f"{m} training step, kernel={kernel}")
             try:
-                train.append(train_step_case(m, repeats=repeats, kernel=kernel))
+                train.append(train_step_case(m, repeats=cfg.train_repeats, kernel=kernel))
             except Exception as e:  # recorded: a diagnostic table
                 train.append({"model": m, "kernel": kernel,
                               "error": f"{type(e).__name__}: {str(e)[:300]}"})
-    return {
-        "benchmark": "laplacian_gpu",
-        "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(),
-        "kernels": _kernels(),
-        "operator": ops,
-        "train_step": train,
-        "recompute_vs_lean": recompute_vs_lean(ops, train),
-        "seconds": time.perf_counter() - t0,
-    }
+    figures = {"kernels": _kernels(), "operator": ops, "train_step": train,
+               "recompute_vs_in_place": recompute_vs_in_place(ops, train)}
+    if cfg.compile:
+        log("compiled training steps (reduce-overhead)")
+        figures["compiled_train_step"] = compiled_train_steps(cfg.models, cfg.train_repeats)
+    return figures
 
 
 def compiled_train_steps(models=("gpt-small", "vit-small"), repeats=15,
                          modes=("reduce-overhead",)) -> list[dict]:
     """Train steps with the model compiled (``kernel="auto"``: under compile, the
-    composition inside selective checkpointing, :mod:`tokengeo.nn.compiled`), per mode;
+    composition inside selective checkpointing, :mod:`tokengeo.nn.kernels.checkpointed`),
+    per mode;
     each case records its error instead of stopping the others."""
     cases = []
     for mode in modes:
@@ -257,46 +217,26 @@ def compiled_train_steps(models=("gpt-small", "vit-small"), repeats=15,
     return cases
 
 
-def recompute_vs_lean(ops: list[dict], train: list[dict]) -> dict:
-    """recompute / lean, time and peak, for the heads it can run (all and half Laplacian),
+def recompute_vs_in_place(ops: list[dict], train: list[dict]) -> dict:
+    """recompute / in_place, time and peak, for the heads it can run (all and half Laplacian),
     per operator case and per train step; ``faster_everywhere``: whether every time ratio
-    is below 1 (the test for ``laplacian_sdpa._RECOMPUTE_ON_CUDA``)."""
+    is below 1 (what would move ``recompute`` ahead of ``in_place`` for CUDA)."""
     operator, steps = [], []
     for case in ops:
         ms, mb = case["median_ms"], case["peak_mb"]
         for kind in ("lap", "half"):
-            r, ln = f"recompute[{kind}]", f"lean[{kind}]"
+            r, ln = f"recompute[{kind}]", f"in_place[{kind}]"
             if r in ms and ln in ms:
                 operator.append({"dtype": case["dtype"], "T": case["T"],
                                  "packed": case["packed"], "heads": kind,
                                  "time": ms[r] / ms[ln], "peak": mb[r] / mb[ln]})
     by_kernel = {(t["model"], t.get("kernel")): t for t in train if "median_ms" in t}
     for (model, kernel), t in by_kernel.items():
-        lean = by_kernel.get((model, "lean"))
-        if kernel == "recompute" and lean:
-            steps.append({"model": model, **{k: t["median_ms"][k] / lean["median_ms"][k]
+        in_place = by_kernel.get((model, "in_place"))
+        if kernel == "recompute" and in_place:
+            steps.append({"model": model, **{k: t["median_ms"][k] / in_place["median_ms"][k]
                                              for k in t["median_ms"] if k != "k=0"}})
     times = [c["time"] for c in operator] + [v for s in steps for k, v in s.items()
                                             if k != "model"]
     return {"operator": operator, "train_step": steps,
             "faster_everywhere": bool(times) and all(x < 1 for x in times)}
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", help="also write the JSON here")
-    parser.add_argument("--seq-lens", default="1024,4096,8192")
-    parser.add_argument("--repeats", type=int, default=20)
-    args = parser.parse_args(argv)
-    result = run(seq_lens=tuple(int(t) for t in args.seq_lens.split(",")),
-                 repeats=args.repeats)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,12 +1,13 @@
-"""Laplacian heads under ``torch.compile``: one graph, and the memory standard attention keeps.
+"""kernel="checkpointed_compose": Laplacian heads under ``torch.compile``, one graph, and the
+memory standard attention keeps.
 
 Head ``h`` outputs ``z_h = a_h V_h + b_h P_h V_h`` (Zhang & Papyan, arXiv 2602.09297, Eq. 2
-with P replaced by I − P for Laplacian heads). The lean kernels are written for eager mode
-and break a compiled graph (the lean ``autograd.Function`` writes into non-contiguous
-``out=`` views; ``recompute`` pushes saved-tensor hooks). The composition
+with P replaced by I − P for Laplacian heads). The ``in_place`` and ``recompute`` kernels
+are written for eager mode and break a compiled graph (``in_place``'s autograd Function
+writes into non-contiguous ``out=`` views; ``recompute`` pushes saved-tensor hooks). The composition
 ``a V + b SDPA(q, k, v)`` compiles into one graph, but the compiler's partitioner keeps both
-SDPA's output and z for the backward (measured on a 768-wide layer: 6 tensors of
-(B, T, d) against standard attention's 5).
+SDPA's output and z for the backward (one (B, T, d) tensor more than standard attention:
+docs/kernels.md, "Under torch.compile").
 
 Here the attention and its output projection run inside selective activation checkpointing
 (``torch.utils.checkpoint`` with ``create_selective_checkpoint_contexts``): the fused SDPA
@@ -28,9 +29,8 @@ import torch
 __all__ = ["compiling", "keep_only_attention"]
 
 
-def compiling() -> bool:
-    """Whether torch.compile is tracing this call."""
-    return torch.compiler.is_compiling()
+compiling = torch.compiler.is_compiling
+"""Whether torch.compile is tracing this call (torch's own function: no frame of ours)."""
 
 
 @functools.cache

@@ -9,7 +9,7 @@ Laplacian (1, −1), ``b_h = ±1``, so P V is recovered from z head-wise as
 
 The plain composition ``z = a V + b SDPA(q, k, v)`` keeps two full tensors for the backward:
 SDPA's output ``out`` (saved by torch's fused kernel) and z (saved by the output
-projection). The lean kernel (:mod:`tokengeo.nn.laplacian_kernel`) avoids the second with a
+projection). The in-place kernel (:mod:`tokengeo.nn.kernels.in_place`) avoids the second with a
 Python ``autograd.Function`` that calls the fused kernels one by one, at a host cost of
 tens of microseconds per call, which short sequences on a GPU notice (the launch-bound
 regime: bf16, T = 1024 on an H200, see ``docs/kernels.md``). Here torch's own SDPA
@@ -17,7 +17,7 @@ autograd node runs, and its saved ``out`` is intercepted with saved-tensor hooks
 (``torch.autograd.graph.saved_tensors_hooks``): the node keeps a handle on z and V instead,
 ``out`` is freed when the forward returns, and the backward recomputes P V into a buffer
 laid out as ``out`` was (the CUDA kernels want their own layout). The memory is standard
-attention's; the backward does one elementwise pass more than the lean kernel's (the
+attention's; the backward does one elementwise pass more than the in-place kernel's (the
 gradient negated for the Laplacian heads, by autograd), and runs no Python but the
 recomputation.
 
@@ -27,7 +27,7 @@ or the math backend, saves no such tensor; then nothing is replaced and the memo
 composition's (the values are right either way). It is refused under other saved-tensor
 hooks (activation checkpointing, offloading: theirs would be shadowed), under functorch
 transforms, and for mixed heads or coefficients that learn (their P V must be kept: the
-lean kernel does that).
+in-place kernel does that).
 """
 
 from __future__ import annotations
@@ -36,19 +36,9 @@ import torch
 import torch.nn.functional as F
 
 from tokengeo.nn.heads import HeadRuns
-from tokengeo.nn.laplacian_kernel import combine_runs
+from tokengeo.nn.kernels.compose import combine_runs
 
-__all__ = ["hooks_refusal", "laplacian_recompute", "recompute_refusal"]
-
-
-def recompute_refusal(runs: HeadRuns, coef_grad: bool) -> str | None:
-    """Why :func:`laplacian_recompute` cannot compute these heads (None when it can);
-    whether it can run *now* is :func:`hooks_refusal`'s to say."""
-    if runs.mixed:
-        return "mixed heads (their P V cannot be recovered from z; kernel='lean' keeps it)"
-    if coef_grad:
-        return "coefficients that require grad (kernel='lean' gives their gradients)"
-    return None
+__all__ = ["hooks_refusal", "laplacian_recompute"]
 
 
 def hooks_refusal() -> str | None:
@@ -112,7 +102,7 @@ def laplacian_recompute(
     keeping what standard attention keeps for the backward.
 
     q, k, v: (B, H, T, Dh); coef_a, coef_b: (H,) in q's dtype, the fixed kinds' values
-    (``runs`` gives the kinds; :func:`recompute_refusal` and :func:`hooks_refusal` say
+    (``runs`` gives the kinds; the kernel table's refusal and :func:`hooks_refusal` say
     when this cannot run). z's layout is SDPA's output's, transposed, as for standard
     attention: contiguous when q, k, v are (B, T, H, Dh)-strided views (a packed
     projection). Dropout and masks work as in ``F.scaled_dot_product_attention`` (its own

@@ -33,7 +33,7 @@ from typing import Any
 from tokengeo._deps import require
 from tokengeo.data.cache import cache_dir
 from tokengeo.errors import ConfigError, MissingDependencyError
-from tokengeo.models.gguf_header import gguf_sizes
+from tokengeo.models.hf.gguf_header import gguf_sizes
 
 SOURCE_FILE = "tokengeo-source.json"  # written last into a cache folder: what it came from
 Loaded = tuple[Any, Any]  # (model, tokenizer)

@@ -1,0 +1,188 @@
+"""Docs generated from a run: every number and verdict of a run that the docs show sits in
+a block rendered from that run's ``report.json``.
+
+A block in a Markdown file is delimited by two HTML comments (invisible once rendered)::
+
+    <!-- tokengeo:begin NAME -->
+    ...rendered from report.json...
+    <!-- tokengeo:end NAME -->
+
+Names (:data:`RENDERERS`): ``run`` (mode, commit, claim count), ``tally`` (claims each paper
+makes, per verdict), ``kinds`` (all claims per kind), ``claims:SUITE`` (the suite's claims:
+paper's value, measurement, verdict, against the paper's effect), ``findings:SUITE`` (its
+paper and stand-in claims that reached a verdict, one line each). :func:`write_docs`
+re-renders every block under a folder; :func:`check_docs` names the first block that
+differs. The prose around the blocks says nothing numeric about the run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from tokengeo.errors import ConfigError
+
+BEGIN = "<!-- tokengeo:begin {} -->"
+END = "<!-- tokengeo:end {} -->"
+BLOCK = re.compile(r"<!-- tokengeo:begin (?P<name>[^ ]+) -->\n(?P<body>.*?)"
+                   r"<!-- tokengeo:end (?P=name) -->", re.S)
+DOC_GLOBS = ("README.md", "docs/*.md", "docs/*/*.md")
+VERDICT_COLUMNS = ("reproduced", "not reproduced", "inconclusive", "no change", "not run",
+                   "not testable here")
+TALLIED = ("paper", "stand-in")
+
+
+# ---------------------------------------------------------------------- numbers
+def _num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "∞"
+    return f"{x:.{digits}g}".replace("-", "−")
+
+
+def measured_text(iv: dict | None) -> str:
+    """An interval of report.json as the report shows it."""
+    if iv is None:
+        return "—"
+    log = iv.get("scale") == "log"
+
+    def shown(x, open_side: str = "∞"):
+        if x is None:
+            return open_side
+        return f"×{math.exp(x):.3g}" if log else _num(x)
+
+    m = iv["method"]
+    if m == "worst run":
+        return f"{shown(iv['mean'])} (worst of {iv['n']} runs)"
+    if m == "deterministic":
+        return f"{shown(iv['mean'])} (deterministic)"
+    if m == "exact" or iv["n"] < 2:
+        return shown(iv["mean"]) + ("" if m == "exact" else " (n=1)")
+    return (f"{shown(iv['mean'])} [{shown(iv['low'], '−∞')}, {shown(iv['high'])}] "
+            f"(n={iv['n']})")
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows])
+
+
+def _verdict(c: dict) -> str:
+    v = c["verdict"]
+    return "not run" if v.startswith("not run") else v.split(":")[0]
+
+
+# ---------------------------------------------------------------------- blocks
+def render_run(data: dict, _arg: str) -> str:
+    commit = (data.get("commit") or "unknown")[:7]
+    return (f"Mode `{data['mode']}`, report written by tokengeo {data['tokengeo']} at commit "
+            f"`{commit}`: {len(data['claims'])} claims.")
+
+
+def render_tally(data: dict, _arg: str) -> str:
+    rows = [[p, *(str(n.get(v, 0)) for v in VERDICT_COLUMNS)]
+            for p, n in data["tally"]["papers"].items()]
+    return _table(["paper (its claims, as stated or through a stand-in)", *VERDICT_COLUMNS],
+                  rows)
+
+
+def render_kinds(data: dict, _arg: str) -> str:
+    rows = [[k, *(str(n.get(v, 0)) for v in VERDICT_COLUMNS)]
+            for k, n in data["tally"]["kinds"].items() if sum(n.values())]
+    return _table(["kind (all claims)", *VERDICT_COLUMNS], rows)
+
+
+def _suite_claims(data: dict, suite: str) -> list[dict]:
+    claims = [c for c in data["claims"] if c["suite"] == suite]
+    if not claims:
+        raise ConfigError(f"block names suite {suite!r}, which report.json does not hold; "
+                          f"suites: {sorted({c['suite'] for c in data['claims']})}")
+    return claims
+
+
+def _family_measured(c: dict) -> str:
+    if not c.get("members"):
+        return measured_text(c["interval"])
+    return "; ".join(f"{m.get('label', '')}: {measured_text(m['interval'])}"
+                     for m in c["members"] if m["interval"] is not None) or "—"
+
+
+def render_claims(data: dict, suite: str) -> str:
+    rows = []
+    for c in _suite_claims(data, suite):
+        family = (f" (family of {len(c['members'])}, rule: {c['family_rule']})"
+                  if c.get("members") else "")
+        rows.append([c["claim"] + family, c["kind"], c["paper_value"], _family_measured(c),
+                     _verdict(c), c.get("vs_paper") or ""])
+    return _table(["claim", "kind", "paper", "measured (mean [95% interval])", "verdict",
+                   "vs paper"], rows)
+
+
+def render_findings(data: dict, suite: str) -> str:
+    lines = []
+    for c in _suite_claims(data, suite):
+        if c["kind"] not in TALLIED or _verdict(c) not in ("reproduced", "not reproduced"):
+            continue
+        vs = f"; against the paper's effect: {c['vs_paper']}" if c.get("vs_paper") else ""
+        lines.append(f"- **{c['verdict']}**: {c['claim']} — {_family_measured(c)}{vs}")
+    return "\n".join(lines) or "- (no paper or stand-in claim of this suite reached a verdict)"
+
+
+RENDERERS: dict[str, Callable[[dict, str], str]] = {
+    "run": render_run, "tally": render_tally, "kinds": render_kinds,
+    "claims": render_claims, "findings": render_findings,
+}
+
+
+def render(data: dict, name: str) -> str:
+    """The body of block ``name`` (``kind`` or ``kind:argument``)."""
+    kind, _, arg = name.partition(":")
+    if kind not in RENDERERS:
+        raise ConfigError(f"unknown block {name!r}; blocks are {sorted(RENDERERS)} "
+                          "(claims and findings take :SUITE)")
+    return RENDERERS[kind](data, arg)
+
+
+# ---------------------------------------------------------------------- files
+def doc_files(root: Path) -> list[Path]:
+    """The Markdown files whose blocks are generated: README.md and docs/ (two levels)."""
+    root = Path(root)
+    return sorted({p for g in DOC_GLOBS for p in root.glob(g) if p.is_file()})
+
+
+def rendered(text: str, data: dict) -> str:
+    """``text`` with every block re-rendered from ``data``."""
+    return BLOCK.sub(lambda m: (f"{BEGIN.format(m['name'])}\n{render(data, m['name'])}\n"
+                                f"{END.format(m['name'])}"), text)
+
+
+def check_docs(data: dict, root: Path) -> list[str]:
+    """One line per block name whose text differs from what ``data`` renders, naming the
+    files it differs in (empty: every block agrees)."""
+    differs: dict[str, list[str]] = {}
+    for path in doc_files(root):
+        text = path.read_text(encoding="utf-8")
+        for m in BLOCK.finditer(text):
+            if m["body"] != render(data, m["name"]) + "\n":
+                differs.setdefault(m["name"], []).append(path.relative_to(root).as_posix())
+    return [f"block {name} differs from report.json in {', '.join(files)}"
+            for name, files in differs.items()]
+
+
+def write_docs(data: dict, root: Path) -> list[Path]:
+    """Re-render every block under ``root``; return the files that changed."""
+    from tokengeo.io import write_text
+
+    changed = []
+    for path in doc_files(root):
+        text = path.read_text(encoding="utf-8")
+        new = rendered(text, data)
+        if new != text:
+            write_text(path, new)
+            changed.append(path)
+    return changed

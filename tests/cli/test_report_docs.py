@@ -1,0 +1,76 @@
+"""``tokengeo report``: the docs' generated blocks agree with docs/results/report.json, and
+``--check-docs`` notices one changed number."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tokengeo.cli import main
+
+ROOT = Path(__file__).parents[2]
+PUBLISHED = ROOT / "docs" / "results" / "report.json"
+
+
+def _docs_copy(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    for sub in ("papers", "results"):
+        shutil.copytree(ROOT / "docs" / sub, root / "docs" / sub,
+                        ignore=shutil.ignore_patterns("*.png", "*.html"))
+    for page in (ROOT / "docs").glob("*.md"):
+        shutil.copy(page, root / "docs" / page.name)
+    return root
+
+
+def _changed_report(tmp_path) -> tuple[Path, str]:
+    data = json.loads(PUBLISHED.read_text())
+    claim = next(c for c in data["claims"] if c["suite"] == "flows"
+                 and c["interval"] and c["interval"]["n"] >= 2)
+    claim["interval"]["mean"] += 0.125  # one number of one claim
+    out = tmp_path / "report.json"
+    out.write_text(json.dumps(data))
+    return out, "claims:flows"
+
+
+def test_the_repository_docs_agree_with_the_published_report(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)  # the docs under the current folder
+    assert main(["report", "docs/results/report.json", "--check-docs"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_one_changed_number_fails_the_check_naming_its_block(tmp_path, capsys):
+    report, block = _changed_report(tmp_path)
+    assert main(["report", str(report), "--check-docs", "--root", str(ROOT)]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"block {block} differs" in lines[0]
+    assert "docs/published-run.md" in lines[0]
+
+
+def test_write_docs_renders_the_change_and_the_check_then_passes(tmp_path, capsys):
+    root = _docs_copy(tmp_path)
+    report, block = _changed_report(tmp_path)
+    assert main(["report", str(report), "--write-docs", "--root", str(root)]) == 0
+    assert main(["report", str(report), "--check-docs", "--root", str(root)]) == 0
+    assert main(["report", str(PUBLISHED), "--check-docs", "--root", str(root)]) == 1
+    text = (root / "docs" / "published-run.md").read_text()
+    assert text.count(f"<!-- tokengeo:begin {block} -->") == 1
+
+
+@pytest.mark.parametrize("bad", ["nothing.json", "not-a-report.json"])
+def test_a_bad_report_is_one_line_and_exit_2(tmp_path, capsys, bad):
+    (tmp_path / "not-a-report.json").write_text('{"a": 1}')
+    assert main(["report", str(tmp_path / bad), "--check-docs"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "report.json" in err[0]
+
+
+def test_an_unknown_block_is_refused(tmp_path, capsys):
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "README.md").write_text("<!-- tokengeo:begin nonsense -->\n"
+                                    "<!-- tokengeo:end nonsense -->\n")
+    assert main(["report", str(PUBLISHED), "--check-docs", "--root", str(root)]) == 2
+    assert "unknown block 'nonsense'" in capsys.readouterr().err

@@ -1,0 +1,287 @@
+"""An independent audit of report.json: a second implementation of every interval, member
+verdict, Holm verdict, family verdict and the tally, written against the documented rules
+(docs/report.md) with scipy.stats and numpy, importing nothing from tokengeo.
+
+:func:`audit` returns the list of disagreements (empty: the report recomputes) and counts
+what it could check from the JSON alone. A format-1 report (before intervals carried their
+values) is checked from each t interval's mean, std and n; a test whose values it lacks
+(sign-flip) is taken as stored and counted as such.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+SIDE = 0.025
+R, NR, INC, NOCH = "reproduced", "not reproduced", "inconclusive", "no change"
+TALLIED = ("paper", "stand-in")
+NOT_TESTABLE = "not testable here"
+BUCKETS = (R, NR, INC, NOCH, "not run", NOT_TESTABLE)
+CONTAINMENT = ("t", "welch", "log-ratio", "bootstrap over paths")
+Z975 = stats.norm.ppf(0.975)
+
+
+@dataclass
+class Audit:
+    problems: list[str] = field(default_factory=list)
+    intervals: int = 0  # intervals recomputed from values (or mean, std, n)
+    verdicts: int = 0  # member / claim verdicts recomputed
+    holm: int = 0  # Holm verdicts recomputed
+    families: int = 0
+    taken: int = 0  # verdicts taken as stored (no values to recompute them)
+
+    def check(self, ok: bool, what: str) -> None:
+        if not ok:
+            self.problems.append(what)
+
+
+# ------------------------------------------------------------------ regions
+def region(claim: dict) -> tuple[float, float]:
+    r = claim["region"]
+    if isinstance(r, dict):
+        return (-math.inf if r["low"] is None else r["low"],
+                math.inf if r["high"] is None else r["high"])
+    return parse_region(r)
+
+
+def parse_region(text: str) -> tuple[float, float]:
+    """A format-1 region text as (low, high)."""
+    if m := re.fullmatch(r"within \((\S+) − chance, 0\); chance (\S+)", text):
+        return float(m[1]) - float(m[2]), 0.0
+    if m := re.fullmatch(r"within (\S+) ± (\S+)", text):
+        return float(m[1]) - float(m[2]), float(m[1]) + float(m[2])
+    if m := re.fullmatch(r"within \[(\S+), (\S+)\]", text):
+        return float(m[1]), float(m[2])
+    if m := re.fullmatch(r"ratio ([<>]) (\S+)", text):
+        b = math.log(float(m[2]))
+        return (-math.inf, b) if m[1] == "<" else (b, math.inf)
+    if m := re.fullmatch(r"([<>]) (\S+)(?: \(.*\))?", text):
+        b = float(m[2])
+        return (-math.inf, b) if m[1] == "<" else (b, math.inf)
+    raise ValueError(f"region text {text!r} not understood")
+
+
+# ------------------------------------------------------------------ tests
+def _signflip_p_above(values, b: float) -> float:
+    d = np.asarray(values, float) - b
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    sums = signs @ d
+    return float(np.mean(sums >= d.sum() - 1e-12 * max(1.0, np.abs(d).sum())))
+
+
+def _t_parts(iv: dict) -> tuple[float, float, float] | None:
+    """(mean, standard error, df) of a t-type interval, from its values where it has them."""
+    m = iv["method"]
+    if m == "welch" and iv.get("values_a"):
+        a, b = np.asarray(iv["values_a"]), np.asarray(iv["values_b"])
+        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+        return float(a.mean() - b.mean()), math.sqrt(va + vb), df
+    if m in ("t", "log-ratio") and iv["n"] >= 2:
+        if iv.get("values"):
+            v = np.asarray(iv["values"], float)
+            return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v))), len(v) - 1
+        if iv["std"]:
+            return iv["mean"], iv["std"] / math.sqrt(iv["n"]), iv["n"] - 1
+    return None
+
+
+def p_above(iv: dict, b: float) -> float | None:
+    """One-sided p of "above b"; None where the JSON lacks what it needs."""
+    m = iv["method"]
+    if m in ("exact", "deterministic", "worst run"):
+        return 0.0 if iv["mean"] > b else 1.0
+    if m.endswith("sign-flip"):
+        return _signflip_p_above(iv["values"], b) if iv.get("values") else None
+    parts = _t_parts(iv)
+    if parts is not None:
+        mean, se, df = parts
+        return float(stats.t.sf((mean - b) / se, df))
+    if iv["low"] is None or iv["high"] is None or not iv["high"] > iv["low"]:
+        return 1.0
+    se = (iv["high"] - iv["low"]) / (2 * Z975)
+    return float(stats.norm.sf((iv["mean"] - b) / se))
+
+
+def p_below(iv: dict, b: float) -> float | None:
+    m = iv["method"]
+    if m in ("exact", "deterministic", "worst run"):
+        return 0.0 if iv["mean"] < b else 1.0
+    if m.endswith("sign-flip"):
+        return (_signflip_p_above([-v for v in iv["values"]], -b) if iv.get("values")
+                else None)
+    if (m not in ("t", "log-ratio", "welch") and
+            (iv["low"] is None or iv["high"] is None or not iv["high"] > iv["low"])):
+        return 1.0
+    p = p_above(iv, b)
+    return None if p is None else 1.0 - p
+
+
+def p_in_out(iv: dict, reg: tuple[float, float]) -> tuple[float, float] | None:
+    lo, hi = reg
+    ins, outs = [0.0], [1.0]
+    for b, inside, outside in ((lo, p_above, p_below), (hi, p_below, p_above)):
+        if math.isfinite(b):
+            pi, po = inside(iv, b), outside(iv, b)
+            if pi is None or po is None:
+                return None
+            ins.append(pi)
+            outs.append(po)
+    return max(ins), min(outs)
+
+
+# ------------------------------------------------------------------ intervals
+def recompute_interval(iv: dict, reg, a: Audit, name: str) -> None:
+    m, vals = iv["method"], iv.get("values") or []
+    if m in ("t", "log-ratio") and iv["n"] >= 2:
+        if vals:
+            lo, hi = stats.ttest_1samp(vals, 0.0).confidence_interval(0.95)
+            a.check(math.isclose(np.mean(vals), iv["mean"], rel_tol=1e-9, abs_tol=1e-12),
+                    f"{name}: mean {iv['mean']} is not the mean of its values")
+        elif iv["std"]:
+            half = stats.t.ppf(0.975, iv["n"] - 1) * iv["std"] / math.sqrt(iv["n"])
+            lo, hi = iv["mean"] - half, iv["mean"] + half
+        else:
+            return
+    elif m == "welch" and iv.get("values_a"):
+        lo, hi = stats.ttest_ind(iv["values_a"], iv["values_b"],
+                                 equal_var=False).confidence_interval(0.95)
+    elif m in ("exact", "deterministic") and vals:
+        a.check(len(vals) == 1 and vals[0] == iv["mean"] == iv["low"] == iv["high"],
+                f"{name}: a {m} value is its one number")
+        a.intervals += 1
+        return
+    elif m == "worst run" and vals:
+        worst = max(vals) if math.isfinite(reg[1]) else min(vals)
+        a.check(math.isclose(worst, iv["mean"]), f"{name}: worst run {iv['mean']} != {worst}")
+        a.intervals += 1
+        return
+    else:
+        return
+    a.intervals += 1
+    for got, want, side in ((iv["low"], lo, "low"), (iv["high"], hi, "high")):
+        a.check(got is not None and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9),
+                f"{name}: interval {side} {got} != {want}")
+
+
+# ------------------------------------------------------------------ verdicts
+def raw_verdict(iv: dict, reg) -> str | None:
+    """The region rule (None: the values needed are not in the JSON)."""
+    m = iv["method"]
+    if iv["n"] < 2 and m not in ("exact", "deterministic", "worst run"):
+        return INC
+    if m.endswith("sign-flip") and iv.get("values") and all(v == 0 for v in iv["values"]):
+        return NOCH
+    lo, hi = reg
+    if m in ("exact", "deterministic", "worst run"):
+        return R if lo < iv["mean"] < hi else NR
+    if m in CONTAINMENT:
+        low = -math.inf if iv["low"] is None else iv["low"]
+        high = math.inf if iv["high"] is None else iv["high"]
+        if lo < low and high < hi:
+            return R
+        return NR if (high <= lo or low >= hi) else INC
+    ps = p_in_out(iv, reg)
+    if ps is None:
+        return None
+    return R if ps[0] < SIDE else NR if ps[1] < SIDE else INC
+
+
+def holm(ps: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in input order."""
+    order = np.argsort(ps, kind="stable")
+    m, out, running = len(ps), [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def family_verdict(raw: list[str], adjusted: list[str], rule: str) -> str:
+    if rule == "all":
+        if all(v == R for v in raw):
+            return R
+        return NR if NR in adjusted else INC
+    if R in adjusted:
+        return R
+    return NR if all(v == NR for v in raw) else INC
+
+
+def _format1(iv: dict) -> dict:
+    """Format 1 wrote a deterministic flows value as a zero-width ``t`` interval of n = 1:
+    read it as the deterministic number it is."""
+    if (iv["method"] == "t" and iv["n"] == 1 and iv["std"] == 0
+            and iv["low"] == iv["high"] == iv["mean"]):
+        return {**iv, "method": "deterministic"}
+    return iv
+
+
+def _claim_verdict(c: dict, a: Audit, name: str) -> str:
+    if c.get("not_run"):
+        return c["verdict"]
+    if c["verdict"].startswith(NOT_TESTABLE):  # its precondition's verdict is checked itself
+        a.taken += 1
+        return c["verdict"]
+    iv, reg = _format1(c["interval"]), region(c)
+    v = raw_verdict(iv, reg)
+    if v is None:
+        a.taken += 1
+        return c["verdict"]
+    a.verdicts += 1
+    recompute_interval(iv, reg, a, name)
+    a.check(v == c["verdict"], f"{name}: verdict {c['verdict']!r}, recomputed {v!r}")
+    return v
+
+
+def _family(c: dict, a: Audit, name: str) -> str:
+    members = c["members"]
+    raw = [_claim_verdict(m, a, f"{name} [{m.get('label')}]") for m in members]
+    if c.get("not_run"):
+        return c["verdict"]
+    ps = [p_in_out(m["interval"], region(m)) for m in members]
+    if any(p is None for p in ps):  # a member's test lacks its values: take Holm as stored
+        adjusted = [m["verdict_holm"] for m in members]
+        a.taken += 1
+    else:
+        p_in, p_out = holm([p[0] for p in ps]), holm([p[1] for p in ps])
+        adjusted = []
+        for m, v, pi, po in zip(members, raw, p_in, p_out, strict=True):
+            iv = m["interval"]
+            spread = iv["n"] >= 2 or iv["method"] in ("exact", "deterministic", "worst run")
+            adjusted.append(v if v == NOCH or not spread else
+                            R if pi < SIDE else NR if po < SIDE else INC)
+        for m, h in zip(members, adjusted, strict=True):
+            a.holm += 1
+            a.check(h == m["verdict_holm"],
+                    f"{name} [{m.get('label')}]: Holm {m['verdict_holm']!r}, recomputed {h!r}")
+    v = family_verdict(raw, adjusted, c["family_rule"])
+    a.families += 1
+    a.check(v == c["verdict"], f"{name}: family verdict {c['verdict']!r}, recomputed {v!r}")
+    return v
+
+
+def audit(report: dict) -> Audit:
+    a = Audit()
+    buckets = BUCKETS if any(NOT_TESTABLE in n for n in report["tally"]["kinds"].values()) \
+        else BUCKETS[:-1]  # reports before "not testable" count five buckets
+    papers = {p: dict.fromkeys(buckets, 0) for p in report["tally"]["papers"]}
+    kinds = {k: dict.fromkeys(buckets, 0) for k in report["tally"]["kinds"]}
+    for i, c in enumerate(report["claims"]):
+        name = f"claims[{i}] {c['claim'][:60]}"
+        v = _family(c, a, name) if c.get("members") else _claim_verdict(c, a, name)
+        bucket = ("not run" if v.startswith("not run") else
+                  NOT_TESTABLE if v.startswith(NOT_TESTABLE) else v)
+        kinds.setdefault(c["kind"], dict.fromkeys(buckets, 0))[bucket] += 1
+        if c["kind"] in TALLIED:
+            papers.setdefault(c["paper"], dict.fromkeys(buckets, 0))[bucket] += 1
+    a.check(papers == report["tally"]["papers"],
+            f"tally per paper {report['tally']['papers']}, recomputed {papers}")
+    a.check(kinds == report["tally"]["kinds"],
+            f"tally per kind {report['tally']['kinds']}, recomputed {kinds}")
+    return a
