@@ -51,8 +51,13 @@ gpu-check:
 	PYTHONPATH=src $(PYTHON) scripts/gpu_check.py
 
 # the documentation site from docs/ into site/ (offline, strict: a broken link fails it)
-docs: $(STAMP)
-	$(PY) -c 'import mkdocs, material, mkdocstrings_handlers.python' 2>/dev/null || $(PIP) install --quiet -e '.[docs]'
+# an existing venv is used as it is (a pyproject.toml newer than the venv does not reinstall
+# the package); only the `docs` extra's own requirements are added when missing
+docs:
+	@test -x $(PY) || $(MAKE) $(STAMP)
+	$(PY) -c 'import mkdocs, material, mkdocstrings_handlers.python' 2>/dev/null || \
+	  $(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["docs"]))' \
+	  | xargs -d '\n' $(PIP) install --quiet
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 lint: $(STAMP)

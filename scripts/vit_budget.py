@@ -35,7 +35,7 @@ def run_one(out: Path, k: int, seed: int, threads: int, config: Path) -> dict:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}  # torch's thread count
         cmd = [sys.executable, "-m", "tokengeo", "train", str(config), "--n-laplacian", str(k),
                "--set", f"seed={seed}", "--out", str(run),
-               "--no-progress"]
+               "--quiet"]
         log = (out / f"k{k}-seed{seed}.log").open("w")
         subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     s = json.loads(summary.read_text())

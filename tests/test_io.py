@@ -84,8 +84,9 @@ def test_atomic_dir_replaces_an_existing_folder(tmp_path):
 
 
 def test_remove_temporaries(tmp_path):
-    (tmp_path / ".tmp-x-1").write_text("torn")
-    (tmp_path / ".tmp-d-2").mkdir()
+    (tmp_path / ".tmp-x-0123abcd").write_text("torn")
+    (tmp_path / ".tmp-old-d-89abcdef").mkdir()
     (tmp_path / "keep").write_text("1")
+    (tmp_path / ".tmp-notes.txt").write_text("a user's file named like a temporary")
     io.remove_temporaries(tmp_path)
-    assert os.listdir(tmp_path) == ["keep"]
+    assert sorted(os.listdir(tmp_path)) == [".tmp-notes.txt", "keep"]

@@ -22,9 +22,9 @@ from tokengeo.train.config import TrainConfig
 SRC = Path(__file__).resolve().parents[1] / "src"
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
         "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
-        "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]
+        "--set", "warmup=1", "--set", "eval_batches=1", "--quiet"]
 FLOW = ["--preset", "s2-ou", "--T", "0.1", "--dt", "0.01", "--record-every", "1", "--n-paths", "2",
-        "--scaling-heads", "none", "--no-plots", "--quiet"]
+        "--scaling-heads", "none", "--no-figures", "--quiet"]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

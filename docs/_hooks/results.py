@@ -22,6 +22,8 @@ def _sections(report: str) -> dict[str, str]:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    if page.file.src_uri == "results/README.md":  # on the site report.md is report.html
+        return markdown.replace("](report.html)", "](report.md)")
     if "published-results:" not in markdown:
         return markdown
     report = Path(config["docs_dir"]) / "results" / "report.md"

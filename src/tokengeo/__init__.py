@@ -6,7 +6,10 @@ Top-level API (imported lazily so ``import tokengeo`` stays light)::
     tokengeo.list_models()                              # their names
     tokengeo.resolve_model("smollm2-135m")              # a named model, folder or run: sizes, load
     tokengeo.laplacianize(hf_model, n_laplacian=3)      # Laplacian heads in a HF model
-    tokengeo.run_with_cache(model, x, names=[...])      # named activations
+    tokengeo.run_with_cache(model, x, names=[...])      # (output, ActivationCache)
+    tokengeo.run_with_hooks(model, x, fwd_hooks=[(name, fn)])  # edit activations by name
+    with tokengeo.probes.hooks(model, fwd_hooks=[...]): ...  # the same, removed on exit
+    # (tokengeo.hooks is the module of HookPoint, so the context lives in tokengeo.probes)
     tokengeo.load_model("runs/vit-l3")                  # a trained run's model (no data needed)
 """
 
@@ -24,8 +27,16 @@ _LAZY = {
     "laplacianize": "tokengeo.models.hf",
     "capture": "tokengeo.probes.capture",
     "run_with_cache": "tokengeo.probes.capture",
+    "run_with_hooks": "tokengeo.probes.hooked",
+    "reset_hooks": "tokengeo.probes.hooked",
+    "ActivationCache": "tokengeo.probes.activation_cache",
     "load_model": "tokengeo.train.loading",
     "load_run": "tokengeo.train.loading",
+    "mixed_coefficients": "tokengeo.models.hf",
+    "TrainConfig": "tokengeo.train.config",
+    "Trainer": "tokengeo.train.trainer",
+    "train": "tokengeo.train.trainer",
+    "HookPoint": "tokengeo.hooks",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -150,6 +150,23 @@ def check_memory(what: str, need_bytes: float, fix: str) -> None:
                           f"{_gib(limit)}; {fix}")
 
 
+# Work is refused when even an optimistic machine (RATE elementary operations a second, a
+# fast GPU) would take longer than MAX_WORK_SECONDS: an absurd size fails at once, with the
+# estimate, instead of running for weeks.
+RATE = 1e10
+MAX_WORK_SECONDS = 7 * 24 * 3600.0
+
+
+def check_time(what: str, operations: float, fix: str) -> None:
+    """Refuse work of about ``operations`` elementary steps that would take more than a week
+    at :data:`RATE` a second: ``"<what> is about N operations, X days even at ...; <fix>"``."""
+    seconds = operations / RATE
+    if not math.isfinite(seconds) or seconds > MAX_WORK_SECONDS:
+        raise ConfigError(f"{what} is about {operations:.2g} operations, {seconds / 86400:.3g} "
+                          f"days even at {RATE:.0e} a second (more than the "
+                          f"{MAX_WORK_SECONDS / 86400:.0f}-day limit); {fix}")
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:.3g} GiB" if n < 2**60 else f"{n / 2**30:.3g} GiB (absurd)"
 

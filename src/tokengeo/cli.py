@@ -20,6 +20,7 @@ import signal
 import sys
 
 from tokengeo import __version__
+from tokengeo.commands.flags import DefaultsHelp
 from tokengeo.errors import Terminated, TokengeoError
 from tokengeo.runlock import release_run_folders
 
@@ -117,7 +118,8 @@ def build_parser_for(argv: list[str]) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = argv[0] if argv else None
     for name, (module, help_text) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = sub.add_parser(name, help=help_text, description=help_text,
+                             formatter_class=DefaultsHelp)
         cmd.set_defaults(_module=module)
         if name == wanted:
             importlib.import_module(module).add_arguments(cmd)

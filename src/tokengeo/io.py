@@ -22,25 +22,37 @@ never blocks), refused unless a regular file, bounded in size, and JSON checked 
 top-level type::
 
     read_json(path, dict, limit=1 << 20)  # ConfigError naming the file on any problem
+
+Every JSON tokengeo reads (a file, a line of ``metrics.jsonl``, a sidecar) goes through
+:func:`parse_json`: nested at most :data:`MAX_JSON_DEPTH` deep (checked on the text, before
+the parser recurses), no ``NaN``/``Infinity`` (not JSON; Python's parser would accept them),
+bounded in size. Writes that must not replace a file the user wrote meanwhile pass
+``check=`` to :func:`atomic_path`: it runs again just before the rename.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tokengeo.errors import ConfigError
 
 TMP_PREFIX = ".tmp-"  # temporary siblings start with this (see remove_temporaries)
+# the whole name of a temporary tokengeo made: .tmp-[tag]<name>-<8 hex digits>; a user's
+# ".tmp-notes.txt" does not match, so it is never taken for ours nor deleted
+TMP_NAME = re.compile(r"\.tmp-.+-[0-9a-f]{8}")
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; 0 where it does not exist
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 SMALL_FILE = 64 << 20  # the default bound of read_small: configs, sidecars, cells
+MAX_JSON_DEPTH = 64  # no file tokengeo writes nests deeper than a handful of levels
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _new_sibling(path: Path, *, folder: bool = False, tag: str = "") -> Path:
@@ -64,12 +76,15 @@ def _new_sibling(path: Path, *, folder: bool = False, tag: str = "") -> Path:
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, *, check: Callable[[], None] | None = None
+                ) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds.
 
     The temporary file is created empty with mode ``0o666 & ~umask``; the block may reopen
     or overwrite it. On success it is fsynced and renamed over ``path``; on error (or if
-    the block raises) it is removed and the destination is left untouched.
+    the block raises) it is removed and the destination is left untouched. ``check`` (which
+    raises to refuse) runs right before the rename: the ownership of ``path`` is decided at
+    the write, not seconds earlier.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,6 +92,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         _fsync_file(tmp)
+        if check is not None:
+            check()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -84,17 +101,19 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     _fsync_dir(path.parent)
 
 
-def write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically."""
-    with atomic_path(path) as tmp:
+def write_bytes(path: str | Path, data: bytes, *,
+                check: Callable[[], None] | None = None) -> None:
+    """Write ``data`` to ``path`` atomically (``check``: see :func:`atomic_path`)."""
+    with atomic_path(path, check=check) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | NOFOLLOW)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
 
 
-def write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    write_bytes(path, text.encode("utf-8"))
+def write_text(path: str | Path, text: str, *,
+               check: Callable[[], None] | None = None) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (``check``: see :func:`atomic_path`)."""
+    write_bytes(path, text.encode("utf-8"), check=check)
 
 
 def write_json(path: str | Path, obj: Any, *, indent: int | None = 2,
@@ -108,12 +127,14 @@ def write_json(path: str | Path, obj: Any, *, indent: int | None = 2,
 
 
 @contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
+def atomic_dir(path: str | Path, *, check: Callable[[], None] | None = None
+               ) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; move it onto ``path`` if the block succeeds.
 
     The folder gets mode ``0o777 & ~umask``. On success every file in it is fsynced and an
     existing ``path`` is replaced (moved aside, deleted once the new one is in place). On
-    error the temporary folder is removed.
+    error the temporary folder is removed. ``check`` runs right before the replacement, as
+    in :func:`atomic_path`.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +142,8 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         _fsync_tree(tmp)
+        if check is not None:
+            check()
         _replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -177,6 +200,24 @@ def open_regular(path: str | Path) -> int:
     return fd
 
 
+def open_binary(path: str | Path) -> BinaryIO:
+    """``path`` opened ``"rb"`` through :func:`open_regular` (never blocks; a FIFO, device
+    or folder is refused with ConfigError): for readers that want a file object (images,
+    archives, safetensors headers)."""
+    return os.fdopen(open_regular(path), "rb")
+
+
+def read_text(path: str | Path, what: str, limit: int = SMALL_FILE) -> str:
+    """The UTF-8 text of the regular file ``path`` (``what`` names it in errors: a flag and
+    value, say), at most ``limit`` bytes; ConfigError otherwise."""
+    data = read_small(path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} is not UTF-8 text (byte {exc.start}); give a text file"
+                          ) from None
+
+
 def _require_regular(fd: int, path: Path) -> None:
     import stat
 
@@ -203,34 +244,98 @@ def read_small(path: str | Path, limit: int = SMALL_FILE) -> bytes:
 
 
 def read_json(path: str | Path, kind: type | tuple[type, ...] = dict, *,
-              limit: int = SMALL_FILE) -> Any:
+              limit: int = SMALL_FILE, allow_nan: bool = False) -> Any:
     """The JSON value in ``path``, which must be ``kind`` (e.g. ``dict``); ConfigError naming
-    the file when it is unreadable, too large, not UTF-8 JSON, or of another type."""
-    data = read_small(path, limit)
+    the file when it is unreadable, too large, not UTF-8 JSON (nested too deep, NaN or
+    Infinity in it: see :func:`parse_json`), or of another type."""
+    return parse_json(read_small(path, limit), repr(str(path)), kind, limit=limit,
+                      allow_nan=allow_nan)
+
+
+def parse_json(data: bytes | str, what: str, kind: type | tuple[type, ...] | None = None, *,
+               limit: int = SMALL_FILE, allow_nan: bool = False) -> Any:
+    """The JSON value of ``data``; ConfigError naming ``what`` (a file, a line) when it is
+    longer than ``limit`` bytes, nested deeper than :data:`MAX_JSON_DEPTH`, holds NaN or
+    Infinity (unless ``allow_nan``: files tokengeo writes with ``allow_nan=True``, such as
+    cells and metrics, where a diverged run's NaN is a result), is not UTF-8 JSON, or (with
+    ``kind``) is not of that type."""
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if len(raw) > limit:
+        raise ConfigError(f"{what} holds {len(raw):,} bytes of JSON, more than the {limit:,} "
+                          "it can hold; it is not what tokengeo wrote there")
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise ConfigError(f"{what} nests JSON {depth} levels deep (at most {MAX_JSON_DEPTH}); "
+                          "it is not what tokengeo wrote there: remove or regenerate it")
     try:
-        value = json.loads(data.decode("utf-8"))
+        value = json.loads(raw.decode("utf-8"),
+                           parse_constant=None if allow_nan else _no_constant)
     except UnicodeDecodeError:
-        raise ConfigError(f"{str(path)!r} is not UTF-8 text") from None
+        raise ConfigError(f"{what} is not UTF-8 text") from None
+    except _NonFinite as exc:
+        raise ConfigError(f"{what} holds {exc.args[0]}, which is not a JSON number; "
+                          "regenerate the file (tokengeo writes null there)") from None
     except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"{str(path)!r} is not valid JSON ({str(exc)[:80]})") from None
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if not isinstance(value, kinds):
+        raise ConfigError(f"{what} is not valid JSON ({str(exc)[:80]})") from None
+    kinds = kind if isinstance(kind, tuple) else (kind,) if kind is not None else None
+    if kinds is not None and not isinstance(value, kinds):
         names = " or ".join({dict: "a JSON object", list: "a JSON list"}.get(
             k, f"a JSON {k.__name__}") for k in kinds)
-        raise ConfigError(f"{str(path)!r} must hold {names}, not "
+        raise ConfigError(f"{what} must hold {names}, not "
                           f"{type(value).__name__} {_short(value)}")
     return value
 
 
+class _NonFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NonFinite(name)
+
+
+def json_depth(raw: bytes) -> int:
+    """The deepest nesting of ``[`` / ``{`` in the JSON text ``raw`` (strings skipped), found
+    without recursion, so a hostile file cannot exhaust the stack."""
+    import numpy as np
+
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return 0  # too few brackets to nest deeper (the common case: no scan)
+    bare = np.frombuffer(_JSON_STRING.sub(b'""', raw), dtype=np.uint8)
+    steps = (np.isin(bare, (ord("["), ord("{"))).astype(np.int64)
+             - np.isin(bare, (ord("]"), ord("}"))).astype(np.int64))
+    return int(np.cumsum(steps).max(initial=0))
+
+
 def _short(value: Any) -> str:
-    text = json.dumps(value)
+    text = json.dumps(value)[:200] if not isinstance(value, list | dict) else \
+        f"of {len(value)} items"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def member_path(root: str | Path, name: str) -> Path | None:
+    """Where an archive member ``name`` goes under ``root``, or None when it would land
+    outside (an absolute name, ``..``, a drive, a path through a link): every member of an
+    extracted archive is resolved under its target, never trusted."""
+    root = Path(root).resolve()
+    if not name or "\0" in name or Path(name).is_absolute() or name.startswith(("/", "\\")):
+        return None
+    target = (root / name).resolve()
+    return target if target != root and target.is_relative_to(root) else None
+
+
+def is_temporary(name: str) -> bool:
+    """Whether the file name ``name`` is one of tokengeo's temporaries (see :data:`TMP_NAME`)."""
+    return TMP_NAME.fullmatch(name) is not None
+
+
 def remove_temporaries(folder: str | Path) -> None:
-    """Delete temporary files and folders left in ``folder`` by an interrupted write."""
+    """Delete temporary files and folders left in ``folder`` by an interrupted write (only
+    names tokengeo gives its temporaries: a user's ``.tmp-notes`` stays)."""
     folder = Path(folder)
     for p in folder.glob(f"{TMP_PREFIX}*") if folder.is_dir() else []:
+        if not is_temporary(p.name):
+            continue
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 

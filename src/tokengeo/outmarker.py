@@ -24,11 +24,13 @@ file harmless: the rename replaces the link itself).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
-from tokengeo.io import TMP_PREFIX, read_json, write_json
+from tokengeo.io import is_temporary, read_json, write_json
 
 MARKER = ".tokengeo-output.json"
 LOCK_NAME = ".tokengeo.lock"  # see tokengeo.runlock (not imported: runlock imports us)
@@ -39,11 +41,15 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
              "balance.png", "scaling.png", "sphere.gif"),
     "similarity": ("similarity.json", "mean_similarity.npy", "config.json",
                    "mean_similarity.png", "distance_profiles.png", "within_sentence.png"),
-    "reproduce": ("report.md", "report.html", "report.json", "cells/*", "figures/*",
-                  "runs/*"),
+    "reproduce": ("report.md", "report.html", "report.json", "cells/*", "figures/*"),
     "train": ("config.json", "metrics.jsonl", "metrics.csv", "summary.json", "curves.png",
               "checkpoints/*", "tensorboard/*", "wandb/*"),
 }
+# a reproduce run's training runs: runs/<suite>/<run>/ holding a train output (and the
+# retrofit suite's converted.json), not any file at any depth under runs/ (a run folder may
+# nest: retrofit names one after its corpus path)
+OUTPUTS["reproduce"] += tuple(f"runs/*/**/{p}" for p in (
+    *OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json"))
 # where every write is an atomic rename, which replaces a link to a file instead of writing
 # through it (a damaged cell there is recomputed); links elsewhere are refused
 ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
@@ -78,7 +84,7 @@ def marker_command(folder: str | Path) -> str | None:
 def is_own(folder: str | Path, rel: str) -> bool:
     """Whether ``rel`` (a path inside ``folder``) is tokengeo's own bookkeeping."""
     name = rel.split("/")[-1]
-    return rel in (MARKER, LOCK_NAME) or name.startswith(TMP_PREFIX)
+    return rel in (MARKER, LOCK_NAME) or is_temporary(name)
 
 
 def output_files(folder: Path) -> list[str]:
@@ -95,7 +101,19 @@ def output_files(folder: Path) -> list[str]:
 
 
 def _listed(rel: str, patterns: tuple[str, ...] | list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(rel, p) for p in patterns)
+    """Whether ``rel`` matches one of ``patterns``: ``*`` stands for one path segment (or
+    part of one), ``**/`` for any number of folders, a final ``/*`` for anything below that
+    folder."""
+    return any(_pattern(p).fullmatch(rel) is not None for p in patterns)
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(pattern: str) -> re.Pattern:
+    below = pattern.endswith("/*")
+    body = pattern[:-2] if below else pattern
+    regex = "(?:[^/]+/)*".join("[^/]*".join(re.escape(part) for part in piece.split("*"))
+                               for piece in body.split("**/"))
+    return re.compile(regex + ("/.+" if below else ""))
 
 
 def check_output(out: str | Path, command: str, *, overwrite: bool = False,
@@ -151,7 +169,8 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
     if resume:
         return []
     if not overwrite:
-        how = "--resume to continue it" if command == "train" else "--overwrite to replace it"
+        how = ("--resume to continue it, --overwrite to replace it" if command == "train"
+               else "--overwrite to replace it")
         raise ConfigError(f"--out {str(out)!r} exists and is not empty (a previous "
                           f"`tokengeo {command}` output); pass {how}, or choose a new --out")
     return files
@@ -190,3 +209,60 @@ def remove_lone_marker(folder: Path) -> None:
 
 
 check_replaceable = check_output  # the earlier name
+
+
+# ---- single files written beside a user's own (view's page): a sidecar marker -----------------
+
+def file_marker(path: str | Path) -> Path:
+    """The sidecar marker of a file tokengeo writes into a folder it does not own (``view``'s
+    page): ``.<name>.tokengeo.json`` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tokengeo.json")
+
+
+def file_digest(path: str | Path) -> str | None:
+    """The SHA-256 of the regular file ``path`` (None: missing, a link or not a regular file)."""
+    import hashlib
+
+    from tokengeo.io import open_binary
+
+    path = Path(path)
+    if path.is_symlink():
+        return None
+    try:
+        with open_binary(path) as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except (OSError, ConfigError):
+        return None
+
+
+def read_file_marker(path: str | Path, command: str) -> dict[str, list[str]]:
+    """``{relative name: [accepted SHA-256, ...]}`` of the files ``command`` wrote at ``path``
+    (and beside it), from its sidecar; ``{}`` when there is none or it is not ours."""
+    try:
+        data = read_json(file_marker(path), dict, limit=1 << 22)
+    except (OSError, ValueError, ConfigError):
+        return {}
+    files = data.get("files")
+    if data.get("command") != command or not isinstance(files, dict):
+        return {}
+    return {k: [d for d in v if isinstance(d, str)] for k, v in files.items()
+            if isinstance(k, str) and isinstance(v, list)}
+
+
+def write_file_marker(path: str | Path, command: str, files: dict[str, list[str]]) -> None:
+    """Record ``files`` (relative name -> accepted SHA-256s) as written by ``command``."""
+    from tokengeo import __version__
+
+    write_json(file_marker(path), {"command": command, "tokengeo": __version__,
+                                   "files": files}, indent=None)
+
+
+def owned_file(path: str | Path, rel: str, command: str,
+               recorded: dict[str, list[str]] | None = None) -> bool:
+    """Whether the file at ``path`` (named ``rel`` in the sidecar of the page it belongs
+    to) is one ``command`` wrote and nobody changed since: its sidecar lists ``rel`` with the
+    file's current SHA-256. A user's file cannot pass by accident (a tag inside it does not
+    count), and neither can an edited copy of ours."""
+    digest = file_digest(path)
+    return digest is not None and digest in (recorded or {}).get(rel, [])

@@ -11,8 +11,9 @@ with status 2 naming the holder (pid, host, command, start time)::
 The lock is ``fcntl.flock`` on the file: the kernel drops it when its process dies, also by
 SIGKILL, so a lock left by a crashed run never blocks the next one (the stale file is simply
 locked again). The lock file is opened ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular
-file: a ``.tokengeo.lock`` that is a symbolic link (to a user's file, which a truncate would
-destroy), a FIFO or a device is refused with one line, never opened through. On release
+file: a ``.tokengeo.lock`` that is a symbolic link or a hard link (to a user's file, which a
+truncate would destroy: the link count is checked once the file is locked, before it is
+written), a FIFO or a device is refused with one line, never opened through. On release
 the lock file is removed, and so are the folders the lock itself
 created if they are still empty, so a run refused after locking (a bad data set, say)
 leaves nothing behind. The holder line is written into the lock file in place, not through
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tokengeo.errors import ConfigError
-from tokengeo.io import NOFOLLOW, NONBLOCK, read_small
+from tokengeo.io import NOFOLLOW, NONBLOCK, parse_json, read_small
 
 try:  # POSIX; elsewhere runs are not locked
     import fcntl
@@ -98,13 +99,17 @@ class RunLock:
                 os.close(fd)
                 raise ConfigError(f"--out {str(self.folder)!r} is in use by {self._holder()}; "
                                   "wait for that run to end or choose another --out") from None
+            if os.fstat(fd).st_nlink > 1:  # a hard link to a user's file: never truncate it
+                os.close(fd)
+                raise ConfigError(f"{str(self.path)!r} is a hard link to another file (link "
+                                  "count > 1), which the lock would overwrite; remove it")
             if _same_file(fd, self.path):  # else the holder removed it meanwhile: retry
                 return fd
             os.close(fd)
 
     def _holder(self) -> str:
         try:
-            h: dict[str, Any] = json.loads(read_small(self.path, 1 << 16))
+            h: dict[str, Any] = parse_json(read_small(self.path, 1 << 16), "lock", dict)
             return (f"pid {h['pid']} on {h['host']} ({h['command']}, started {h['started']})")
         except (OSError, ValueError, KeyError, TypeError, ConfigError):
             return "another tokengeo run (it is starting)"

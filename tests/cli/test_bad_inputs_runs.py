@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 BUILTIN_SUITES = Path(__file__).parents[2] / "src" / "tokengeo" / "experiments" / "suites"
 TINY_FLOW = ["--preset", "s2-ou", "--T", "0.1", "--dt", "0.01", "--record-every", "1",
-             "--n-paths", "2", "--scaling-heads", "none", "--no-plots", "--quiet"]
+             "--n-paths", "2", "--scaling-heads", "none", "--no-figures", "--quiet"]
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -188,7 +188,7 @@ COMMAND_ARGS = {
     "similarity": (["similarity", "--corpus", "{corpus}", "--no-figures"], []),
     "reproduce": (["reproduce", "--jobs", "1", "--only", "flows"], []),
     "train": (["train", "--model", "vit-tiny", "--data", "digits", "--steps", "1",
-               "--no-progress"], []),
+               "--quiet"], []),
 }
 # an output file name each command writes, to stand for a user's file of the same name
 OWN_NAME = {"flow": "flow.json", "similarity": "similarity.json", "reproduce": "report.md",
@@ -415,7 +415,7 @@ def test_train_hf_folder_refused_before_weights(tmp_path, capsys, config, extra,
     corpus = _corpus(tmp_path)
     before = snapshot(tmp_path)
     code = main(["train", "--model", f"hf:{folder}", "--data", str(corpus), "--steps", "1",
-                 "--no-progress", *extra, "--out", str(tmp_path / "run")])
+                 "--quiet", *extra, "--out", str(tmp_path / "run")])
     line = one_line(capsys, "train")
     assert code == 2 and needle in line, line
     assert snapshot(tmp_path) == before
@@ -442,7 +442,7 @@ def test_text_folder_refuses_binary_files_and_fifos(tmp_path, capsys, bad, needl
     folder = _text_folder(tmp_path, bad)
     before = snapshot(tmp_path)
     code = main(["train", "--model", "gpt-tiny", "--data", str(folder), "--steps", "1",
-                 "--no-progress", "--out", str(tmp_path / "run")])
+                 "--quiet", "--out", str(tmp_path / "run")])
     line = one_line(capsys, "train")
     assert code == 2 and needle in line, line
     assert snapshot(tmp_path) == before
@@ -508,7 +508,7 @@ def test_npz_refused_at_the_door(tmp_path, capsys, kind, needle):
     p = _npz(tmp_path, kind)
     before = snapshot(tmp_path)
     code = main(["train", "--model", "vit-tiny", "--data", str(p), "--steps", "1",
-                 "--no-progress", "--out", str(tmp_path / "run")])
+                 "--quiet", "--out", str(tmp_path / "run")])
     line = one_line(capsys, "train")
     assert code == 2 and needle in line, line
     assert snapshot(tmp_path) == before
@@ -543,7 +543,7 @@ def test_train_connect_timeout_range(tmp_path, capsys, monkeypatch):
         monkeypatch.setenv(var, val)
     before = snapshot(tmp_path)
     code = main(["train", "--model", "vit-tiny", "--data", "digits", "--steps", "1",
-                 "--no-progress", "--device", "cpu", "--connect-timeout", "-5",
+                 "--quiet", "--device", "cpu", "--connect-timeout", "-5",
                  "--out", str(tmp_path / "run")])
     line = one_line(capsys, "train")
     assert code == 2 and "--connect-timeout -5.0" in line
@@ -629,7 +629,7 @@ def test_written_files_follow_umask_022(tmp_path):
         assert main(["train", "--model", "vit-tiny", "--data", "digits", "--steps", "1",
                      "--batch-size", "8", "--set", "model_overrides.d_model=32",
                      "--set", "model_overrides.n_layers=1", "--set", "warmup=1",
-                     "--set", "eval_batches=1", "--no-progress",
+                     "--set", "eval_batches=1", "--quiet",
                      "--out", str(tmp_path / "run")]) == 0
     finally:
         os.umask(old)
@@ -773,7 +773,7 @@ def test_torchrun_rendezvous_gives_up_after_connect_timeout(tmp_path, capsys, mo
     before = snapshot(tmp_path)
     t0 = time.monotonic()
     code = main(["train", "--model", "vit-tiny", "--data", "digits", "--steps", "1",
-                 "--no-progress", "--device", "cpu", "--connect-timeout", "2",
+                 "--quiet", "--device", "cpu", "--connect-timeout", "2",
                  "--out", str(tmp_path / "run")])
     line = one_line(capsys, "train")
     assert code == 2 and f"127.0.0.1:{port} within 2 s" in line, line

@@ -78,7 +78,7 @@ def _case(args: list[str], needle: str, setup=None, *, id: str):
     return pytest.param(args, needle, setup, id=id)
 
 
-FLOW = ["flow", "--preset", "s2-ou", "--no-plots", "--quiet"]
+FLOW = ["flow", "--preset", "s2-ou", "--no-figures", "--quiet"]
 OUT = ["--out", "{tmp}/out"]
 REPRO = ["reproduce", "--jobs", "1", "--out", "{tmp}/out"]
 SIM = ["similarity", "--out", "{tmp}/out"]
@@ -484,7 +484,7 @@ def test_python_cases_count():
 def _tiny_flow(out: Path, *extra: str) -> int:
     return main(["flow", "--preset", "s2-oscillating", "--T", "0.02", "--dt", "0.01",
                  "--n-paths", "1", "--heads", "2", "--scaling-heads", "none", "--out", str(out),
-                 "--record-every", "1", "--no-plots", "--quiet", "--threads", "1", *extra])
+                 "--record-every", "1", "--no-figures", "--quiet", "--threads", "1", *extra])
 
 
 def test_flow_overwrites_only_its_own_output_when_told(tmp_path, capsys):
@@ -557,7 +557,7 @@ def test_ctrl_c_stops_flow(tmp_path):
     out = tmp_path / "flow"
     rc, err = _interrupt(["flow", "--preset", "s2-ou", "--T", "100", "--dt", "0.005",
                           "--n-paths", "4", "--scaling-heads", "1,2", "--heads", "2",
-                          "--no-plots", "--threads", "1", "--out", str(out)],
+                          "--no-figures", "--threads", "1", "--out", str(out)],
                          _line("simulating"), out)
     _check_interrupted(rc, err, "flow", out)
 
@@ -599,7 +599,7 @@ def test_ctrl_c_stops_train(tmp_path):
     out = tmp_path / "run"
     rc, err = _interrupt(["train", "--model", "vit-tiny", "--data", "digits", "--steps",
                           "100000", "--batch-size", "8", "--checkpoint-every", "1",
-                          "--eval-every", "0", "--no-progress", "--out", str(out)],
+                          "--eval-every", "0", "--quiet", "--out", str(out)],
                          lambda err, out: any((out / "checkpoints").glob("step-*")), out)
     _check_interrupted(rc, err, "train", out)
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # A tiny ViT on the digits: a case that passes validation would train only 2 steps.
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "8", "--steps", "2",
         "--set", "model_overrides.d_model=16", "--set", "model_overrides.n_layers=1",
-        "--set", "model_overrides.patch_size=4", "--no-progress"]
+        "--set", "model_overrides.patch_size=4", "--quiet"]
 
 
 @pytest.fixture(autouse=True)
@@ -416,7 +416,7 @@ def test_bad_csv(tmp_path, capsys, kind, message):
     data = make_data(kind, tmp_path)
     out = tmp_path / "run"
     code, err = run_cli(["train", "--model", "encoder-tiny", "--data", str(data),
-                         "--out", str(out), "--no-progress"], capsys)
+                         "--out", str(out), "--quiet"], capsys)
     assert_one_line(code, err, "train", message)
     assert not out.exists()
 

@@ -51,7 +51,7 @@ def test_warmup_longer_than_the_run_is_clamped_and_said(tmp_path, capsys):
 def _flow(tmp_path, *extra):
     return main(["flow", "--preset", "s2-oscillating", "--T", "0.05", "--dt", "0.01", "--n-paths", "1",
                  "--heads", "2", "--scaling-heads", "1,2", "--out", str(tmp_path / "flow"),
-                 "--record-every", "1", "--no-plots", "--threads", "1", *extra])
+                 "--record-every", "1", "--no-figures", "--threads", "1", *extra])
 
 
 def test_flow_shows_a_bar_per_head_count_on_a_terminal(tmp_path, capsys, monkeypatch):

@@ -53,7 +53,7 @@ def test_core_only_install_trains_and_simulates(tmp_path):  # ~10 s: two CLI sub
     train = _run(["-m", "tokengeo", "train", "--model", "vit-tiny", "--data",
                   str(tmp_path / "tiny.npz"), "--steps", "3", "--batch-size", "8",
                   "--set", "model_overrides.patch_size=4", "--out", str(tmp_path / "run"),
-                  "--no-progress"], env, tmp_path)
+                  "--quiet"], env, tmp_path)
     assert train.returncode == 0, train.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["step"] == 3

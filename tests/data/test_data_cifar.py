@@ -146,7 +146,7 @@ def test_a_gzip_of_one_pickle_is_not_the_archive(tmp_path):
 
 def test_train_cli_refuses_a_missing_cifar_path_in_one_line(tmp_path, capsys):
     code = main(["train", "--model", "vit-tiny", "--data", f"cifar10:{tmp_path}/none.tar.gz",
-                 "--steps", "1", "--out", str(tmp_path / "run"), "--no-progress"])
+                 "--steps", "1", "--out", str(tmp_path / "run"), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "none.tar.gz does not exist" in err[0]
     assert not (tmp_path / "run").exists()

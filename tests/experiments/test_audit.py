@@ -1,11 +1,11 @@
-"""The independent audit (tests/report_audit.py, scipy.stats) recomputes every interval,
+"""The independent audit (tests/helpers/report_audit.py, scipy.stats) recomputes every interval,
 member verdict, Holm verdict, family verdict and the tally of a report.json."""
 
 import copy
 import json
 from pathlib import Path
 
-from report_audit import audit
+from helpers.report_audit import audit
 from test_report_json import _suites, validate_report
 
 from tokengeo.experiments.report import write_report

@@ -194,12 +194,18 @@ def test_peak_memory_is_judged_per_batch_size_against_the_papers_reduction(tmp_p
         for name, mb in (("ltransformer", peak_l), ("fair_baseline", peak_fair)):
             peaks.append({**value["training_peaks"][0], "name": name, "batch": batch,
                           "peak_bytes": mb * 2**20})
+    ctx = SuiteContext(tmp_path, tmp_path / "fig")
     out = suite.summarise(SETTINGS, {**_results(), "efficiency": CellResult(
-        "efficiency", {**value, "training_peaks": peaks})}, SuiteContext(tmp_path, tmp_path / "fig"))
+        "efficiency", {**value, "training_peaks": peaks})}, ctx)
     memory = next(c for c in out.claims if c.text.startswith("peak training memory of the L"))
     assert [m.label for m in memory.members] == ["batch 16", "batch 32", "batch 64"]
     assert [round(math.exp(m.measured.mean), 2) for m in memory.members] == [0.74, 0.82, 0.9]
     assert memory.verdict == "reproduced"  # lower at every batch
+    zero = [{**r, "peak_bytes": 0} for r in peaks]  # below the RSS resolution: no ratio
+    out0 = suite.summarise(SETTINGS, {**_results(), "efficiency": CellResult(
+        "efficiency", {**value, "training_peaks": zero})}, ctx)
+    none = next(c for c in out0.claims if c.text.startswith("peak training memory of the L"))
+    assert none.verdict.startswith("not run: peak memory below the measurement's resolution")
     # against −15 %: ×0.74 and ×0.82 are larger reductions, ×0.90 a smaller one
     assert [m.vs_paper for m in memory.members] == ["larger", "larger", "smaller"]
 

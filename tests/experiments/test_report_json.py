@@ -150,7 +150,7 @@ def test_a_claim_whose_precondition_fails_is_not_testable_and_counted_apart(tmp_
     write_report(tmp_path, [SuiteOutput("d", "D", "P", [sanity, seg])], "r", [], mode="quick")
     data = json.loads((tmp_path / "report.json").read_text())
     validate_report(data)
-    from report_audit import audit
+    from helpers.report_audit import audit
 
     assert audit(data).problems == []
     good = Claim("d", "s", "src", "-", "d", up, measured=mean_interval([1, 1.1, 0.9]),

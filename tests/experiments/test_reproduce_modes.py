@@ -5,6 +5,7 @@ built-in suites' ``[paper]`` tables."""
 from __future__ import annotations
 
 import pytest
+from helpers.cifar_archive import cifar100_members, write_archive, write_folder
 
 from tokengeo.cli import main
 from tokengeo.errors import ConfigError
@@ -59,8 +60,8 @@ def _cfg(conf, tmp_path, mode="paper", **paths):
 
 
 def test_paper_mode_runs_on_the_supplied_path(conf, tmp_path):
-    data = tmp_path / "cifar-100-python.tar.gz"
-    data.write_bytes(b"x")
+    data = write_archive(tmp_path / "cifar-100-python.tar.gz", "cifar-100-python",
+                         cifar100_members())  # read whole at the door: a real (tiny) archive
     _, outputs = rp.reproduce(_cfg(conf, tmp_path, FAKE_DATA=str(data)), log=print)
     assert CALLS == [(f"cifar100:{data}", s) for s in range(3)]
     assert not outputs[0].claims[0].verdict.startswith("not run")  # measured, on that path
@@ -84,9 +85,10 @@ def test_a_path_that_does_not_exist_is_refused(conf, tmp_path):
 
 
 def test_the_environment_supplies_a_path(conf, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_DATA", str(tmp_path))
+    folder = write_folder(tmp_path / "cifar", "cifar-100-python", cifar100_members())
+    monkeypatch.setenv("FAKE_DATA", str(folder))
     rp.reproduce(_cfg(conf, tmp_path), log=print)
-    assert CALLS[0] == (f"cifar100:{tmp_path}", 0)
+    assert CALLS[0] == (f"cifar100:{folder}", 0)
 
 
 def test_a_path_no_suite_uses_is_refused(conf, tmp_path):

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from report_audit import audit
+from helpers.report_audit import audit
 from test_report_json import validate_report
 
 from tokengeo.experiments.reproduce import BUILTIN_CONFIG_DIR, SUITES, ReproduceConfig, reproduce
@@ -120,13 +120,20 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     (out,) = outputs
     assert out.claims, "a suite must state claims"
     allowed = ("reproduced", "not reproduced", "inconclusive", "no change")
-    assert all(c.verdict in allowed for c in out.claims), [c.verdict for c in out.claims]
+    # a claim whose sanity precondition fails at this micro size is not judged (DINO's
+    # segmentation claims when its 2-step backbone does not beat a random one)
+    # ... and peak memory at a micro width may lie below the RSS resolution (no ratio)
+    tiny = "not run: peak memory below the measurement's resolution"
+    assert all(c.verdict in allowed or c.verdict.startswith(("not testable here: the "
+                                                             "precondition", tiny))
+               for c in out.claims), [c.verdict for c in out.claims]
     measured = [m for c in out.claims for m in (c.members or [c])]  # a family's members
-    assert all(c.measured is not None for c in measured)
+    assert all(c.measured is not None or c.verdict.startswith(tiny) for c in measured)
     data = json.loads(path.with_name("report.json").read_text())
     validate_report(data)
-    check = audit(data)  # the independent recomputation (tests/report_audit.py)
-    assert check.problems == [] and check.taken == 0, check.problems
+    check = audit(data)  # the independent recomputation (tests/helpers/report_audit.py)
+    untested = sum(c["verdict"].startswith("not testable") for c in data["claims"])
+    assert check.problems == [] and check.taken == untested, check.problems
     assert all(Path(f).exists() for f in out.figures)
     html = path.read_text()
     assert html.count("<h3>") == len(out.claims)

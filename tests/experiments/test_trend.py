@@ -34,27 +34,44 @@ def test_flat_data_straddle_zero_in_most_draws():
     assert rejections <= 6 and straddles >= 34
 
 
-def test_page_l_matches_scipy():
+def _permutation_page(values) -> tuple[float, float, float]:
+    """An independent reference: L and its one-sided p-values from every permutation of each
+    seed's ranks (Page 1963: the exact null on tie-free data)."""
+    import itertools
+
+    from scipy.stats import rankdata
+
+    ks = sorted(values)
+    y = torch.tensor([[values[k][s] for k in ks] for s in range(len(values[ks[0]]))],
+                     dtype=torch.float64)
+    S, J = y.shape
+    ranks = torch.from_numpy(rankdata(y.numpy(), axis=1))
+    w = torch.arange(1, J + 1, dtype=torch.float64)
+    L = float((ranks * w).sum())
+    perms = torch.tensor(list(itertools.permutations(range(J))))
+    per_seed = [(ranks[s][perms] * w).sum(1) for s in range(S)]
+    null = torch.cartesian_prod(*per_seed).sum(1) if S > 1 else per_seed[0]
+    return L, float((null >= L - 1e-9).double().mean()), float((null <= L + 1e-9).double().mean())
+
+
+@pytest.mark.parametrize("slope", [0.4, -0.4, 0.0])
+def test_page_test_equals_the_exact_permutation_null(slope):
+    values = _data(slope, seeds=3, ks=(0, 1, 2, 3))
+    t = trend_over_k(values)
+    L, p_inc, p_dec = _permutation_page(values)
+    assert t.method == "exact" and t.page_l == pytest.approx(L)
+    assert t.p_increasing == pytest.approx(p_inc, abs=1e-9)
+    assert t.p_decreasing == pytest.approx(p_dec, abs=1e-9)
+
+
+def test_large_tables_use_the_normal_approximation():
     from scipy.stats import page_trend_test
 
-    values = _data(0.4, seeds=3, ks=(0, 1, 2, 3))
+    values = _data(0.2, seeds=30, ks=(0, 1, 2, 3, 4, 5))
     t = trend_over_k(values)
-    data = [[values[k][s] for k in sorted(values)] for s in range(3)]
-    ref = page_trend_test(data, method="exact")
-    assert t.page_l == pytest.approx(ref.statistic)
-    assert t.p_increasing == pytest.approx(ref.pvalue, abs=1e-9)
-    assert t.method == "exact"
-
-
-def test_monte_carlo_branch_agrees_with_scipy():
-    from scipy.stats import page_trend_test
-
-    values = _data(0.2, seeds=8, ks=(0, 1, 2, 3, 4, 5))
-    t = trend_over_k(values)
-    data = [[values[k][s] for k in sorted(values)] for s in range(8)]
-    ref = page_trend_test(data, method="asymptotic")
-    assert t.method.startswith("monte carlo")
-    assert t.p_increasing == pytest.approx(ref.pvalue, abs=0.02)
+    data = [[values[k][s] for k in sorted(values)] for s in range(30)]
+    assert t.method == "asymptotic"
+    assert t.p_increasing == pytest.approx(page_trend_test(data).pvalue, abs=1e-12)
 
 
 @pytest.mark.parametrize("values, match", [

@@ -81,6 +81,7 @@ def _fake_image_results(settings: dict, nc2: dict[int, list[float]]) -> dict:
             geo = {"within_sequence_share": 0.5, "between_class_share": 0.2, "nc1": 1.0,
                    "nc2_etf_error": nc2[k][i], "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
                    "components_99": 20,  # per image: not tied over seeds
+                   "components_99_interp": 19.5 - 0.1 * k + 0.01 * i,
                    "components_99_per_image": 10.0 - k + 0.1 * i * (1 + k)}
             geo["layers"] = [dict(geo)]
             value = {"final": {"test": {"accuracy": 0.8}}, "geometry": geo, "wall_time_s": 1}

@@ -201,7 +201,7 @@ def test_cli_flow_writes_json(tmp_path):
     out = tmp_path / "flow"
     rc = main(["flow", "--preset", "s2-oscillating", "--T", "0.05", "--dt", "0.01",
                "--n-paths", "2", "--heads", "2", "--scaling-heads", "1,2", "--out", str(out),
-               "--record-every", "1", "--no-plots", "--threads", "1"])
+               "--record-every", "1", "--no-figures", "--threads", "1"])
     assert rc == 0
     data = json.loads((out / "flow.json").read_text())
     assert [r["n_heads"] for r in data["runs"]] == [1, 2]

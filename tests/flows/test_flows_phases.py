@@ -124,7 +124,7 @@ def test_cli_runs_the_in_phase_preset_with_shared_or_per_path_weights(tmp_path, 
     out = tmp_path / "flow"
     argv = ["flow", "--preset", "s2-oscillating-inphase", "--T", "0.04", "--dt", "0.01",
             "--n-paths", "2", "--heads", "2", "--scaling-heads", "none", "--out", str(out),
-            "--record-every", "1", "--no-plots", "--threads", "1"]
+            "--record-every", "1", "--no-figures", "--threads", "1"]
     assert main(argv + (["--per-path-weights"] if per_path else [])) == 0
     data = json.loads((out / "flow.json").read_text())
     assert data["preset"]["drift"] == "oscillating-inphase"

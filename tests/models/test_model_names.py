@@ -166,6 +166,9 @@ def test_similarity_checks_a_folder_before_loading(tmp_path):
 
     folder = write_json(tmp_path / "m" / "config.json", {"n_layer": 1, "n_head": 1,
                                                          "n_positions": 32})
+    with pytest.raises(ConfigError, match="the folder has no tokenizer"):  # all-[UNK] text
+        check_arguments(_similarity_config(str(folder)))
+    (tmp_path / "m" / "tokenizer.json").write_text("{}")
     with pytest.raises(ConfigError, match="seq_len=64 exceeds the model's 32 positions"):
         check_arguments(_similarity_config(str(folder)))
 
@@ -253,7 +256,7 @@ def test_train_runs_each_hf_form(name, tiny_llama_folder, tmp_path):
     code = main(["train", "--model", model, "--data", "shakespeare", "--n-laplacian", "1",
                  "--steps", "1", "--batch-size", "1", "--set", "model_overrides.block_size=16",
                  "--set", "warmup=0", "--set", "eval_every=0", "--set", "final_eval_batches=1",
-                 "--device", "cpu", "--no-progress", "--out", str(out)])
+                 "--device", "cpu", "--quiet", "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     heads = resolve_model(model[len("hf:"):]).n_heads

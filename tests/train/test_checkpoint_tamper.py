@@ -29,7 +29,7 @@ from tokengeo.train.trainer import SIDECAR_FIELDS, Trainer
 SRC = Path(__file__).resolve().parents[2] / "src"
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
         "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
-        "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]
+        "--set", "warmup=1", "--set", "eval_batches=1", "--quiet"]
 RUN = [*TINY, "--steps", "4", "--checkpoint-every", "2", "--eval-every", "0"]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -78,7 +78,7 @@ def edit(run: Path, change, *, step: int = 4, resign: bool = False) -> None:
 def refused(run: Path, capsys, *args: str) -> str:
     """Resume ``run``: exit 2, one line, and not a byte of the run changed."""
     before = tree(run)
-    assert main(["train", "--resume", "--out", str(run), "--no-progress", *args]) == 2
+    assert main(["train", "--resume", "--out", str(run), "--quiet", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0].startswith("tokengeo train: error: checkpoint ")
@@ -166,10 +166,10 @@ def test_corrupt_latest_names_the_last_good_and_resume_from_continues(run, base,
             "with --resume-from 2") in line
     with monkeypatch.context() as m:  # continue from step 2, interrupted at once
         m.setattr(Trainer, "train_step", lambda self: (_ for _ in ()).throw(KeyboardInterrupt))
-        assert main(["train", "--resume-from", "2", "--out", str(run), "--no-progress"]) == 130
+        assert main(["train", "--resume-from", "2", "--out", str(run), "--quiet"]) == 130
     kept = [p.name for p in ckpt.list_checkpoints(run / "checkpoints")]
     assert kept == ["step-00000002"]  # the later (corrupt) one is gone, so --resume works
-    assert main(["train", "--resume", "--out", str(run), "--no-progress"]) == 0
+    assert main(["train", "--resume", "--out", str(run), "--quiet"]) == 0
     same_result(base, run)
     strip = [[{k: v for k, v in json.loads(line).items() if k not in ("wall_s", "throughput")}
               for line in (d / "metrics.jsonl").read_text().splitlines()] for d in (base, run)]
@@ -178,7 +178,7 @@ def test_corrupt_latest_names_the_last_good_and_resume_from_continues(run, base,
 
 def test_resume_from_a_missing_step_or_with_no_good_checkpoint(run, capsys):
     before = tree(run)
-    assert main(["train", "--resume-from", "3", "--out", str(run), "--no-progress"]) == 2
+    assert main(["train", "--resume-from", "3", "--out", str(run), "--quiet"]) == 2
     line = capsys.readouterr().err.strip()
     assert "--resume-from 3:" in line and "it has steps [2, 4]" in line
     assert tree(run) == before
@@ -229,5 +229,5 @@ def test_sigkill_during_a_checkpoint_write_then_resume_is_bit_identical(base, tm
     assert done.returncode == -signal.SIGKILL
     names = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert names[0].startswith(".tmp-step-00000004-") and names[1:] == ["step-00000002"]
-    assert main(["train", "--resume", "--out", str(out), "--no-progress"]) == 0
+    assert main(["train", "--resume", "--out", str(out), "--quiet"]) == 0
     same_result(base, out)

@@ -17,7 +17,7 @@ from tokengeo.train.trainer import Trainer
 SRC = Path(__file__).resolve().parents[2] / "src"
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
         "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
-        "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]
+        "--set", "warmup=1", "--set", "eval_batches=1", "--quiet"]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -88,7 +88,7 @@ def test_config_file_with_set_overrides(tmp_path, capsys):
     cfg.write_text('model = "vit-tiny"\ndata = "digits"\nsteps = 50\nlr = 0.01\nbatch_size = 16\n'
                    f'out = "{tmp_path / "run"}"\n[model_overrides]\nd_model = 32\nn_layers = 1\n')
     assert main(["train", str(cfg), "--steps", "2", "--set", "lr=2e-3",
-                 "--set", "eval_every=0", "--no-progress"]) == 0
+                 "--set", "eval_every=0", "--quiet"]) == 0
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (saved["steps"], saved["lr"], saved["batch_size"]) == (2, 2e-3, 16)
     assert saved["model_overrides"] == {"d_model": 32, "n_layers": 1}
@@ -108,7 +108,7 @@ def test_resume_from_the_command_line_matches_uninterrupted(tmp_path, monkeypatc
     with monkeypatch.context() as m:
         m.setattr(Trainer, "train_step", dies_at_step_4)
         assert main([*run, "--out", str(tmp_path / "cut")]) == 130
-    assert main(["train", "--resume", "--out", str(tmp_path / "cut"), "--no-progress"]) == 0
+    assert main(["train", "--resume", "--out", str(tmp_path / "cut"), "--quiet"]) == 0
     full, cut = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("full", "cut"))
     assert full["final"] == cut["final"]
     strip = [{k: v for k, v in json.loads(line).items() if k not in ("wall_s", "throughput")}

@@ -14,7 +14,7 @@ from tokengeo.train.config import TrainConfig
 TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "8", "--steps", "1",
         "--set", "model_overrides.d_model=16", "--set", "model_overrides.n_layers=1",
         "--set", "model_overrides.patch_size=2", "--set", "warmup=0", "--set", "eval_every=0",
-        "--set", "final_eval_batches=1", "--no-progress"]
+        "--set", "final_eval_batches=1", "--quiet"]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -105,10 +105,10 @@ def run_cli(args, capsys):
     (["--model", "no-such-model", "--text", "hi", "--out", "p.html"], "unknown model"),
     (["--model", "minilm", "--text", "   ", "--out", "p.html"], "is empty"),
     (["--model", "minilm", "--out", "p.html"], "exactly one of --text"),
-    (["--flow", "x.json", "--run", "r", "--out", "p.html"], "exactly one of --model"),
+    (["--flow", "x.json", "--report", "r", "--out", "p.html"], "exactly one of --model"),
     (["--model", "minilm", "--text", "hi", "--out", "p.txt"], ".html"),
     (["--model", "minilm", "--text", "hi", "--out", "nowhere/p.html"], "does not exist"),
-    (["--run", "no-such-run", "--out", "p.html"], "no report.md"),
+    (["--report", "no-such-run", "--out", "p.html"], "no report.json"),
     (["--model", "minilm", "--text", "hi", "--heads", "0:x", "--out", "p.html"], "--heads"),
 ])
 def test_bad_input_one_line_exit_2(args, needle, capsys, tmp_path, monkeypatch):
@@ -144,7 +144,7 @@ def test_edited_flow_json_is_refused(tmp_path, capsys):
 
     flow = tmp_path / "flow"
     assert main(["flow", "--preset", "s2-ou", "--T", "0.2", "--dt", "0.05", "--n-paths", "1",
-                 "--scaling-heads", "none", "--record-every", "1", "--no-plots", "--quiet",
+                 "--scaling-heads", "none", "--record-every", "1", "--no-figures", "--quiet",
                  "--out", str(flow)]) == 0
     data = json.loads((flow / "flow.json").read_text())
     data["main_run"]["E"]["mean"][-1] += 0.5
@@ -160,7 +160,7 @@ def test_view_a_tokengeo_run_folder(tmp_path, capsys):
     """A trained text run: its own tokenizer, its Laplacian head (the last of 4) marked."""
     run = tmp_path / "run"
     assert main(["train", "--model", "gpt-tiny", "--data", "shakespeare-char", "--n-laplacian",
-                 "1", "--steps", "3", "--batch-size", "4", "--eval-every", "0", "--no-progress",
+                 "1", "--steps", "3", "--batch-size", "4", "--eval-every", "0", "--quiet",
                  "--out", str(run)]) == 0
     out = tmp_path / "run.html"
     assert main(["view", "--model", str(run), "--text", "To be, or not", "--out", str(out)]) == 0
@@ -206,7 +206,7 @@ def tiny_flow(tmp_path_factory):
     """A finished `tokengeo flow` run folder (0.2 time units, one path): a valid view input."""
     flow = tmp_path_factory.mktemp("flowrun") / "flow"
     assert main(["flow", "--preset", "s2-ou", "--T", "0.2", "--dt", "0.05", "--n-paths", "1",
-                 "--scaling-heads", "none", "--record-every", "1", "--no-plots", "--quiet",
+                 "--scaling-heads", "none", "--record-every", "1", "--no-figures", "--quiet",
                  "--out", str(flow)]) == 0
     return flow
 
@@ -238,3 +238,52 @@ def test_out_rewrites_its_own_page(tiny_flow, tmp_path, capsys):
     first = out.read_text()
     assert main(["view", "--flow", str(tiny_flow), "--out", str(out)]) == 0
     assert out.read_text() == first and '<meta name="generator" content="tokengeo view">' in first
+
+
+def _report(folder, claims, tables=()):
+    import json as _json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.json").write_text(_json.dumps(
+        {"format": "tokengeo-report/1", "mode": "quick", "commit": "abc", "claims": claims,
+         "tables": list(tables), "tally": {"papers": {"P": {"reproduced": 1}}}}))
+    return folder
+
+
+def test_report_payload_from_report_json(tmp_path):
+    """Sections come from report.json (no Markdown parsed): one per suite, its claims with
+    verdict and interval, its tables, and only PNGs inside figures/<suite>/."""
+    from tokengeo.view.runs import read_run
+
+    claims = [{"suite": "flows", "paper": "Massucco", "claim": "G2 falls like 1/H",
+               "kind": "paper", "verdict": "reproduced", "verdict_holm": "reproduced",
+               "quantity": "slope", "interval": {"mean": -1.02, "low": -1.1, "high": -0.9,
+                                                 "n": 5}, "detail": "fit over H"}]
+    tables = [{"suite": "flows", "caption": "G2 by H", "header": ["H", "G2"],
+               "rows": [[1, "0.5"], [10, "0.05"]]}]
+    root = _report(tmp_path / "run", claims, tables)
+    (root / "figures" / "flows").mkdir(parents=True)
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 20
+    (root / "figures" / "flows" / "g2.png").write_bytes(png)
+    (tmp_path / "outside.png").write_bytes(png)
+    (root / "figures" / "flows" / "link.png").symlink_to(tmp_path / "outside.png")
+    payload = read_run(root)
+    assert [s["title"] for s in payload["sections"]] == ["Overview", "flows — Massucco"]
+    body = payload["sections"][1]["html"]
+    assert "<b>reproduced</b>" in body and "G2 falls like 1/H" in body
+    assert "slope: -1.02 [-1.1, -0.9] (n=5)" in body and "<caption>G2 by H</caption>" in body
+    assert body.count("<img") == 1 and "alt='g2'" in body  # the link out is not followed
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("{not json", "cannot be read as JSON"),
+    ('{"format": "other"}', "is not a tokengeo report"),
+    ('{"format": "tokengeo-report/1", "claims": {}}', "has no list of claims"),
+])
+def test_bad_report_json(tmp_path, capsys, content, needle):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "report.json").write_text(content)
+    assert main(["view", "--report", str(tmp_path / "run"), "--out",
+                 str(tmp_path / "p.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err

@@ -6,6 +6,7 @@ PNG and SVG files."""
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import struct
 import xml.etree.ElementTree as ET
@@ -37,7 +38,7 @@ def heads_page(tmp_path: Path, T: int, *, layers: int = 2, heads: int = 3, name=
                                   n_heads=heads, d_model=8 * heads, n_laplacian=1).eval()
     ids = torch.randint(0, 40, (1, T), generator=torch.Generator().manual_seed(3))
     maps = extract_heads(model, ids, [f"w{i}" for i in range(T)], model_name="tiny")
-    payload, chunks = heads_payload(maps)
+    payload, chunks = heads_payload(maps, colour="linear")  # the values' bounds below: linear
     kwargs = {} if inline_limit is None else {"inline_limit": inline_limit}
     return write_page(tmp_path / name, payload, chunks, title="test", **kwargs), maps
 
@@ -130,19 +131,23 @@ def test_folder_mode_loads_heads_from_beside_the_page(tmp_path):
 
 def test_run_page_shows_each_suite_with_its_figures(tmp_path):
     results = ROOT / "docs" / "results"
-    if not (results / "report.md").is_file():
-        pytest.skip("docs/results/report.md (the published run) is not in this checkout")
+    if not (results / "report.json").is_file():
+        pytest.skip("docs/results/report.json (the published run) is not in this checkout")
     out = tmp_path / "run.html"
-    assert main(["view", "--run", str(results), "--out", str(out)]) == 0
-    text = (results / "report.md").read_text(encoding="utf-8")
-    n_figures = sum(1 for line in text.splitlines() if line.startswith("![")
-                    and (results / line[line.index("(") + 1 : -1]).is_file())
+    assert main(["view", "--report", str(results), "--out", str(out)]) == 0
+    report = json.loads((results / "report.json").read_text(encoding="utf-8"))
+    suites = list(dict.fromkeys([c["suite"] for c in report["claims"]]
+                                + [t["suite"] for t in report["tables"]]))
+    n_figures = sum(len(list((results / "figures" / s).glob("*.png"))) for s in suites)
     with Page(out) as page:
         page.wait_for("window.TG && TG.ready")
         sections = page.evaluate("document.querySelectorAll('section.suite').length")
-        assert sections == text.count("\n## ") + 1  # the overview, then one per heading
+        assert sections == len(suites) + 1  # the overview, then one per suite
         assert page.evaluate("document.querySelectorAll('section.suite img').length") == n_figures
-        assert page.evaluate("document.querySelectorAll('section.suite table').length") >= 5
+        n_tables = len(report["tables"]) + 2  # + the tally per paper and per kind
+        assert page.evaluate("document.querySelectorAll('section.suite table').length") == n_tables
+        assert page.evaluate("document.querySelectorAll('section.suite li').length") == len(
+            report["claims"])
         check_clean(page)
 
 
@@ -150,7 +155,7 @@ def test_run_page_shows_each_suite_with_its_figures(tmp_path):
 def test_flow_page(tmp_path):
     flow = tmp_path / "flow"
     assert main(["flow", "--preset", "s2-ou", "--T", "1", "--dt", "0.05", "--n-paths", "2",
-                 "--scaling-heads", "none", "--record-every", "2", "--no-plots", "--quiet",
+                 "--scaling-heads", "none", "--record-every", "2", "--no-figures", "--quiet",
                  "--out", str(flow)]) == 0
     out = tmp_path / "flow.html"
     assert main(["view", "--flow", str(flow / "flow.json"), "--out", str(out)]) == 0

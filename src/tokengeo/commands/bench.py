@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from tokengeo.bench.registry import BENCHMARKS
 from tokengeo.checks import check_output_file
 from tokengeo.errors import ConfigError, TokengeoError
-from tokengeo.io import write_json
+from tokengeo.io import atomic_path, write_json
 
 DEVICES = ("cpu", "cuda")
 
@@ -26,7 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which benchmark, or all of them")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
-    parser.add_argument("--json", metavar="PATH", help="also write the JSON result here")
+    parser.add_argument("--json", metavar="PATH", help="also write the JSON result here (a "
+                        "new file; --overwrite to replace one)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="let --json replace an existing file")
 
 
 def check_device(text: str) -> None:
@@ -53,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     if args.json:
         check_output_file("--json", args.json)
+        _check_new(args.json, args.overwrite)
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
     on_cuda = args.device.startswith("cuda")
     if not on_cuda and args.name != "all" and BENCHMARKS[args.name].cuda_only:
@@ -68,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
             continue
         results.append(_one(name, args, skip_errors=args.name == "all"))
     if args.json:
-        write_json(args.json, results if args.name == "all" else results[0], allow_nan=True)
+        payload = results if args.name == "all" else results[0]
+        with atomic_path(args.json, check=lambda: _check_new(args.json, args.overwrite)) as tmp:
+            write_json(tmp, payload, allow_nan=True)
         print(f"JSON written to {args.json}")
     return 0
 
@@ -98,3 +105,14 @@ def _text(name: str, result: dict) -> str:
 
         return table(result)
     return json.dumps(result, indent=1, allow_nan=True)
+
+
+def _check_new(path: str, overwrite: bool) -> None:
+    """``--json`` names a new file, or ``--overwrite`` allows replacing a regular one (checked
+    before the benchmark and again at the write: a file made meanwhile is not lost)."""
+    p = Path(path).expanduser()
+    if p.is_symlink() or (p.exists() and not p.is_file()):
+        raise ConfigError(f"--json {path!r} exists and is not a regular file; choose a new path")
+    if p.exists() and not overwrite:
+        raise ConfigError(f"--json {path!r} exists; pass --overwrite to replace it, or choose "
+                          "a new path")

@@ -28,13 +28,16 @@ OUTPUTS = ("flow.json", "flow.partial.json", "snapshots.png", "energy.png", "g2.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tokengeo.flows.presets import PRESETS
 
+    costs = "; ".join(f"{name}: {cost_text(PRESETS[name])}" for name in sorted(PRESETS))
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS),
                         help="experiment setting (s2-ou; s2-oscillating-inphase: the "
                              "oscillating code of the paper's figures, 496b2f6; "
-                             "s2-oscillating: per-head phases, 693474c)")
+                             "s2-oscillating: per-head phases, 693474c). Cost with its "
+                             f"defaults (the bar's ETA gives the time): {costs}")
+    from tokengeo.commands import flags
+
     parser.add_argument("--out", default="runs/flow", help="output folder (new or empty)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the previous flow output in --out")
+    flags.add_overwrite(parser, "flow")
     parser.add_argument("--heads", type=int, default=None,
                         help="H of the main run (figures); default: the preset's")
     parser.add_argument("--scaling-heads", default=None,
@@ -49,11 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-path-weights", action="store_true",
                         help="draw D(0) per path (default: one D(0) shared by every path, as "
                              "the authors do)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads")
-    parser.add_argument("--no-plots", action="store_true", help="write flow.json only")
+    flags.add_threads(parser)
+    flags.add_no_figures(parser, "the PNG figures (write flow.json only)")
     parser.add_argument("--gif", action="store_true", help="also write an animated sphere")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress bar (it shows only on a terminal anyway)")
+    flags.add_quiet(parser)
 
 
 def _heads_list(text: str | None) -> tuple[int, ...] | None:
@@ -73,6 +75,26 @@ def _heads_list(text: str | None) -> tuple[int, ...] | None:
     return heads
 
 
+def cost(preset, heads: tuple[int, ...] | None = None) -> int:
+    """The work of a run in token-pair updates: steps x paths x (sum of H over the runs) x
+    n^2 (each step of each head moves every token by the attention over all n tokens)."""
+    from tokengeo.flows.simulate import flow_steps
+
+    heads = tuple(dict.fromkeys((*(preset.scaling_heads if heads is None else heads),
+                                 preset.n_heads)))
+    return flow_steps(preset.T, preset.dt) * preset.n_paths * sum(heads) * preset.n_tokens**2
+
+
+def cost_text(preset, heads: tuple[int, ...] | None = None) -> str:
+    from tokengeo.flows.simulate import flow_steps
+
+    runs = tuple(dict.fromkeys((*(preset.scaling_heads if heads is None else heads),
+                                preset.n_heads)))
+    return (f"{flow_steps(preset.T, preset.dt)} steps x {preset.n_paths} paths x H in "
+            f"{{{', '.join(map(str, runs))}}} x {preset.n_tokens}^2 pairs = "
+            f"{cost(preset, heads):.1e} pair updates")
+
+
 class StepBars:
     """``progress(step, n_steps)`` for :func:`~tokengeo.flows.simulate.simulate`: one tqdm
     bar on stderr per H of ``heads`` (the runs come in that order), over its time steps;
@@ -80,24 +102,37 @@ class StepBars:
 
     def __init__(self, heads: tuple[int, ...], *, enabled: bool) -> None:
         self.heads, self.enabled, self.bar, self.runs = heads, enabled, None, 0
+        self.overall = None  # every run: H-weighted steps (a step costs ~H), the overall ETA
 
     def __call__(self, step: int, n_steps: int) -> None:
         if not self.enabled:
             return
-        if step == 1:  # a new simulation starts
-            from tqdm.auto import tqdm
+        from tqdm.auto import tqdm
 
-            self.close()
+        if self.overall is None:
+            self.overall = tqdm(total=sum(self.heads) * n_steps, desc="all H", unit="H-step",
+                                unit_scale=True, file=sys.stderr, dynamic_ncols=True,
+                                position=0, leave=False)
+        if step == 1:  # a new simulation starts
+            self._close_run()
             H = self.heads[self.runs] if self.runs < len(self.heads) else "?"
             self.bar = tqdm(total=n_steps, desc=f"H={H}", unit="step", file=sys.stderr,
-                            dynamic_ncols=True, leave=False)
+                            dynamic_ncols=True, position=1, leave=False)
             self.runs += 1
         self.bar.update(1)
+        H = self.heads[self.runs - 1] if 0 < self.runs <= len(self.heads) else 1
+        self.overall.update(H)
 
-    def close(self) -> None:
+    def _close_run(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+    def close(self) -> None:
+        self._close_run()
+        if self.overall is not None:
+            self.overall.close()
+            self.overall = None
 
 
 ARG_FIELDS = {"T": "T", "dt": "dt", "n_paths": "n_paths", "noise_var": "noise_var",
@@ -127,8 +162,9 @@ def run(args: argparse.Namespace) -> int:
     lock_run_folder(out, "tokengeo flow")  # one run per folder (a second run is told who holds it)
     # new, empty, or (with --overwrite) a previous flow output whose files alone are removed
     claim_output(out, "flow", overwrite=args.overwrite)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    from tokengeo.commands.flags import apply_threads
+
+    apply_threads(args.threads)
 
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
@@ -145,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     write_json(out / "flow.json", payload, indent=1)
     (out / "flow.partial.json").unlink(missing_ok=True)  # flow.json now holds every run
     log(f"wrote {out / 'flow.json'}")
-    if not args.no_plots:
+    if not args.no_figures:
         try:
             _figures(preset, scaling, main, out, gif=args.gif)
             log(f"wrote figures to {out}")
@@ -165,16 +201,20 @@ def _simulate_all(preset, heads: tuple[int, ...], out: Path, log, *, quiet: bool
 
     done: list[dict] = []
 
-    def partial(run) -> None:  # keep finished H's if a long run is interrupted
+    def partial(run) -> None:  # the finished H's while the run goes on (only a killed
+        # process leaves the file: Ctrl-C, SIGTERM and errors remove it below)
         done.append(asdict(run))
         write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done}, indent=1)
 
     log(f"simulating H = {', '.join(map(str, heads))}: T={preset.T}, dt={preset.dt}, "
-        f"{preset.n_paths} paths of {preset.n_tokens} tokens")
+        f"{preset.n_paths} paths of {preset.n_tokens} tokens ({cost_text(preset, heads)})")
     bars = StepBars(heads, enabled=not quiet and bar_wanted())
     try:
         return run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
                              on_run=partial, progress=bars)
+    except BaseException:  # Ctrl-C, SIGTERM or an error: no partial file is left behind
+        (out / "flow.partial.json").unlink(missing_ok=True)
+        raise
     finally:
         bars.close()
 

@@ -14,17 +14,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "val for language models)")
     parser.add_argument("--examples", type=int, default=1000,
                         help="evaluation examples (LM: windows) to probe")
+    from tokengeo.commands.flags import add_threads
+
+    add_threads(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import tokengeo.dino  # noqa: F401 (registers --task dino)
+    from tokengeo.commands.flags import apply_threads
     from tokengeo.errors import ConfigError
     from tokengeo.models.names import resolve_model
     from tokengeo.probes.run_geometry import GEOMETRY
     from tokengeo.train.loading import load_run
 
+    apply_threads(args.threads)
     if args.examples < 1:
         raise ConfigError(f"--examples {args.examples} must be >= 1")
     if args.examples > MAX_EXAMPLES:

@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address,
                               connect_timeout=args.connect_timeout)
     executor.validate()
+    if args.ray_address and not args.dry_run:  # before --out is claimed: a dead address
+        from tokengeo.experiments.executors import probe_address
+
+        probe_address(args.ray_address, executor.connect_timeout, "--ray-address")
     if args.dry_run:  # nothing started, locked or written
         dry_run(cfg, jobs=executor.workers())
         return 0

@@ -23,6 +23,8 @@ from tokengeo.runlock import RunLock, lock_run_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tokengeo.commands import flags
+
     parser.add_argument("--model", default="minilm",
                         help="'minilm' (all-MiniLM-L6-v2), 'mpnet' (all-mpnet-base-v2, after "
                              "make mpnet), 'smollm2-135m' (tokengeo list-models --named) or a "
@@ -32,21 +34,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a+b (e.g. shakespeare+austen)")
     parser.add_argument("--samples", type=int, default=2000, help="number of windows")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per window")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="windows per forward pass")
     parser.add_argument("--top-k", type=int, default=64, help="top pairs per input and head")
     parser.add_argument("--short-range", type=int, default=8,
                         help="largest token distance counted as short range")
     parser.add_argument("--seed", type=int, default=0, help="seed of the window sample")
     parser.add_argument("--out", required=True, help="output folder (must be new or empty)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the previous similarity output in --out (only a folder "
-                             "this command wrote is replaced)")
-    parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    flags.add_overwrite(parser, "similarity")
+    flags.add_no_figures(parser)
+    flags.add_quiet(parser)
+    flags.add_threads(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tokengeo.commands.flags import apply_threads
     from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
+    from tokengeo.train.progress import bar_wanted
 
+    apply_threads(args.threads)
     out = check_output_folder("--out", args.out)
     check_output(out, "similarity", overwrite=args.overwrite)
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
@@ -56,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     lock = lock_run_folder(out, "tokengeo similarity")
     check_output(out, "similarity", overwrite=args.overwrite)  # again, now under the lock
     start = time.perf_counter()
-    result = run_similarity(cfg, progress=True)
+    result = run_similarity(cfg, progress=not args.quiet and bar_wanted())
     seconds = time.perf_counter() - start
     _write(out, result, cfg, seconds, figures=not args.no_figures, lock=lock)
     print(result.table())
@@ -72,21 +77,33 @@ def check_arguments(cfg) -> None:
     if cfg.seq_len == 1:
         raise ConfigError(f"--seq-len {cfg.seq_len} leaves no token pairs; use >= 2")
     cfg.validate()
+    from tokengeo.probes.similarity.corpus import user_corpus_files
+
     source = check_model_name(cfg.model)  # its sizes come from its config, not its weights
+    corpus_bytes = 0
     for part in (p.strip() for p in cfg.corpus.split("+")):
-        if part not in CORPORA and not Path(part).expanduser().exists():
+        if part in CORPORA:
+            continue
+        files = user_corpus_files(Path(part).expanduser())
+        if files is None:
             raise ConfigError(f"--corpus part {part!r} is neither a known corpus {list(CORPORA)} "
                               "nor an existing text file or folder")
-        if part not in CORPORA and Path(part).expanduser().is_file():
-            _check_text_file(Path(part).expanduser())
-    _check_sizes(cfg, source)
+        for f in files:  # every file of a folder too: a binary one is never analysed
+            _check_text_file(f)
+            corpus_bytes += f.stat().st_size
+    _check_sizes(cfg, source, corpus_bytes)
 
 
 def _check_text_file(path: Path) -> None:
-    """The first 64 KiB of a corpus file decode as UTF-8 text (no NUL bytes)."""
+    """The first 64 KiB of a corpus file decode as UTF-8 text (no NUL bytes); a FIFO or
+    device is refused, never waited on."""
+    from tokengeo.io import open_binary
+
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             head = f.read(1 << 16)
+    except ConfigError as exc:
+        raise ConfigError(f"--corpus: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"--corpus file {path} cannot be read ({exc.strerror})") from None
     try:
@@ -98,9 +115,14 @@ def _check_text_file(path: Path) -> None:
         raise ConfigError(f"--corpus file {path} is not UTF-8 text; give a .txt/.md/.rst file")
 
 
-def _check_sizes(cfg, source) -> None:
-    """seq_len within the model's positions; the windows and one batch fit in memory (12
-    layers and heads assumed where the source does not say)."""
+# bytes of memory per byte of a user's corpus while it is read, tokenised and cut into
+# windows (issue 45 reports 8.2 GB for a 47 MB corpus, ~175 per byte)
+CORPUS_BYTES_FACTOR = 200
+
+
+def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
+    """seq_len within the model's positions; the windows, one batch and the tokenised user
+    corpus fit in memory (12 layers and heads assumed where the source does not say)."""
     from tokengeo.checks import check_memory
 
     limit = source.max_positions
@@ -112,11 +134,16 @@ def _check_sizes(cfg, source) -> None:
     batch = 4.0 * 4 * cfg.batch_size * heads * cfg.seq_len**2 * layers  # (L, H, B, T, T) x 4
     check_memory(f"samples={cfg.samples}, batch_size={cfg.batch_size}, seq_len={cfg.seq_len}",
                  windows + batch, "use fewer samples or a smaller --batch-size")
+    check_memory(f"tokenising the {corpus_bytes / 2**20:.0f} MB --corpus",
+                 float(CORPUS_BYTES_FACTOR) * corpus_bytes + windows + batch,
+                 "give a smaller --corpus (a part of its files)")
 
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
            lock: RunLock | None = None) -> None:
-    with atomic_dir(out) as tmp:  # replaces an existing --out only once complete
+    # replaces an existing --out only once complete, and only if it still holds nothing but
+    # a previous output (checked again at the rename: a file the user put there meanwhile stays)
+    with atomic_dir(out, check=lambda: check_output(out, "similarity", overwrite=True)) as tmp:
         if lock is not None:
             lock.carry_into(tmp)  # the lock stays held across the rename
         write_marker(tmp, "similarity")

@@ -6,7 +6,8 @@ Three sources, one of them per call:
   Laplacian heads and head-output similarity ``S`` of every layer and head on that text
   (``--n-laplacian`` / ``--heads`` first make a Hugging Face model's heads Laplacian);
 * ``--flow flow.json``: a flow run's tokens on the sphere over time, with E(t) and G^2(t);
-* ``--run FOLDER``: a reproduce run's suites, tables and figures.
+* ``--report FOLDER``: a reproduce run's suites, tables and figures (``--run`` was its old
+  name; a ``tokengeo train`` run folder is a ``--model``, as in ``probe RUN_DIR``).
 
 The page (``--out``) holds its scripts and data; with a large model and text, the per-head
 data goes to one folder beside it (``<page>_files/``). No network is used at view time.
@@ -15,19 +16,25 @@ data goes to one folder beside it (``<page>_files/``). No network is used at vie
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
 
+MAX_TEXT_BYTES = 64 << 20  # far more text than any model's positions take
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    src = parser.add_argument_group("what to view (one of --model, --flow, --run)")
+    from tokengeo.commands import flags
+
+    src = parser.add_argument_group("what to view (one of --model, --flow, --report)")
     src.add_argument("--model", help="'minilm', 'mpnet', 'smollm2-135m', hf:FOLDER (a Hugging Face "
                      "model folder) or a `tokengeo train` run folder")
     src.add_argument("--flow", help="flow.json of a `tokengeo flow` run (or its folder)")
-    src.add_argument("--run", help="the --out folder of a `tokengeo reproduce` run")
+    src.add_argument("--report", help="the --out folder of a `tokengeo reproduce` run")
+    flags.add_renamed(src, "--run")
     text = parser.add_argument_group("the text a --model reads (one of them)")
     text.add_argument("--text", help="the text itself")
     text.add_argument("--file", help="a UTF-8 text file")
@@ -43,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lap.add_argument("--heads", default=None,
                      help="Laplacian heads per layer, e.g. '0:1,2;3:0' (layer:heads;...)")
     parser.add_argument("--out", required=True, help="the page to write, e.g. view.html")
+    parser.add_argument("--colour", choices=("log", "linear"), default="log",
+                        help="colour scale of P: log (4 decades below each head's largest "
+                             "weight, readable beside an attention sink) or linear")
+    flags.add_device(parser)
+    flags.add_threads(parser)
     parser.add_argument("--inline-limit", type=float, default=48.0,
                         help="MB of per-head data kept inside the page; above it the data "
                         "goes to a folder beside the page (default 48)")
@@ -62,12 +74,17 @@ def parse_heads(text: str) -> dict[int, list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    sources = [n for n in ("model", "flow", "run") if getattr(args, n)]
+    from tokengeo.commands.flags import apply_threads
+
+    sources = [n for n in ("model", "flow", "report") if getattr(args, n)]
     if len(sources) != 1:
         raise ConfigError("give exactly one of --model (with --text, --file or --corpus), "
-                          f"--flow or --run; got {', '.join('--' + s for s in sources) or 'none'}")
-    if args.inline_limit <= 0:
-        raise ConfigError(f"--inline-limit {args.inline_limit} must be > 0 (MB)")
+                          "--flow or --report; got "
+                          f"{', '.join('--' + s for s in sources) or 'none'}")
+    if not math.isfinite(args.inline_limit) or not 0 < args.inline_limit <= 1 << 20:
+        raise ConfigError(f"--inline-limit {args.inline_limit} must be a number of MB in "
+                          "(0, 1048576], e.g. --inline-limit 48")
+    apply_threads(args.threads)
     from tokengeo.view.page import write_page
 
     out = _check_out(args.out)
@@ -79,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from tokengeo.view.runs import read_run
 
-        payload, chunks, title = read_run(args.run), {}, "tokengeo view: reproduce run"
+        payload, chunks, title = read_run(args.report), {}, "tokengeo view: reproduce run"
     page = write_page(out, payload, chunks, title=title,
                       inline_limit=int(args.inline_limit * 2**20))
     size = page.stat().st_size
@@ -111,12 +128,14 @@ def _read_text(args: argparse.Namespace) -> tuple[str, str, int | None]:
     if args.text is not None:
         return args.text, "text given on the command line", args.max_tokens
     if args.file is not None:
-        path = Path(args.file).expanduser()
+        from tokengeo.io import read_text
+
+        path = Path(args.file).expanduser()  # a FIFO or device is refused, never waited on
         try:
-            return path.read_text(encoding="utf-8"), f"file {path.name}", args.max_tokens
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--file {args.file!r} is not a readable UTF-8 text file ({exc})"
-                              ) from None
+            text = read_text(path, f"--file {args.file!r}", limit=MAX_TEXT_BYTES)
+        except ConfigError as exc:
+            raise ConfigError(f"--file: {exc}; give a UTF-8 text file") from None
+        return text, f"file {path.name}", args.max_tokens
     from tokengeo.view.loading import corpus_window
 
     return (corpus_window(args.corpus, args.offset), f"{args.corpus} from character "
@@ -137,14 +156,18 @@ def _heads(args: argparse.Namespace):
     heads = parse_heads(args.heads) if args.heads is not None else None
     _quiet_transformers()  # bad input must stay one line: no load progress bars or warnings
     check_model(args.model)  # before the (slow) load
+    from tokengeo.commands.flags import resolve_device
+
+    device = resolve_device(args.device)  # a missing CUDA is refused before the model loads
     vm = load_for_view(args.model)
+    vm.model.to(device)
     if args.n_laplacian is not None or args.heads is not None:
         _laplacianize(vm, args.n_laplacian, heads, args.heads)
     ids, tokens = encode_text(vm, text, max_tokens)
     maps = extract_heads(vm.model, ids, tokens, model_name=vm.name)
     print(f"{len(tokens)} tokens, {maps.shape[0]} layers x {maps.shape[1]} heads",
           file=sys.stderr)
-    payload, chunks = heads_payload(maps, text_source=source)
+    payload, chunks = heads_payload(maps, text_source=source, colour=args.colour)
     return payload, chunks, f"tokengeo view: {vm.name}"
 
 

@@ -31,17 +31,23 @@ class BoundedReader:
     """``path`` opened for reading (gunzipped when it ends in ``.gz``), errors as one line."""
 
     def __init__(self, path: Path) -> None:
+        from tokengeo.errors import ConfigError
+        from tokengeo.io import open_binary
+
         self.path = Path(path)
-        try:
-            self.file = gzip.open(self.path) if self.path.suffix == ".gz" else open(self.path, "rb")
-        except OSError as exc:
-            raise corrupt(self.path, f"cannot be read ({exc.strerror or exc})") from None
+        try:  # a FIFO or a device is refused, never waited on
+            raw = open_binary(self.path)
+        except ConfigError as exc:
+            raise corrupt(self.path, f"cannot be read ({exc})") from None
+        self.file = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
+        self._raw = raw
 
     def __enter__(self) -> BoundedReader:
         return self
 
     def __exit__(self, *exc) -> None:
         self.file.close()
+        self._raw.close()
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes (fewer at the end of the file)."""
@@ -70,3 +76,36 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
     """The (gunzipped) bytes of ``path``, at most ``max_bytes`` of them."""
     with BoundedReader(path) as f:
         return f.read_rest(max_bytes)
+
+
+def load_image(Image, path: Path, mode: str):
+    """The image file ``path`` decoded and converted to ``mode`` (a PIL image), read through
+    :func:`tokengeo.io.open_binary` (a FIFO or device named like an image is refused, never
+    waited on). A corrupt file, or one whose pixel count passes PIL's decompression-bomb
+    limit (PIL would print a two-line warning, or raise), is refused with one line naming it.
+    ``Image`` is the ``PIL.Image`` module (imported by the caller, which names the package
+    when it is missing)."""
+    import warnings
+
+    from tokengeo.errors import ConfigError
+    from tokengeo.io import open_binary
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with open_binary(path) as f, Image.open(f) as im:
+                return im.convert(mode)
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+        raise ConfigError(f"the image {path} is too large to decode safely ({_first(exc)}); "
+                          "resize it or remove it") from None
+    except ConfigError as exc:
+        raise ConfigError(f"cannot read the image {path} ({exc}); remove or replace it"
+                          ) from None
+    except Exception as exc:  # PIL raises OSError, SyntaxError, ... on bad files
+        raise ConfigError(f"cannot read the image {path} ({_first(exc)}); remove or replace "
+                          "it") from None
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:160]}" if text else type(exc).__name__

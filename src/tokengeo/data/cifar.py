@@ -158,18 +158,31 @@ def class_names(raw: bytes, what: str, names_key: str) -> list[str]:
     return [n.decode("latin-1") if isinstance(n, bytes) else n for n in names]
 
 
-def load_cifar(layout: CifarLayout, root: str | Path | None, val_fraction: float,
-               seed: int) -> ImageClassificationData:
+def _decode_all(layout: CifarLayout, root: str | Path | None):
     members = read_members(root, layout)
+
     def where(member: str) -> str:
         return f"{Path(root).expanduser()} [{member}]"
 
     names = class_names(members[layout.meta], where(layout.meta), layout.names_key)
     parts = [decode_batch(members[b], where(b), layout.label_key, len(names))
              for b in layout.train]
+    test = decode_batch(members[layout.test], where(layout.test), layout.label_key, len(names))
+    return names, parts, test
+
+
+def check_cifar(layout: CifarLayout, root: str | Path) -> None:
+    """Read and decode every batch of the archive or folder at ``root`` (a truncated
+    archive, a pickle asking for code, a batch of the wrong shape raise here), without
+    splitting it: ``reproduce`` checks supplied data before it claims its --out."""
+    _decode_all(layout, root)
+
+
+def load_cifar(layout: CifarLayout, root: str | Path | None, val_fraction: float,
+               seed: int) -> ImageClassificationData:
+    names, parts, test_part = _decode_all(layout, root)
     x_train, y_train = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
-    test = ImageSplit(*decode_batch(members[layout.test], where(layout.test),
-                                    layout.label_key, len(names)))
+    test = ImageSplit(*test_part)
     return image_bundle(layout.name, x_train, y_train, names, (val_fraction,), seed, test)
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tokengeo.data.bounded import load_image
 from tokengeo.data.bundles import ImageClassificationData, ImageSplit
 from tokengeo.data.images import image_bundle
-from tokengeo.data.user import IMAGE_SUFFIXES, _classes, _first_line, _pil
+from tokengeo.data.user import IMAGE_SUFFIXES, _classes, _pil
 from tokengeo.errors import ConfigError, DataNotFoundError
 
 HELD_OUT = ("val", "test")  # a folder beside train/ that is the test split
@@ -53,12 +54,7 @@ def _read(files: list[tuple[Path, int]], size: int) -> tuple[torch.Tensor, torch
     Image = _pil()
     images = np.empty((len(files), size, size, 3), np.uint8)
     for i, (path, _) in enumerate(files):
-        try:
-            with Image.open(path) as im:
-                images[i] = np.asarray(center_square(im.convert("RGB"), size))
-        except Exception as exc:  # PIL raises OSError, SyntaxError, ... on bad files
-            raise ConfigError(f"cannot read the image {path} ({_first_line(exc)}); remove or "
-                              "replace it") from None
+        images[i] = np.asarray(center_square(load_image(Image, path, "RGB"), size))
     labels = torch.tensor([k for _, k in files], dtype=torch.long)
     return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous(), labels
 

@@ -44,6 +44,7 @@ class DatasetInfo:
     description: str
     install: str
     fixed: dict[str, Any] = field(default_factory=dict)  # options the name pins
+    image_size: int | None = None  # side of its square images as loaded (None: not fixed)
 
     def options(self) -> list[str]:
         """Keyword options ``load_dataset`` accepts for this dataset."""
@@ -217,6 +218,42 @@ def _resolve(name_or_path: str | Path) -> DatasetInfo:
     return dataset_info(name)
 
 
+def image_size_of(name_or_path: str | Path, options: dict[str, Any] | None = None
+                  ) -> int | None:
+    """The side of the square images the data set ``name_or_path`` loads, known without
+    loading it: ``options["image_size"]`` (a resizing loader's), else its fixed size (CIFAR:
+    32), else its loader's default ``image_size``; None when unknown (a user's folder)."""
+    options = options or {}
+    if options.get("image_size") is not None:
+        return options["image_size"]
+    name = split_location(str(name_or_path))[0]
+    info = _REGISTRY.get(name)
+    if info is None:
+        return None
+    if info.image_size is not None:
+        return info.image_size
+    default = inspect.signature(info.loader).parameters.get("image_size")
+    return default.default if default is not None and isinstance(default.default, int) else None
+
+
+# data sets a user supplies whose every byte can be checked at the door (before a run
+# claims its --out): name -> check(root)
+_SUPPLIED_CHECKS: dict[str, Callable[[str], Any]] = {
+    "cifar10": lambda root: cifar.check_cifar(cifar.CIFAR10, root),
+    "cifar100": lambda root: cifar.check_cifar(cifar.CIFAR100, root),
+}
+
+
+def check_supplied(value: str) -> None:
+    """Read the data set ``value`` names (``cifar100:/path``) if it is one the user supplies
+    and that can be checked whole (CIFAR); raises what its loader raises. Others are checked
+    by their loader when their cell runs."""
+    name, options = split_location(value)
+    check = _SUPPLIED_CHECKS.get(name)
+    if check is not None and "root" in options:
+        check(options["root"])
+
+
 def dataset_kind(name_or_path: str | Path) -> str:
     """The task (one of ``KINDS``) a dataset name or path fits, without loading it."""
     return _resolve(name_or_path).kind
@@ -267,11 +304,13 @@ def _register_builtin() -> None:
     for info in [
         DatasetInfo("fashion-mnist", img, images.load_fashion_mnist,
                     "Fashion-MNIST 28x28 grayscale, 10 classes, 60000/10000",
-                    S.FASHION_MNIST.install),
+                    S.FASHION_MNIST.install, image_size=28),
         DatasetInfo("digits", img, images.load_digits,
-                    "scikit-learn digits 8x8, 10 classes, 1797", "pip install scikit-learn"),
+                    "scikit-learn digits 8x8, 10 classes, 1797", "pip install scikit-learn",
+                    image_size=8),
         DatasetInfo("animal-mnist", img, images.load_animal_mnist,
-                    "Animal-MNIST 28x28 grayscale, 10 classes x 1000", S.ANIMAL_MNIST.install),
+                    "Animal-MNIST 28x28 grayscale, 10 classes x 1000", S.ANIMAL_MNIST.install,
+                    image_size=28),
         DatasetInfo("shakespeare", lm, shakespeare.load_shakespeare,
                     "Shakespeare's 42 works, split by work (tokenizer=char|gpt2|bpe)",
                     S.SHAKESPEARE.install),
@@ -303,11 +342,12 @@ def _register_builtin() -> None:
                     "topic of a fortune, 10 categories, 3770", S.FORTUNES.install),
         DatasetInfo("cifar10", img, cifar.load_cifar10,
                     "CIFAR-10 3x32x32, 10 classes, 50000/10000, supplied by you "
-                    "(cifar10:/path/to/cifar-10-python.tar.gz)", _supplied(cifar.CIFAR10)),
+                    "(cifar10:/path/to/cifar-10-python.tar.gz)", _supplied(cifar.CIFAR10),
+                    image_size=32),
         DatasetInfo("cifar100", img, cifar.load_cifar100,
                     "CIFAR-100 3x32x32, 100 classes (coarse=true: 20), 50000/10000, supplied "
                     "by you (cifar100:/path/to/cifar-100-python.tar.gz)",
-                    _supplied(cifar.CIFAR100)),
+                    _supplied(cifar.CIFAR100), image_size=32),
         DatasetInfo("imagenet", img, image_folder.load_image_folder,
                     "ImageNet-1k as an image folder (train/ and val/ of class folders), "
                     "resized to image_size (224), supplied by you (imagenet:/path)",

@@ -135,17 +135,25 @@ def _unpickle(data: bytes, max_bytes: int | None, what: str, encoding: str = "AS
     except Exception as exc:  # malformed state, wrong argument types, ...
         raise unpickler.refuse(f"not a pickled numpy array ({type(exc).__name__}: {exc})") \
             from None
-    return _built(obj)
+    return _built(obj, what)
 
 
-def _built(obj):
-    """``obj`` with each pending array replaced by the array built from its checked state."""
+MAX_DEPTH = 32  # a data set's record nests two or three levels (a dict of lists)
+
+
+def _built(obj, what: str, depth: int = 0):
+    """``obj`` with each pending array replaced by the array built from its checked state;
+    containers nested deeper than :data:`MAX_DEPTH` are refused (before Python's recursion
+    limit: one line, not thousands of traceback lines)."""
+    if depth > MAX_DEPTH and isinstance(obj, dict | list | tuple):
+        raise UnsafePickleError(f"{what} nests containers more than {MAX_DEPTH} deep; refusing "
+                                "to load it (reinstall the data set if it is damaged)")
     if isinstance(obj, _PendingArray):
         return obj.array
     if isinstance(obj, dict):
-        return {k: _built(v) for k, v in obj.items()}
+        return {k: _built(v, what, depth + 1) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return type(obj)(_built(v) for v in obj)
+        return type(obj)(_built(v, what, depth + 1) for v in obj)
     return obj
 
 

@@ -26,7 +26,10 @@ from tokengeo.data.bundles import TextClassificationData
 from tokengeo.data.cache import cache_dir
 from tokengeo.data.sources import SPAM_ASSASSIN
 from tokengeo.data.text_classification import build_text_classification
-from tokengeo.io import write_text
+from tokengeo.errors import ConfigError
+from tokengeo.io import parse_json, read_json, write_text
+
+MAX_MESSAGE = 16 << 20  # no e-mail of the corpus is near this
 
 TARBALL = "spam-assassin.tgz"
 CLASS_NAMES = ["ham", "spam"]
@@ -79,9 +82,9 @@ def read_spam_assassin(root: str | None = None) -> tuple[list[str], list[int]]:
 def _read_cache(path) -> tuple[list[str], list[int]] | None:
     """The cached (texts, labels), or None when the file is not what this module wrote."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = read_json(path, dict, limit=256 << 20)  # bounded depth, size; no NaN
         texts, labels = record["texts"], record["labels"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, ConfigError):
         return None
     ok = (isinstance(texts, list) and isinstance(labels, list) and len(texts) == len(labels)
           and all(isinstance(t, str) for t in texts) and set(labels) <= {0, 1})
@@ -97,13 +100,13 @@ def _parse(path) -> tuple[list[str], list[int]]:
                 if not (member.isfile() and len(parts) == 4 and parts[1] == "data"
                         and parts[3].endswith(".json") and parts[2] in GROUPS):
                     continue
-                record = json.load(tar.extractfile(member))
+                record = parse_json(tar.extractfile(member).read(MAX_MESSAGE + 1),
+                                    f"{path}: {member.name}", limit=MAX_MESSAGE)
                 if not isinstance(record, dict) or not isinstance(record.get("text"), str):
                     raise _corrupt(path, f"{member.name} has no text")
                 texts.append(message_text(record["text"]))
                 labels.append(GROUPS[parts[2]])
-    except (tarfile.TarError, EOFError, OSError, json.JSONDecodeError, UnicodeDecodeError) \
-            as exc:
+    except (tarfile.TarError, EOFError, OSError, ConfigError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise _corrupt(path, f"{type(exc).__name__}: {first}") from None
     if not texts:

@@ -106,7 +106,8 @@ def encode_texts(tok: BPETokenizer, texts: list[str]) -> tuple[torch.Tensor, tor
         flat = np.fromiter(chain.from_iterable(ids), np.int64, int(lengths.sum()))
         return {"flat": torch.from_numpy(flat), "lengths": lengths}
 
-    arrays = cached_int_arrays("encoded", ["texts", tok.fingerprint, *texts], encode)
+    arrays = cached_int_arrays("encoded", ["texts", tok.fingerprint, *texts], encode,
+                               keys=("flat", "lengths"))
     return arrays["flat"], arrays["lengths"]
 
 

@@ -221,7 +221,11 @@ def _check_npz_headers(p: Path) -> None:
 
 def _read_npz(p: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Arrays ``x``, ``y`` (and ``class_names`` if present) of an ``.npz``, never unpickled;
-    an unreadable file is refused with one line naming it."""
+    an unreadable file (a FIFO or device: refused, never waited on) is refused with one line
+    naming it."""
+    from tokengeo.io import open_regular
+
+    os.close(open_regular(p))
     if not zipfile.is_zipfile(p):
         raise ConfigError(f"{p} is not a readable .npz (not a zip archive); write it with "
                           "numpy.savez(path, x=images, y=labels)")
@@ -255,7 +259,7 @@ def _read_image_classes(folder: Path, classes: list[str], mode: str):
     images, labels = [], []
     for k, cls in enumerate(classes):
         for f in sorted((folder / cls).iterdir()):
-            if f.suffix.lower() in IMAGE_SUFFIXES:
+            if f.suffix.lower() in IMAGE_SUFFIXES and not f.is_dir():  # FIFOs: refused on read
                 images.append(_read_image(Image, f, mode))
                 labels.append(k)
     if not images:
@@ -268,13 +272,11 @@ def _read_image_classes(folder: Path, classes: list[str], mode: str):
 
 
 def _read_image(Image, path: Path, mode: str) -> np.ndarray:
-    """One image file as an array; a corrupt or unreadable file is refused naming it."""
-    try:
-        with Image.open(path) as im:
-            return np.asarray(im.convert(mode))
-    except Exception as exc:  # PIL raises OSError, SyntaxError, AttributeError... on bad files
-        raise ConfigError(f"cannot read the image {path} ({_first_line(exc)}); remove or "
-                          "replace it") from None
+    """One image file as an array; a corrupt or unreadable file, a FIFO or a decompression
+    bomb is refused naming it (:func:`tokengeo.data.bounded.load_image`)."""
+    from tokengeo.data.bounded import load_image
+
+    return np.asarray(load_image(Image, path, mode))
 
 
 def _pil():
@@ -317,9 +319,13 @@ def load_csv(
     test_fraction: float = 0.1, seed: int = 0, bpe_vocab_size: int = 4096,
 ) -> TextClassificationData:  # fmt: skip
     """A CSV (UTF-8, header row) of texts and labels as a text classification dataset."""
+    import io
+
+    from tokengeo.io import open_binary
+
     p = _exists(path)
-    try:
-        with open(p, encoding="utf-8", newline="") as f:
+    try:  # a FIFO or device named like a CSV is refused (ConfigError), never waited on
+        with io.TextIOWrapper(open_binary(p), encoding="utf-8", newline="") as f:
             rows = list(csv.DictReader(f))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p} is not UTF-8 text (byte {exc.start}); save the CSV as "

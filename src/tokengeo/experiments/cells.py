@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tokengeo.errors import ConfigError
-from tokengeo.io import read_small, write_json
+from tokengeo.io import parse_json, read_small, write_json
 
 CELL_LIMIT = 256 << 20  # bytes; the largest cell (a flow's G² series) is far below
 
@@ -175,7 +175,8 @@ class CellStore:
         if p.is_dir():
             return None, "is a folder, not a file (remove it to cache this cell)"
         try:  # never blocks on a FIFO, never reads more than a cell can hold
-            data = json.loads(read_small(p, CELL_LIMIT).decode("utf-8"))
+            data = parse_json(read_small(p, CELL_LIMIT), "it", limit=CELL_LIMIT,
+                              allow_nan=True)
         except ConfigError as exc:
             return None, f"cannot be read ({exc})"
         except OSError as exc:
@@ -214,7 +215,8 @@ class CellStore:
         if not p.is_file():
             return None
         try:
-            data = json.loads(read_small(p, CELL_LIMIT).decode("utf-8"))
+            data = parse_json(read_small(p, CELL_LIMIT), "it", limit=CELL_LIMIT,
+                              allow_nan=True)
         except (ConfigError, OSError, ValueError):  # UnicodeDecodeError is a ValueError
             return None
         seconds = data.get("seconds") if check_envelope(data, cell) is None else None

@@ -110,6 +110,8 @@ class ExecutorConfig:
                               "(or 0 for one worker per core)")
         if self.ray_address is not None and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray")
+        if self.ray_address is not None:
+            split_address(self.ray_address, "--ray-address")
         t = self.connect_timeout
         if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t <= 86400:
             raise ConfigError(f"--connect-timeout {t!r} must be a number of seconds in "
@@ -242,7 +244,12 @@ def _run_ray(cells: Sequence[Cell], cfg: ExecutorConfig) -> Outcomes:
             # Ray's own reconnect loop gives up after this long (default: a minute, or more)
             os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s",
                                   str(max(1, round(cfg.connect_timeout))))
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+            lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+            raise ConfigError(f"Ray did not start ({type(exc).__name__}: "
+                              f"{(lines or [''])[0][:160]}); check --ray-address") from None
     if any(c.placement.startswith("cuda") for c in cells):  # else it would wait forever
         from tokengeo.experiments.placement import check_cluster_gpus
 
@@ -281,23 +288,80 @@ def ray_resources(cell: Cell, gpu_share: float | None = None) -> dict[str, float
     return {"num_cpus": cell.threads, "num_gpus": 1.0 if share is None else share}
 
 
+def split_address(address: str, flag: str) -> tuple[str, int]:
+    """``(host, port)`` of ``host:port`` or ``ray://host:port`` (IPv6 hosts in brackets),
+    or of the cluster ``auto`` finds (:func:`local_cluster`); anything else (no port, a
+    port outside 1..65535) is a ConfigError."""
+    if address == "auto":
+        return split_address(local_cluster(flag), flag)
+    rest = address.split("://", 1)[1] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or "://" in rest or "/" in rest:
+        raise ConfigError(f"{flag} {address!r} must be the head node's host:port (or "
+                          "ray://host:port), e.g. 10.0.0.5:6379; `ray status` on the head "
+                          "shows it (without the flag a local cluster starts)")
+    if not 1 <= int(port) <= 65535:
+        raise ConfigError(f"{flag} {address!r}: port {int(port)} is outside 1..65535")
+    return host, int(port)
+
+
+def local_cluster(flag: str) -> str:
+    """The address ``--ray-address auto`` means, found as Ray finds it: ``$RAY_ADDRESS``,
+    else the cluster ``ray start --head`` recorded on this machine
+    (``ray_current_cluster`` in ``$RAY_TMPDIR/ray``, ``$TMPDIR/ray`` or ``/tmp/ray``); none
+    is a ConfigError."""
+    env = os.environ.get("RAY_ADDRESS", "")
+    if env and env != "auto":
+        return env
+    tmp = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    record = Path(tmp) / "ray" / "ray_current_cluster"
+    try:
+        from tokengeo.io import read_small
+
+        found = read_small(record, 1 << 12).decode("utf-8").strip()
+    except (OSError, ConfigError, UnicodeDecodeError):
+        found = ""
+    if not found:
+        raise ConfigError(f"{flag} auto: no Ray cluster runs on this machine ({record} is "
+                          "missing); start one with `ray start --head`, or give the head "
+                          "node's host:port")
+    return found
+
+
+# the HTTP/2 client preface and an empty SETTINGS frame: a Ray head (gRPC, HTTP/2) answers
+# with a SETTINGS frame of its own; an HTTP/1 server, or anything else, does not
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_SETTINGS = 0x04
+
+
 def probe_address(address: str, seconds: float, flag: str) -> None:
-    """Refuse, within ``seconds``, a ``host:port`` address (``ray://`` allowed) that accepts
-    no TCP connection; ``auto`` and other forms are left to Ray."""
+    """Refuse, within ``seconds``, an address (:func:`split_address`) that accepts no TCP
+    connection, or that answers but not as a gRPC (HTTP/2) server such as a Ray head: an HTTP
+    server there would make ``ray.init`` wait past ``--connect-timeout``."""
     import socket
 
-    rest = address.split("://", 1)[-1]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit() or address == "auto":
-        return
+    host, port = split_address(address, flag)
+    fix = "check the address, or raise --connect-timeout"
     try:
-        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
-                                 timeout=seconds).close()
+        with socket.create_connection((host, port), timeout=seconds) as conn:
+            conn.settimeout(seconds)
+            conn.sendall(_H2_HELLO)
+            head = b""
+            while len(head) < 9:
+                more = conn.recv(9 - len(head))
+                if not more:
+                    break
+                head += more
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
         raise ConfigError(f"{flag} {address!r}: no Ray cluster answers there ({why} after at "
-                          f"most {seconds:g} s); check the address, or raise "
-                          "--connect-timeout") from None
+                          f"most {seconds:g} s); {fix}") from None
+    if len(head) < 9 or head[3] != _H2_SETTINGS:
+        shown = head[:12].decode("latin-1").splitlines()[0] if head.strip() else "nothing"
+        raise ConfigError(f"{flag} {address!r} answers, but not as a Ray cluster (it said "
+                          f"{shown!r}, not gRPC); give the head node's GCS port (6379 by "
+                          "default)")
 
 
 def _ray_execute(cell: Cell) -> CellOutcome:

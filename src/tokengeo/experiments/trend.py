@@ -10,14 +10,14 @@ monotonically with the number of Laplacian heads. Given the metric ``y[s, j]`` o
   Student-t 95% interval over seeds (the seed is the unit of replication);
 * **Page's L test** for an ordered alternative in a blocked design (Page 1963, JASA 58:216):
   ranks r_sj of y within each seed, ``L = Σ_j j · Σ_s r_sj``; the one-sided p-values for an
-  increasing and a decreasing trend come from the exact permutation distribution (ranks
-  permuted within each seed) when it is small enough to enumerate, else from 20,000 random
-  permutations with a fixed seed.
+  increasing and a decreasing trend are those of ``scipy.stats.page_trend_test`` (its exact
+  null distribution for small tables, else its normal approximation: ``method`` says which;
+  the decreasing one predicts the ranks in reverse order; with ties, the exact null is that
+  of untied ranks, as scipy computes it).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,9 +26,6 @@ import torch
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.stats import t975
-
-EXACT_LIMIT = 200_000  # permutations enumerated exactly up to this count
-MONTE_CARLO = 20_000
 
 
 @dataclass(frozen=True)
@@ -41,7 +38,7 @@ class Trend:
     page_l: float
     p_increasing: float  # one-sided, Page's L
     p_decreasing: float
-    method: str  # "exact" or "monte carlo (20000)"
+    method: str  # scipy.stats.page_trend_test's: "exact" or "asymptotic"
     slopes: tuple[float, ...] = ()  # β_s, one per seed (the unit of replication)
 
     def to_dict(self) -> dict:
@@ -63,28 +60,16 @@ def _matrix(values: Mapping[int, Sequence[float]]) -> tuple[tuple[int, ...], tor
     return ks, y  # (S, J)
 
 
-def _ranks(y: torch.Tensor) -> torch.Tensor:
-    """Mid-ranks (1-based) of each row of y (S, J): ties share their mean rank
-    (``scipy.stats.rankdata``)."""
+def _page(y: torch.Tensor) -> tuple[float, float, float, str]:
+    """(L, p increasing, p decreasing, method) of Page's test on y (S seeds, J values of k)."""
     from tokengeo._deps import require
 
-    ranks = require("scipy.stats").rankdata(y.numpy(), axis=1)
-    return torch.from_numpy(ranks).to(torch.float64)
-
-
-def _page_null(ranks: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, str]:
-    """Page's L under the null: every permutation of each seed's ranks (exact or sampled)."""
-    S, J = ranks.shape
-    total = math.factorial(J) ** S
-    if total <= EXACT_LIMIT:
-        perms = torch.tensor(list(itertools.permutations(range(J))))  # (J!, J)
-        per_seed = [(ranks[s][perms] * weights).sum(1) for s in range(S)]  # S × (J!,)
-        grid = torch.cartesian_prod(*per_seed) if S > 1 else per_seed[0][:, None]
-        return grid.reshape(-1, S).sum(1), "exact"
-    gen = torch.Generator().manual_seed(0)
-    keys = torch.rand(MONTE_CARLO, S, J, generator=gen)
-    shuffled = torch.gather(ranks.expand(MONTE_CARLO, S, J), 2, keys.argsort(-1))
-    return (shuffled * weights).sum((1, 2)), f"monte carlo ({MONTE_CARLO})"
+    page_trend_test = require("scipy.stats").page_trend_test
+    data = y.numpy()
+    J = data.shape[1]
+    up = page_trend_test(data)
+    down = page_trend_test(data, predicted_ranks=list(range(J, 0, -1)), method=up.method)
+    return float(up.statistic), float(up.pvalue), float(down.pvalue), up.method
 
 
 def trend_over_k(values: Mapping[int, Sequence[float]]) -> Trend:
@@ -97,13 +82,7 @@ def trend_over_k(values: Mapping[int, Sequence[float]]) -> Trend:
     slopes = ((y - y.mean(1, keepdim=True)) * kc).sum(1) / kc.square().sum()  # (S,)
     mean, sd = slopes.mean().item(), slopes.std().item()
     half = t975(S - 1) * sd / math.sqrt(S)
-    weights = torch.arange(1, J + 1, dtype=torch.float64)
-    ranks = _ranks(y)
-    L = (ranks * weights).sum().item()
-    null, method = _page_null(ranks, weights)
-    eps = 1e-9 * max(abs(L), 1.0)
-    p_inc = ((null >= L - eps).double().mean()).item()
-    p_dec = ((null <= L + eps).double().mean()).item()
+    L, p_inc, p_dec, method = _page(y)
     return Trend(ks=ks, n_seeds=S, slope=mean, slope_lo=mean - half, slope_hi=mean + half,
                  page_l=L, p_increasing=p_inc, p_decreasing=p_dec, method=method,
                  slopes=tuple(slopes.tolist()))

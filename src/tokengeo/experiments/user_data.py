@@ -112,10 +112,31 @@ def fill_paths(suite: str, where: str | Path, settings: dict, given: Mapping[str
                 unresolved.append(missing)
                 continue
             resolved = Path(path).expanduser()
+            source = FLAG if name in given else "the environment variable"
             if not resolved.exists():
-                source = FLAG if name in given else "the environment variable"
                 raise ConfigError(f"suite {suite!r} ({where}): {key} = {value!r}: {name}="
                                   f"{path} ({source}) does not exist; give the path of your "
                                   f"copy{_hint(value)}")
+            if not (resolved.is_file() or resolved.is_dir()):  # /dev/null, a FIFO, a socket
+                raise ConfigError(f"suite {suite!r} ({where}): {key} = {value!r}: {name}="
+                                  f"{path} ({source}) is not a regular file or folder; give "
+                                  f"the path of your copy{_hint(value)}")
             paths[name] = str(resolved)
-    return _substitute(settings, paths), unresolved
+    filled = _substitute(settings, paths)
+    for key, value in walk_strings(filled):  # the data itself, read once at the door
+        if key.endswith("data") and any(p in value for p in paths.values()):
+            _check_data(suite, where, key, value)
+    return filled, unresolved
+
+
+def _check_data(suite: str, where: str | Path, key: str, value: str) -> None:
+    """Read the supplied data set now (a truncated archive, a pickle that asks for code, a
+    batch of the wrong shape) rather than when its first cell runs, after --out is
+    claimed."""
+    from tokengeo.data.registry import check_supplied
+    from tokengeo.errors import TokengeoError
+
+    try:
+        check_supplied(value)
+    except TokengeoError as exc:
+        raise ConfigError(f"suite {suite!r} ({where}): {key} = {value!r}: {exc}") from None

@@ -21,6 +21,7 @@ plan_suite` after the schema check and before the suite builds its cells.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,14 @@ def registry_config(train: dict[str, Any]):
 
     overrides = dict(train.get("model_overrides") or {})
     overrides.pop("n_laplacian", None)
-    size = (train.get("data_options") or {}).get("image_size")  # images resized by the loader
-    if size is not None:
+    from tokengeo.data.registry import image_size_of
+
+    fields = {f.name for f in dataclasses.fields(get_entry(train["model"]).config_cls)}
+    data = train.get("data")
+    # the images the data set gives (CIFAR: 32 px; a resizing loader: its image_size), not
+    # the model's default: a ViT of patch 8 on CIFAR-100 is valid
+    size = image_size_of(data, train.get("data_options")) if isinstance(data, str) else None
+    if size is not None and "image_size" in fields:
         overrides.setdefault("image_size", size)
     return get_entry(train["model"]).config(**overrides)
 

@@ -41,8 +41,8 @@ def snapshots_figure(result: FlowResult, *, n_snapshots: int = 6, run: int = 0):
     fig, axes = new_figure(3.0 * cols, 3.1 * rows, rows, cols,
                            **({"projection": "3d"} if three_d else {}))
     for k, ax in enumerate(axes.flat):
-        if k >= len(idx):
-            ax.set_visible(False)
+        if k >= len(idx):  # removed, not hidden: a hidden 3D axis breaks the layout's bbox
+            ax.remove()
             continue
         r = idx[k]
         if three_d:

@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from tokengeo.checks import check_choice, check_int, check_number, check_seed, replace_checked
+from tokengeo.checks import (
+    check_choice,
+    check_int,
+    check_number,
+    check_seed,
+    check_time,
+    replace_checked,
+)
 from tokengeo.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -111,6 +118,20 @@ class FlowPreset:
         check_flow_memory(n_paths=self.n_paths, n_tokens=self.n_tokens, d=self.d,
                           n_heads=max((self.n_heads, *heads)),
                           n_records=n_steps // self.record_every + 2, trajectory=True)
+        # time as well as memory: every step costs ~(4d + 10) per path, head and token pair
+        pairs = float(self.n_paths) * max((self.n_heads, *heads)) * float(self.n_tokens) ** 2
+        check_time(f"a flow of {n_steps:,} steps with n_paths={self.n_paths}, "
+                   f"n_tokens={self.n_tokens}, n_heads={max((self.n_heads, *heads))}",
+                   n_steps * pairs * (4 * self.d + 10),
+                   "use fewer tokens (n_tokens), paths (--n-paths) or heads (--heads, "
+                   "--scaling-heads), or a shorter --T or larger --dt")
+
+    def n_records(self) -> int:
+        """How many times a run of this preset records its series (every ``record_every``
+        steps, and at T)."""
+        from tokengeo.flows.simulate import flow_steps
+
+        return len(range(0, flow_steps(self.T, self.dt), self.record_every)) + 1
 
     def initial_state(
         self, n_heads: int | None = None, *, dtype=torch.float64

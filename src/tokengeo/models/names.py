@@ -29,6 +29,7 @@ from typing import Any
 
 from tokengeo.errors import ConfigError
 from tokengeo.models.hf import names as hf_names
+from tokengeo.models.hf.names import require_tokenizer  # noqa: F401  (entry points that tokenise)
 
 PREFIX = "hf:"
 KINDS = ("named", "folder", "run")
@@ -181,6 +182,7 @@ def _folder_source(name: str, folder: Path) -> ModelSource:
         return hf_names.load_folder(folder, causal_lm=causal_lm, **kwargs)
 
     cfg = hf_names.read_hf_config(folder)
+    hf_names.check_folder_files(name, folder, cfg)
     return ModelSource(name, "folder", folder,
                        **hf_names.sizes_of(cfg, str(folder / "config.json")),
                        causal_lm=hf_names.is_causal(cfg), loader=load, folder=lambda: folder)

@@ -15,6 +15,10 @@ import importlib
 
 _LAZY = {
     "run_with_cache": "tokengeo.probes.capture",
+    "run_with_hooks": "tokengeo.probes.hooked",
+    "hooks": "tokengeo.probes.hooked",
+    "reset_hooks": "tokengeo.probes.hooked",
+    "ActivationCache": "tokengeo.probes.activation_cache",
     "hook_sites": "tokengeo.probes.capture",
     "hf_hook_sites": "tokengeo.probes.hf_sites",
     "head_output_similarity": "tokengeo.probes.similarity.pairs",

@@ -24,6 +24,7 @@ from torch import nn
 
 from tokengeo.errors import ConfigError
 from tokengeo.hooks import ActivationFn, HookPoint, HookPointSite, HookSite
+from tokengeo.probes.activation_cache import ActivationCache
 from tokengeo.probes.hf_sites import hf_hook_sites
 
 
@@ -33,15 +34,27 @@ def hook_sites(model: nn.Module, *, ungroup_kv: bool = False) -> dict[str, HookS
     ``ungroup_kv``: Hugging Face grouped-query models give ``hook_k``/``hook_v`` one entry per
     query head instead of per KV head.
     """
-    points = {n: m for n, m in model.named_modules() if isinstance(m, HookPoint)}
-    if points:
-        return {n: HookPointSite(p) for n, p in points.items()}
     if is_hf_model(model):
         return hf_hook_sites(model, ungroup_kv=ungroup_kv)
+    points = {n: m for n, m in model.named_modules() if isinstance(m, HookPoint)}
+    wrapped = wrapped_hf_model(model)
+    if wrapped is not None:  # e.g. HFCausalLM (``hf:`` models): the HF model's sites, and
+        # the wrapper's own hook points (its hook_final) in place of the same-named ones
+        sites = hf_hook_sites(wrapped, ungroup_kv=ungroup_kv)
+        return {**sites, **{n: HookPointSite(p) for n, p in points.items()}}
+    if points:
+        return {n: HookPointSite(p) for n, p in points.items()}
     raise ConfigError(
         f"{type(model).__name__} has no hook points: use a tokengeo model or a supported "
         "Hugging Face model (see tokengeo.models.hf.families.FAMILIES)"
     )
+
+
+def wrapped_hf_model(model: nn.Module) -> nn.Module | None:
+    """The Hugging Face model a tokengeo wrapper holds as a direct child (``HFCausalLM.hf``),
+    or None. A wrapper has at most one, and its hook sites are that model's."""
+    inner = [m for m in model.children() if is_hf_model(m)]
+    return inner[0] if len(inner) == 1 else None
 
 
 def is_hf_model(model: nn.Module) -> bool:
@@ -96,9 +109,15 @@ def _recorder(cache: dict, name: str, detach: bool, device: str | None) -> Activ
 
 
 def run_with_cache(
-    model: nn.Module, *args: Any, names: Iterable[str] = ("*",), **kwargs: Any
-) -> tuple[Any, dict[str, torch.Tensor]]:
-    """Run ``model(*args, **kwargs)`` and return ``(output, {name: activation})``."""
+    model: nn.Module, *args: Any, names: Iterable[str] = ("*",), tokenizer: Any = None,
+    **kwargs: Any
+) -> tuple[Any, ActivationCache]:
+    """Run ``model(*args, **kwargs)`` and return ``(output, cache)``.
+
+    ``cache`` is an :class:`~tokengeo.probes.activation_cache.ActivationCache` (a dict
+    ``{name: activation}`` that also stacks by layer and head); ``tokenizer`` lets it turn ids
+    back into text (``cache.to_str_tokens(ids)``).
+    """
     with capture(model, names) as cache:
         out = model(*args, **kwargs)
-    return out, dict(cache)
+    return out, ActivationCache(cache, tokenizer=tokenizer)

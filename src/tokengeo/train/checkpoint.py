@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -35,7 +36,14 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from tokengeo.errors import CheckpointError, ConfigError
-from tokengeo.io import atomic_dir, follow_umask, read_small, remove_temporaries, write_json
+from tokengeo.io import (
+    atomic_dir,
+    follow_umask,
+    parse_json,
+    read_small,
+    remove_temporaries,
+    write_json,
+)
 from tokengeo.train import sidecar as sc
 
 FORMAT = "tokengeo-checkpoint/2"
@@ -68,8 +76,8 @@ def save_checkpoint(
     with atomic_dir(final) as tmp:  # hidden .tmp-step-<N>-*, renamed once complete
         weights, aliases = unique_state_dict(model)
         optim_tensors, optim_meta = split_optimizer_state(optimizer.state_dict())
-        save_file(weights, tmp / MODEL_FILE)
-        save_file(optim_tensors, tmp / OPTIM_FILE)
+        _save_tensors(weights, tmp / MODEL_FILE)
+        _save_tensors(optim_tensors, tmp / OPTIM_FILE)
         for name in (MODEL_FILE, OPTIM_FILE):  # save_file writes 0600: a shared folder reads
             follow_umask(tmp / name)
         sidecar = {
@@ -80,6 +88,21 @@ def save_checkpoint(
         write_json(tmp / STATE_FILE, sidecar, indent=1)
     prune_checkpoints(root, keep)
     return final
+
+
+def _save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """``save_file``, whose I/O errors (a full disk) surface as ``SafetensorError`` with the
+    OS error inside its text: raised again as the ``OSError`` it is (the CLI names the path
+    in one line), or as a CheckpointError when no OS error code is given."""
+    try:
+        save_file(tensors, path)
+    except SafetensorError as exc:
+        code = re.search(r"(?:os error|code:) (\d+)", str(exc))
+        if code is None:
+            raise CheckpointError(f"cannot write checkpoint file {path}: {str(exc)[:200]}"
+                                  ) from None
+        errno_ = int(code.group(1))
+        raise OSError(errno_, os.strerror(errno_), str(path)) from None
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -132,8 +155,10 @@ def remove_partial(root: Path) -> None:
 
 
 def _sha256(path: Path) -> str:
+    from tokengeo.io import open_binary
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_binary(path) as f:  # a FIFO planted in a checkpoint: refused, not waited on
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -195,8 +220,8 @@ def verify_checkpoint(path: Path, fields: dict[str, sc.Spec] | None = None) -> d
 def _read_sidecar(path: Path, fields: dict[str, sc.Spec] | None) -> dict[str, Any]:
     file = path / STATE_FILE
     try:
-        state = json.loads(read_small(file, SIDECAR_LIMIT).decode("utf-8"))
-    except ConfigError as exc:  # not a regular file, or far larger than a sidecar
+        state = parse_json(read_small(file, SIDECAR_LIMIT), str(file), allow_nan=True)
+    except ConfigError as exc:  # not a regular file, far larger than a sidecar, not JSON
         if not file.exists() and not file.is_symlink():
             raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is "
                                   "missing") from None

@@ -9,8 +9,10 @@ changes. Only rank 0 logs and writes files; every rank holds the same weights.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,8 +76,9 @@ def init_distributed(device: str = "auto", connect_timeout: float | None = None)
         from datetime import timedelta
 
         try:
-            dist.init_process_group("nccl" if dev.type == "cuda" else "gloo",
-                                    timeout=timedelta(seconds=timeout))
+            with _native_stderr_held():  # c10d's C++ retries print frames straight to fd 2
+                dist.init_process_group("nccl" if dev.type == "cuda" else "gloo",
+                                        timeout=timedelta(seconds=timeout))
         except (RuntimeError, OSError) as exc:  # DistStoreError (a RuntimeError), refused
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"could not join the process group at {os.environ['MASTER_ADDR']}"
@@ -83,6 +86,32 @@ def init_distributed(device: str = "auto", connect_timeout: float | None = None)
                               "check torchrun's --master-addr/--master-port, or raise "
                               "--connect-timeout") from None
     return DistEnv(rank, world_size, local_rank, dev)
+
+
+@contextlib.contextmanager
+def _native_stderr_held():
+    """Hold what native code writes to file descriptor 2 while the block runs: given back
+    on success, dropped when the block raises (the caller then says one line; c10d's retry
+    log and C++ frames, 38 to 85 lines a rank, would bury it)."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        held.seek(0)
+        text = held.read()
+    if text:
+        sys.stderr.write(text.decode("utf-8", "replace"))
+        sys.stderr.flush()
 
 
 def shutdown(env: DistEnv) -> None:

@@ -23,6 +23,7 @@ from tokengeo.io import (
     NOFOLLOW,
     NONBLOCK,
     append_text,
+    parse_json,
     read_json,
     read_small,
     write_json,
@@ -102,8 +103,10 @@ def _records(path: Path) -> Iterable[dict[str, Any]]:
     lines = text.splitlines()
     for i, line in enumerate(lines):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+            record = parse_json(line, f"{path} line {i + 1}", allow_nan=True)
+        except ConfigError as exc:
+            if "levels deep" in str(exc):
+                raise CheckpointError(str(exc)) from None
             if i != len(lines) - 1:
                 raise CheckpointError(f"{path} line {i + 1} is not valid JSON") from None
             continue

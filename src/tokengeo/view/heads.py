@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
-from tokengeo.probes.capture import capture, is_hf_model
+from tokengeo.probes.capture import capture, is_hf_model, wrapped_hf_model
 from tokengeo.probes.similarity.pairs import (
     Z_PATTERN,
     check_token_ids,
@@ -58,6 +58,9 @@ class HeadMaps:
 def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]:
     """The kind of every head: tokengeo models from their attention modules' ``head_kinds``,
     Hugging Face models from the heads :func:`tokengeo.models.hf.laplacianize` chose."""
+    inner = wrapped_hf_model(model)  # an ``hf:`` run: HFCausalLM holds the HF model
+    if inner is not None:
+        model = inner
     if is_hf_model(model) and not hasattr(model, "blocks"):
         from tokengeo.models.hf import laplacian_heads
 
@@ -84,8 +87,9 @@ def extract_heads(model: nn.Module, input_ids: torch.Tensor, tokens: list[str], 
         raise ConfigError(f"view one text at a time; input_ids is shaped {tuple(input_ids.shape)}")
     if len(tokens) != input_ids.shape[1]:
         raise ConfigError(f"{len(tokens)} token strings for {input_ids.shape[1]} token ids")
+    device = next((p.device for p in model.parameters()), input_ids.device)
     with capture(model, [P_PATTERN, Z_PATTERN], device="cpu") as cache:
-        forward_tokens(model, input_ids)
+        forward_tokens(model, input_ids.to(device))
         p_names = sorted((n for n in cache if n.endswith("hook_pattern")), key=layer_index)
         z_names = sorted((n for n in cache if n.endswith("hook_z")), key=layer_index)
         P = torch.stack([cache[n][0] for n in p_names]).float()  # (L, H, T, T)

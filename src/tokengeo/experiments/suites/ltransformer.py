@@ -441,11 +441,16 @@ def memory_claim(eff: CellResult | None) -> Claim:
         c = Claim(NAME, f"peak training memory L / fair at batch {batch} (d = "
                   f"{lt['d_model_l']})", SRC, paper, quantity, Region.ratio_below(1.0),
                   label=f"batch {batch}", paper_effect=effect, **kind)
-        ratio = math.log(lt["peak_bytes"] / fb["peak_bytes"])  # a log ratio
-        c.measured = Interval(ratio, ratio, ratio, 1, 0.0, True, "exact", "log",
-                              values=(ratio,))
-        c.detail = (f"L {lt['peak_bytes'] / 2**20:.1f} MB, fair {fb['peak_bytes'] / 2**20:.1f} "
-                    f"MB ({lt['method']}, T = {lt['seq_len']})")
+        if not (lt["peak_bytes"] > 0 and fb["peak_bytes"] > 0):
+            c.not_run = ("peak memory below the measurement's resolution (no bytes added) at "
+                         "this size: measure a larger width or batch")
+        else:
+            ratio = math.log(lt["peak_bytes"] / fb["peak_bytes"])  # a log ratio
+            c.measured = Interval(ratio, ratio, ratio, 1, 0.0, True, "exact", "log",
+                                  values=(ratio,))
+            c.detail = (f"L {lt['peak_bytes'] / 2**20:.1f} MB, fair "
+                        f"{fb['peak_bytes'] / 2**20:.1f} MB ({lt['method']}, T = "
+                        f"{lt['seq_len']})")
         members.append(c)
     if not members:
         c = Claim(NAME, "peak training memory L / fair", SRC, paper, quantity,
@@ -508,7 +513,8 @@ def peak_table(peaks: list[dict]) -> tuple[str, list[str], list[list[str]]]:
         body.append([str(batch), f"{lt['parameter_bytes'] / 2**20:.1f}",
                      f"{lt['peak_bytes'] / 2**20:.1f}", f"{fb['parameter_bytes'] / 2**20:.1f}",
                      f"{fb['peak_bytes'] / 2**20:.1f}",
-                     f"{lt['peak_bytes'] / fb['peak_bytes']:.3f}"])
+                     f"{lt['peak_bytes'] / fb['peak_bytes']:.3f}" if fb["peak_bytes"] > 0
+                     else "n/a"])
     first = peaks[0]
     return (f"Peak memory of a training step with AdamW (parameters, gradients, optimizer "
             f"state, activations) at d = {first['d_model_l']}, T = {first['seq_len']} "

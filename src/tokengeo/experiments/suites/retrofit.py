@@ -29,7 +29,6 @@ quick report then states that the suite runs only with ``--full``), ``cell_cost`
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -124,13 +123,13 @@ def retrofit_cell(run_dir: str, config: dict[str, Any], geometry_examples: int) 
     """Convert, evaluate (step 0), fine-tune ``config`` in ``run_dir``, evaluate again; the
     converted heads and, for mixed heads, their fine-tuned (a, b)."""
     from tokengeo.experiments.training import open_trainer
-    from tokengeo.io import write_json
+    from tokengeo.io import read_json, write_json
 
     trainer = open_trainer(Path(run_dir), config)
     converted_file = Path(run_dir) / CONVERTED_FILE
     if trainer.step == 0:  # before the first checkpoint, so a resumed run has the file
         write_json(converted_file, trainer.evaluate("val", _eval_windows(config)))
-    converted = json.loads(converted_file.read_text())
+    converted = read_json(converted_file, dict)
     summary = trainer.fit()
     tokens = summary["step"] * config["batch_size"] * trainer.task.model_config.block_size
     heads, mix = _heads_and_mix(trainer.model)

@@ -34,6 +34,7 @@ from typing import Any
 
 from tokengeo._deps import require
 from tokengeo.errors import DataNotFoundError
+from tokengeo.io import member_path
 from tokengeo.models.hf.pretrained import (
     SOURCE_FILE,
     _drop_stale,
@@ -101,9 +102,13 @@ def _extract_into(folder: Path, paths: list[Path], record: dict[str, Any]) -> No
     prefix = f"{NAME}/"
     with archive:
         members = [m for m in archive.infolist() if m.filename.startswith(prefix)
-                   and not m.is_dir() and ".." not in Path(m.filename).parts]
+                   and not m.is_dir()]
         for member in members:
-            target = folder / member.filename[len(prefix):]
+            # resolved under the folder: an absolute or `..` name is refused, not followed
+            target = member_path(folder, member.filename[len(prefix):])
+            if target is None:
+                raise _missing(f"archive member {member.filename!r} would be written outside "
+                               "the model folder: reinstall the parts")
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
                 with archive.open(member) as src, open(target, "wb") as dst:

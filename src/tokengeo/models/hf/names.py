@@ -64,6 +64,54 @@ def load_folder(folder: Path, *, causal_lm: bool = False, **kwargs: Any) -> tupl
     return pretrained.load_folder(folder, causal_lm=causal_lm, **kwargs)
 
 
+PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "intermediate_size", "ffn_dim", "n_inner")
+
+
+def check_folder_files(name: str, folder: Path, cfg: dict[str, Any]) -> None:
+    """What a Hugging Face folder needs before anything loads: safetensors weights rather
+    than pickles only (tokengeo never unpickles a model), readable safetensors headers (a
+    header length of 2^63 is refused here, not inside the loader), and widths whose weights
+    fit in this machine's memory. (The tokenizer: :func:`require_tokenizer`, by every entry
+    point that tokenises.)"""
+    from tokengeo.checks import check_memory
+
+    files = [p for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    tensors = [p for p in files if p.suffix == ".safetensors"]
+    pickles = [p for p in files if p.suffix in PICKLE_WEIGHTS]
+    if pickles and not tensors:
+        raise ConfigError(f"{name}: the folder holds pickled weights only ({pickles[0].name}); "
+                          "tokengeo loads safetensors only (a pickle can run code): save the "
+                          "model with save_pretrained(folder, safe_serialization=True)")
+    for p in tensors:
+        if pretrained.safetensors_header(p)[0] is None:
+            raise ConfigError(f"{name}: {p.name} has no readable safetensors header (damaged, "
+                              "or not safetensors); save the model again with save_pretrained")
+    widths = [v for k in WIDTH_KEYS if isinstance(v := cfg.get(k), int)
+              and not isinstance(v, bool)]
+    if any(w < 1 for w in widths):
+        raise ConfigError(f"{folder / 'config.json'}: a width {min(widths)} must be >= 1")
+    width = float(max(widths, default=0))
+    layers = float(sizes_of(cfg)["n_layers"] or 1)
+    vocab = float(sizes_of(cfg)["vocab_size"] or 0)
+    check_memory(f"{name} (width {int(width):,}, {int(layers)} layers)",
+                 4.0 * (12 * layers * width * width + vocab * width),
+                 "check hidden_size / num_hidden_layers in its config.json")
+
+
+def require_tokenizer(source: Any) -> Any:
+    """A model folder that text is tokenised with must bring its tokenizer: without one every
+    word would read as an unknown id, silently. ``source``: a resolved
+    :class:`~tokengeo.models.names.ModelSource`; returns it."""
+    folder = source.path
+    if source.kind == "folder" and folder is not None and not any(
+            (folder / n).is_file() for n in pretrained.TOKENIZER_FILES):
+        raise ConfigError(f"{source.name}: the folder has no tokenizer (none of "
+                          f"{list(pretrained.TOKENIZER_FILES)}), so its text would read as "
+                          "unknown tokens; save it with tokenizer.save_pretrained(folder)")
+    return source
+
+
 # ---- the built-in names -----------------------------------------------------------------
 
 

@@ -35,7 +35,10 @@ Head choice and its rules (and the per-head ``combine``) are those of tokengeo's
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -531,7 +534,9 @@ def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> 
     transformers = require("transformers")
     if model_cls is None:
         model_cls = _saved_class(transformers.AutoConfig.from_pretrained(path))
-    model = model_cls.from_pretrained(path, **kwargs)
+    with _load_report_dropped():
+        model, info = model_cls.from_pretrained(path, output_loading_info=True, **kwargs)
+    _warn_load_problems(path, info)
     recorded = recorded_heads(model.config)
     kind = getattr(model.config, KIND_KEY, LAPLACIAN)
     if recorded:
@@ -539,4 +544,36 @@ def from_pretrained(path: str, model_cls: type | None = None, **kwargs: Any) -> 
         if kind == MIXED:
             _load_mix(model, path)
     return model
+
+
+class _DropLoadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in record.getMessage()
+
+
+@contextmanager
+def _load_report_dropped():
+    """transformers' load report, which calls the mixed coefficients (``tokengeo_mix_coef``,
+    restored right after) "UNEXPECTED ... not ok", is dropped; :func:`_warn_load_problems`
+    says what else it would have said."""
+    logger = logging.getLogger("transformers.modeling_utils")
+    drop = _DropLoadReport()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+def _warn_load_problems(path: str, info: Mapping[str, Any]) -> None:
+    """A warning for every key transformers could not load, except tokengeo's own."""
+    unexpected = [k for k in info.get("unexpected_keys", ()) if not k.endswith(MIX_NAME)]
+    problems = {"missing (newly initialised)": list(info.get("missing_keys", ())),
+                "unexpected (not loaded)": unexpected,
+                "mismatched in shape": [str(k) for k in info.get("mismatched_keys", ())]}
+    said = [f"{what}: {', '.join(sorted(map(str, keys))[:8])}"
+            + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
+            for what, keys in problems.items() if keys]
+    if said:
+        warnings.warn(f"loading {path}: weights {'; '.join(said)}", stacklevel=3)
 

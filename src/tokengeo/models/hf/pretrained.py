@@ -207,19 +207,15 @@ def cache_problem(folder: Path, record: dict[str, Any] | None) -> str | None:
     if record is not None and saved != record:
         return f"was made from another file ({saved})"
     weights = folder / WEIGHTS_FILE
-    try:
-        size = weights.stat().st_size
-        with open(weights, "rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(n)) if 2 <= n <= min(size - 8, 100 << 20) else None
-    except (OSError, ValueError):
-        header = None
-    if not isinstance(header, dict):
+    header, n, size = safetensors_header(weights)
+    if header is None:
         return f"{WEIGHTS_FILE} has no readable safetensors header"
-    end = max((v["data_offsets"][1] for k, v in header.items()
-               if k != "__metadata__" and isinstance(v, dict)
-               and isinstance(v.get("data_offsets"), list) and len(v["data_offsets"]) == 2),
-              default=0)
+    offsets = [v.get("data_offsets") for k, v in header.items() if k != "__metadata__"]
+    if not all(isinstance(o, list) and len(o) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x for x in o)
+            for o in offsets):
+        return f"{WEIGHTS_FILE} has a safetensors header whose data_offsets are not sizes"
+    end = max((o[1] for o in offsets), default=0)
     if 8 + n + end != size:
         return f"{WEIGHTS_FILE} is truncated ({size} bytes, its header says {8 + n + end})"
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
@@ -228,6 +224,25 @@ def cache_problem(folder: Path, record: dict[str, Any] | None) -> str | None:
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
+def safetensors_header(path: Path) -> tuple[dict | None, int, int]:
+    """``(header, header length, file size)`` of a safetensors file, the header None unless
+    it is a JSON object of objects within the file (a length of 2^63, a FIFO, deep or
+    non-finite JSON: None, never an exception). Reads the header only."""
+    from tokengeo.io import open_binary, parse_json
+
+    try:
+        with open_binary(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            n = int.from_bytes(f.read(8), "little")
+            if not 2 <= n <= min(size - 8, 100 << 20):
+                return None, n, size
+            header = parse_json(f.read(n), str(path), dict)
+    except (OSError, ConfigError):
+        return None, 0, 0
+    ok = all(isinstance(v, dict) for v in header.values())
+    return (header if ok else None), n, size
 
 
 def _move_aside(folder: Path) -> None:
@@ -312,8 +327,10 @@ def hf_config(name: str) -> dict[str, Any] | None:
     except MissingDependencyError:
         return None
     cached = models_cache_dir(name) / source_key(source_record(path))
-    if (cached / SOURCE_FILE).is_file():
-        return json.loads((cached / "config.json").read_text(encoding="utf-8"))
+    if cache_problem(cached, None) is None:  # a damaged cache is rebuilt by the load
+        from tokengeo.io import read_json
+
+        return read_json(cached / "config.json", dict, limit=1 << 20)
     return gguf_sizes(path, path.stat().st_mtime_ns)
 
 

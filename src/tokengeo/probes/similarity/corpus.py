@@ -125,17 +125,45 @@ def _read_one(name: str) -> list[str]:
     if name == "austen":
         return _austen_novels()
     path = Path(name).expanduser()
-    if path.is_file():
-        return [path.read_text(encoding="utf-8", errors="replace")]
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in _TEXT_SUFFIXES and p.is_file())
-        if not files:
-            raise DataNotFoundError(f"folder {path} has no {'/'.join(_TEXT_SUFFIXES)} files")
-        return [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    files = user_corpus_files(path)
+    if files is not None:
+        return [read_user_text(p) for p in files]
     raise DataNotFoundError(
         f"corpus {name!r} is neither a known corpus ({', '.join(NAMED_CORPORA)}) nor an "
         "existing text file or folder"
     )
+
+
+USER_FILE_LIMIT = 1 << 30  # one corpus file; the memory estimate refuses far less
+
+
+def user_corpus_files(path: Path) -> list[Path] | None:
+    """The text files of a user's corpus file or folder (None: no such file or folder).
+    A FIFO or device given as the file is refused, never waited on; in a folder only
+    regular files with a text suffix count."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in _TEXT_SUFFIXES and p.is_file())
+        if not files:
+            raise DataNotFoundError(f"folder {path} has no {'/'.join(_TEXT_SUFFIXES)} files")
+        return files
+    if path.exists() or path.is_symlink():
+        return [path]
+    return None
+
+
+def read_user_text(path: Path) -> str:
+    """A user's corpus file as text: refused, naming it, when it is not a regular file or
+    not text (a NUL byte, or not UTF-8): a binary file is never analysed as words."""
+    from tokengeo.io import read_small
+
+    data = read_small(path, USER_FILE_LIMIT)
+    try:
+        if b"\0" in data:
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\0"), 0, "NUL byte")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--corpus file {path} is not UTF-8 text (byte {exc.start}); remove "
+                          "binary files from the corpus or give a text file") from None
 
 
 def _austen_novels() -> list[str]:

@@ -10,7 +10,6 @@ the batch size, the model and the vocabulary, never on the number of windows.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 
 import torch
@@ -61,10 +60,11 @@ SIMILARITY_MODELS = ("named", "folder")  # what --model takes (tokengeo.models.n
 
 def check_model_name(name: str):
     """The source of ``name`` (a named model or a local Hugging Face folder, see
-    :mod:`tokengeo.models.names`), or a ConfigError listing both; loads nothing."""
-    from tokengeo.models.names import resolve_model
+    :mod:`tokengeo.models.names`), or a ConfigError listing both; loads nothing. A folder
+    must bring its tokenizer (the text is tokenised with it)."""
+    from tokengeo.models.names import require_tokenizer, resolve_model
 
-    return resolve_model(name, accept=SIMILARITY_MODELS)
+    return require_tokenizer(resolve_model(name, accept=SIMILARITY_MODELS))
 
 
 def load_hf_encoder(name: str):
@@ -148,18 +148,29 @@ def analyze_windows(model: nn.Module, windows: Windows, *, batch_size: int = 32,
     (``keep_inputs``: with the per-input top-pair counts, ``result.input_counts``)."""
     check_positive("batch_size", batch_size)
     vocab = vocab_size or int(windows.input_ids.max()) + 1
-    start = time.perf_counter()
-    with SimilarityStream(model, seq_len=windows.seq_len, vocab_size=vocab, top_k=top_k,
-                          short_range=short_range, separator_ids=separator_ids,
-                          special_ids=windows.special_ids, attention=attention,
-                          keep_inputs=keep_inputs) as stream:
-        for s in range(0, len(windows), batch_size):
-            stream.add(windows.input_ids[s : s + batch_size],
-                       windows.sentence_ids[s : s + batch_size])
-            if progress:
-                _report(min(s + batch_size, len(windows)), len(windows),
-                        time.perf_counter() - start)
+    bar = _bar(len(windows)) if progress else None
+    try:
+        with SimilarityStream(model, seq_len=windows.seq_len, vocab_size=vocab, top_k=top_k,
+                              short_range=short_range, separator_ids=separator_ids,
+                              special_ids=windows.special_ids, attention=attention,
+                              keep_inputs=keep_inputs) as stream:
+            for s in range(0, len(windows), batch_size):
+                batch = windows.input_ids[s : s + batch_size]
+                stream.add(batch, windows.sentence_ids[s : s + batch_size])
+                if bar is not None:
+                    bar.update(len(batch))
+    finally:
+        if bar is not None:
+            bar.close()
     return stream.result()
+
+
+def _bar(total: int):
+    """The tqdm bar over windows (rate and ETA) on stderr."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="window", desc="similarity", file=sys.stderr,
+                dynamic_ncols=True, leave=False)
 
 
 def _layer_names(sites, suffix: str) -> list[str]:
@@ -168,11 +179,6 @@ def _layer_names(sites, suffix: str) -> list[str]:
 
 def _matches(name: str, suffix: str) -> bool:
     return name.startswith("blocks.") and name.endswith(suffix)
-
-
-def _report(done: int, total: int, seconds: float) -> None:
-    print(f"\r  {done}/{total} windows, {seconds:.0f} s", end="\n" if done == total else "",
-          file=sys.stderr, flush=True)
 
 
 def check_shard(shard: int, shards: int) -> None:
@@ -222,15 +228,10 @@ def analyze_prepared(cfg: SimilarityConfig, p: Prepared, *, progress: bool = Fal
                      keep_inputs: bool = False) -> HeadSimilarityResult:
     """:func:`analyze_windows` of a :class:`Prepared` analysis with ``cfg``'s options; the
     dominant tokens decoded into ``result.token_names``."""
-    try:
-        result = analyze_windows(
-            p.model, p.windows, batch_size=cfg.batch_size, top_k=cfg.top_k,
-            short_range=cfg.short_range, separator_ids=p.separator_ids,
-            vocab_size=len(p.tokenizer), progress=progress, keep_inputs=keep_inputs)
-    except BaseException:  # Ctrl-C or an error: end the progress line before the message
-        if progress:
-            print(file=sys.stderr, flush=True)
-        raise
+    result = analyze_windows(
+        p.model, p.windows, batch_size=cfg.batch_size, top_k=cfg.top_k,
+        short_range=cfg.short_range, separator_ids=p.separator_ids,
+        vocab_size=len(p.tokenizer), progress=progress, keep_inputs=keep_inputs)
     result.token_names = [[p.tokenizer.convert_ids_to_tokens(int(t)) for t in row]
                           for row in result.dominant_token]
     return result

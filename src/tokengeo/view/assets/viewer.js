@@ -139,10 +139,13 @@
     // ----- values and scales -----
     function valueFns(hd) {
       const ps = hd.p_scale, ss = hd.s_scale;
+      // P codes: linear (c / 255 of max P) or, with D.p_log decades, log (encode.quantise_log)
+      const pv = D.p_log ? (c) => (c === 0 ? 0 : ps * Math.pow(10, D.p_log * ((c - 1) / 254 - 1)))
+        : (c) => (c / 255) * ps;
       return {
-        P: (c) => (c / 255) * ps,
-        Loff: (c) => -(c / 255) * ps,
-        Ldiag: (c) => 1 - (c / 255) * ps,
+        P: pv,
+        Loff: (c) => -pv(c),
+        Ldiag: (c) => 1 - pv(c),
         S: (c) => ((c - 128) / 127) * ss,
       };
     }
@@ -176,10 +179,17 @@
       if (kind === "L") lim = st.scale === "p99" ? lim : Math.max(lim, diagMax);
       return lim > 0 ? lim : 1;
     }
+    // log colour scale of P: 0 at lim 10^-decades (and below), 1 at lim
+    function logPosition(v, lim) {
+      return v <= 0 ? 0 : Math.max(0, Math.min(1, 1 + Math.log10(v / lim) / D.p_log));
+    }
     function rgbaImage(kind, codes, hd, lim) {
       const f = valueFns(hd), dv = KINDS[kind].diverging;
       const img = new ImageData(T, T), px = new Uint32Array(img.data.buffer);
-      if (kind === "P") { const t = codeTable(f.P, lim, false); for (let k = 0; k < T * T; k++) px[k] = t[codes.P[k]]; }
+      if (kind === "P") {
+        const t = D.p_log ? codeTable((c) => logPosition(f.P(c), lim), 1, false) : codeTable(f.P, lim, false);
+        for (let k = 0; k < T * T; k++) px[k] = t[codes.P[k]];
+      }
       else if (kind === "S") { const t = codeTable(f.S, lim, true); for (let k = 0; k < T * T; k++) px[k] = t[codes.S[k]]; }
       else {
         const off = codeTable(f.Loff, lim, dv), diag = codeTable(f.Ldiag, lim, dv);
@@ -230,7 +240,7 @@
       }
       markSelected();
     });
-    side.append(el("div", { class: "muted", style: "margin-bottom:4px", text: "P per head (own max)" }), grid);
+    side.append(el("div", { class: "muted", style: "margin-bottom:4px", text: "P per head (own max" + (D.p_log ? ", log)" : ")") }), grid);
     st.size = panelSize(); // now that the thumbnail column has its width
 
     // token strip: hover a token to highlight its row and column
@@ -286,7 +296,9 @@
     }
     function scaleText(kind, lim) {
       const how = st.scale === "max" ? "largest |value| of this head" : "99th percentile of |value| (beyond: clipped)";
-      if (kind === "P") return `linear, 0 … ${fmt(lim)} (${st.scale === "max" ? "max P of this head" : "99th percentile of P"})`;
+      const top = st.scale === "max" ? "max P of this head" : "99th percentile of P";
+      if (kind === "P" && D.p_log) return `log, ${fmt(lim * Math.pow(10, -D.p_log))} … ${fmt(lim)} (${D.p_log} decades below the ${top})`;
+      if (kind === "P") return `linear, 0 … ${fmt(lim)} (${top})`;
       return `diverging, centred at 0: −${fmt(lim)} … 0 … +${fmt(lim)} (${how})`;
     }
     function drawPanel(p, codes, hd) {
@@ -306,7 +318,8 @@
       Object.assign(p, { lim, img, off, codes, hd });
       p.scale.textContent = "rows: query token i, columns: token j · colour " + scaleText(p.kind, lim);
       const dv = KINDS[p.kind].diverging;
-      p.bar.replaceChildren(el("span", { text: dv ? "−" + fmt(lim) : "0" }), barCanvas(dv, 180, 10),
+      const low = dv ? "−" + fmt(lim) : p.kind === "P" && D.p_log ? fmt(lim * Math.pow(10, -D.p_log)) : "0";
+      p.bar.replaceChildren(el("span", { text: low }), barCanvas(dv, 180, 10),
         el("span", { text: (dv ? "+" : "") + fmt(lim) }));
       TG.timings["draw_" + p.kind] = performance.now() - t0;
     }

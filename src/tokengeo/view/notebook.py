@@ -1,0 +1,109 @@
+"""The explorer inline in a notebook: ``tokengeo.view.show(model, text | ids)``.
+
+``show`` runs the model once (:func:`~tokengeo.view.heads.extract_heads`) and returns a
+:class:`HeadsView`, whose ``_repr_html_`` Jupyter, JupyterLab and VS Code's notebooks display:
+the same page ``tokengeo view`` writes, inside an ``<iframe srcdoc>`` (its scripts and data
+inline; no server, no network, no file)::
+
+    from tokengeo.view import show
+    show("smollm2-135m", "The capital of France is Paris.")       # a named model
+    show(model, ids, tokenizer=tok)                                # any supported model
+
+``.save("page.html")`` writes the page itself; ``.maps`` holds the matrices
+(:class:`~tokengeo.view.heads.HeadMaps`).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from tokengeo.errors import ConfigError
+from tokengeo.view.heads import HeadMaps, extract_heads
+from tokengeo.view.page import render, write_page
+from tokengeo.view.payloads import heads_payload
+
+NO_FOLDER = 2**62  # inline limit of a notebook page: everything inside the iframe
+
+
+@dataclass
+class HeadsView:
+    """Every head of one text, ready to display (``_repr_html_``) or save."""
+
+    maps: HeadMaps
+    colour: str = "log"
+    height: int = 760  # pixels of the notebook frame
+
+    def page(self) -> str:
+        """The explorer's self-contained HTML page."""
+        payload, chunks = heads_payload(self.maps, text_source="notebook", colour=self.colour)
+        return render(payload, chunks, title=f"tokengeo view: {self.maps.model}",
+                      out=Path("notebook.html"), inline_limit=NO_FOLDER)
+
+    def _repr_html_(self) -> str:
+        return (f'<iframe srcdoc="{html.escape(self.page(), quote=True)}" '
+                f'style="width:100%;height:{int(self.height)}px;border:1px solid #ddd" '
+                f'title="tokengeo view: {html.escape(self.maps.model)}"></iframe>')
+
+    def save(self, out: str | Path) -> Path:
+        """Write the page to ``out`` (an .html file, atomically)."""
+        payload, chunks = heads_payload(self.maps, text_source="notebook", colour=self.colour)
+        return write_page(out, payload, chunks, title=f"tokengeo view: {self.maps.model}")
+
+
+def show(model: nn.Module | str, text_or_ids: str | torch.Tensor | list[int], *,
+         tokenizer: Any = None, colour: str = "log", max_tokens: int | None = None,
+         height: int = 760) -> HeadsView:
+    """The explorer of ``model`` on one text (or ``(T,)`` / ``(1, T)`` token ids).
+
+    ``model``: a tokengeo or supported Hugging Face model (HF: loaded with
+    ``attn_implementation="eager"``), or a name ``tokengeo view --model`` takes ('minilm',
+    'smollm2-135m', hf:FOLDER, a train run folder). ``tokenizer`` (for a model object):
+    anything with ``encode``/``decode`` (tokengeo's, Hugging Face's); it encodes a text and
+    labels the tokens. ``colour``: ``"log"`` (default: readable beside an attention sink) or
+    ``"linear"``.
+    """
+    if isinstance(model, str):
+        from tokengeo.view.loading import load_for_view
+
+        vm = load_for_view(model)
+        model, encode, token_text, name = vm.model, vm.encode, vm.token_text, vm.name
+    else:
+        encode, token_text, name = _codec(tokenizer), _labeller(tokenizer), type(model).__name__
+    ids = _ids(text_or_ids, encode, max_tokens)
+    maps = extract_heads(model.eval(), ids, [token_text(int(i)) for i in ids[0]],
+                         model_name=name)
+    return HeadsView(maps, colour=colour, height=height)
+
+
+def _codec(tokenizer: Any):
+    """``text -> ids``: ``tokenizer.encode`` (tokengeo's and Hugging Face's, which adds the
+    model's special tokens as the model was trained with)."""
+    return None if tokenizer is None else tokenizer.encode
+
+
+def _labeller(tokenizer: Any):
+    if tokenizer is None:
+        return str
+    return lambda i: tokenizer.decode([i])
+
+
+def _ids(text_or_ids, encode, max_tokens: int | None) -> torch.Tensor:
+    if isinstance(text_or_ids, str):
+        if encode is None:
+            raise ConfigError("show(model, text) needs tokenizer= for a model object; or pass "
+                              "token ids")
+        if not text_or_ids.strip():
+            raise ConfigError("the text is empty; give a few words")
+        ids = torch.tensor([encode(text_or_ids)], dtype=torch.long)
+    else:
+        ids = torch.as_tensor(text_or_ids, dtype=torch.long)
+        ids = ids[None] if ids.ndim == 1 else ids
+    if max_tokens is not None:
+        ids = ids[:, :max_tokens]
+    return ids

@@ -1,0 +1,143 @@
+"""One name per shared flag across commands; old spellings answered with one line naming the
+new one (exit 2); --help shows defaults; train --loggers / --overwrite / --threads /
+--compile; an interrupted flow leaves no flow.partial.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tokengeo.cli import main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "16", "--steps", "2",
+        "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
+        "--set", "warmup=0", "--set", "eval_every=0", "--set", "final_eval_batches=1",
+        "--quiet"]
+
+
+@pytest.fixture(autouse=True)
+def _no_bars(monkeypatch):
+    monkeypatch.setenv("CI", "1")
+
+
+@pytest.mark.parametrize("argv, old, new", [
+    (["train", "--no-progress"], "--no-progress", "--quiet"),
+    (["flow", "--preset", "s2-ou", "--no-plots"], "--no-plots", "--no-figures"),
+    (["similarity", "--out", "x", "--no-plots"], "--no-plots", "--no-figures"),
+    (["similarity", "--out", "x", "--no-progress"], "--no-progress", "--quiet"),
+    (["view", "--run", "somewhere", "--out", "v.html"], "--run", "--report"),
+])
+def test_old_spelling_is_one_line_naming_the_new_one(argv, old, new, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"error: {old} is now {new}" in err[0], err
+
+
+@pytest.mark.parametrize("command, flags", [
+    ("train", ["--quiet", "--threads", "--overwrite", "--loggers", "--compile", "--device"]),
+    ("flow", ["--quiet", "--threads", "--overwrite", "--no-figures"]),
+    ("similarity", ["--quiet", "--threads", "--overwrite", "--no-figures"]),
+    ("probe", ["--threads"]),
+    ("view", ["--threads", "--report", "--device", "--colour"]),
+])
+def test_each_command_has_the_shared_names(command, flags, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    for flag in flags:
+        assert f"{flag} " in text or f"{flag}\n" in text or f"{flag}," in text, (command, flag)
+    assert "--no-plots" not in text and "--no-progress" not in text  # hidden old names
+
+
+def test_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "optimiser updates (default: 1000)" in text
+    assert "(default: vit-tiny)" in text and "(default: auto)" in text
+    with pytest.raises(SystemExit):
+        main(["similarity", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "windows per forward pass (default: 32)" in text
+    assert "(default: minilm)" in text
+
+
+def test_flow_help_states_the_cost_of_each_preset(capsys):
+    from tokengeo.commands.flow import cost
+    from tokengeo.flows.presets import PRESETS
+
+    with pytest.raises(SystemExit):
+        main(["flow", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    s2 = PRESETS["s2-ou"]
+    # 4000 steps x 10 paths x (1 + 10 + 100) heads x 200^2 pairs
+    assert cost(s2) == 4000 * 10 * 111 * 200**2
+    assert f"s2-ou: 4000 steps x 10 paths x H in {{1, 10, 100}} x 200^2 pairs = " \
+           f"{cost(s2):.1e} pair updates" in text
+
+
+def test_train_loggers_overwrite_and_threads(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "--loggers", "csv", "--threads", "1", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["loggers"] == ["csv"] and config["compile"] is False
+    assert torch.get_num_threads() == 1
+    capsys.readouterr()
+    assert main(["train", *TINY, "--out", str(out)]) == 2  # a previous run is there
+    assert "pass --resume to continue it, --overwrite to replace it" in capsys.readouterr().err
+    assert main(["train", *TINY, "--overwrite", "--steps", "3", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["steps"] == 3
+    assert main(["train", "--resume", "--overwrite", "--out", str(out)]) == 2
+    assert "give one" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # torch.compile's first step compiles the model (tens of seconds)
+def test_train_compile_gives_the_same_first_loss(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["train", *TINY, "--out", str(a)]) == 0
+    assert main(["train", *TINY, "--compile", "--out", str(b)]) == 0
+    rows = [[json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+            for run in (a, b)]
+    first = [next(r["loss"] for r in rs if "loss" in r) for rs in rows]
+    assert abs(first[0] - first[1]) < 1e-4 * max(1.0, abs(first[0]))
+    assert json.loads((b / "config.json").read_text())["compile"] is True
+
+
+def test_interrupted_flow_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
+    import tokengeo.flows.scaling as scaling
+
+    real = scaling.run_h_scaling
+    out = tmp_path / "flow"
+    seen = []
+
+    def interrupted(*args, on_run=None, **kwargs):
+        def then_stop(run):
+            on_run(run)
+            seen.append((out / "flow.partial.json").is_file())  # written while running
+            raise KeyboardInterrupt
+        return real(*args, on_run=then_stop, **kwargs)
+
+    monkeypatch.setattr(scaling, "run_h_scaling", interrupted)
+    argv = ["flow", "--preset", "s2-ou", "--T", "0.1", "--dt", "0.01", "--record-every", "1",
+            "--n-paths", "2", "--scaling-heads", "1,2", "--no-figures", "--quiet",
+            "--out", str(out)]
+    assert main(argv) == 130
+    assert seen == [True]
+    assert capsys.readouterr().err.strip().endswith("tokengeo flow: interrupted")
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    assert "flow.partial.json" not in left and "flow.json" not in left
+    assert not [n for n in left if n.startswith(".tmp")], left
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU machine")
+def test_view_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
+    assert main(["view", "--model", "minilm", "--text", "a b", "--device", "cuda",
+                 "--out", str(tmp_path / "v.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torch sees no CUDA device; use --device cpu" in err[0], err
