@@ -197,7 +197,7 @@ CLI_CASES = [
           _suite("ltransformer", _sub('alphas = ["identity"]', 'alphas = [3]')),
           id="repro-alpha-not-str"),
     _case(REPRO + ["--only", "ltransformer"] + CFG, "efficiency_cost",
-          _suite("ltransformer", _sub("efficiency_cost = 10", 'efficiency_cost = "lots"')),
+          _suite("ltransformer", _sub("efficiency_cost = 20", 'efficiency_cost = "lots"')),
           id="repro-bench-cost-not-number"),
     _case(REPRO + ["--only", "retrofit"] + CFG, "cell_cost",
           _suite("retrofit", _sub("[common]\n", '[common]\ncell_cost = "x"\n')),

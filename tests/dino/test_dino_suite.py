@@ -2,7 +2,6 @@
 k = H/2 and H − 1 against k = 0, trends over k, not-run reasons), its summary, and its
 settings checks."""
 
-import math
 from pathlib import Path
 
 import pytest
@@ -54,21 +53,13 @@ def _claims(ks, seg, linear, random_seg, **overrides):
     return _by_text(dino._claims(settings, sweep))
 
 
-SANITY_SEG = ("DINO pre-training beats a random backbone in linear segmentation mIoU of "
-              "patch tokens (k=0)")
-
-
-def test_the_segmentation_sanity_claim_follows_the_random_backbone():
-    def trained(k, s):
-        return 0.80 + 0.01 * s
-
-    below = _claims([0, 2, 3], trained, lambda k, s: 0.7, lambda k, s: 0.70 + 0.005 * s)
-    assert below[SANITY_SEG].kind == "sanity"
-    assert below[SANITY_SEG].verdict == "reproduced"
-    # the old PCA IoU's failure: a random backbone that scores higher is caught
-    above = _claims([0, 2, 3], trained, lambda k, s: 0.7, lambda k, s: 0.85 + 0.005 * s)
-    assert above[SANITY_SEG].verdict == "not reproduced"
-    assert not any("PCA" in text for text in above)
+def test_segmentation_is_measured_but_not_claimed():
+    """Issue 42: the foreground-share probe failed its sanity check (trained 0.886 vs random
+    0.888 in the published run) and no data with real object boundaries is offline."""
+    claims = _claims([0, 2, 3], lambda k, s: 0.80 + 0.01 * s, lambda k, s: 0.7,
+                     lambda k, s: 0.70 + 0.005 * s)
+    assert not any("segmentation" in text.lower() for text in claims)
+    assert "DINO pre-training beats a random backbone in k-NN accuracy (k=0)" in claims
 
 
 def test_claims_at_half_and_all_but_one_head_and_the_trends_over_every_k():
@@ -76,22 +67,13 @@ def test_claims_at_half_and_all_but_one_head_and_the_trends_over_every_k():
     claims = _claims(ks, seg=lambda k, s: 0.70 + 0.02 * k + 0.003 * s * (k + 1),
                      linear=lambda k, s: 0.80 - 0.01 * k - 0.002 * s * (k + 1),
                      random_seg=lambda k, s: 0.6)
-    seg2 = claims["k=2 of 4 Laplacian heads raise the linear segmentation mIoU of patch tokens"]
-    seg3 = claims["k=3 of 4 Laplacian heads raise the linear segmentation mIoU of patch tokens"]
-    assert seg2.verdict == seg3.verdict == "reproduced"
-    assert seg3.paper_effect == pytest.approx(math.log(32.27 / 29.81))
-    assert seg2.paper_effect is None  # the paper's number is for 5 of 6 heads only
-    assert seg3.measured.mean == pytest.approx(  # a ratio, judged on the log scale
-        sum(math.log((0.76 + 0.012 * s) / (0.70 + 0.003 * s)) for s in SEEDS) / 3)
     assert claims["k=3 of 4 Laplacian heads raise linear-probe accuracy"].verdict == \
         "not reproduced"
-    seg_trend = claims["Segmentation mIoU of patch tokens rises with the number k of "
-                       "Laplacian heads"]
     lin_trend = claims["Linear-probe accuracy rises with the number k of Laplacian heads"]
-    assert seg_trend.verdict == "reproduced" and lin_trend.verdict == "not reproduced"
-    # per seed the slope of 0.70 + 0.02 k + 0.003 s (k + 1) on k is 0.02 + 0.003 s
-    assert seg_trend.measured.mean == pytest.approx(0.02 + 0.003 * 1)
-    assert "Page's L" in seg_trend.detail
+    assert lin_trend.verdict == "not reproduced"
+    # per seed the slope of 0.80 − 0.01 k − 0.002 s (k + 1) on k is −0.01 − 0.002 s
+    assert lin_trend.measured.mean == pytest.approx(-0.01 - 0.002 * 1)
+    assert "Page's L" in lin_trend.detail
     assert claims["k=3: fewer components explain 99% of patch-token variance"].measured.mean \
         == 0.0
     assert not [c for c in claims.values() if c.verdict.startswith("not run")]
@@ -105,8 +87,8 @@ def test_a_k_the_settings_leave_out_is_reported_not_run_naming_it():
         half.verdict
     trend = claims["Linear-probe accuracy rises with the number k of Laplacian heads"]
     assert trend.verdict.startswith("not run") and "at least 3 ks" in trend.verdict
-    last = claims["k=3 of 4 Laplacian heads raise the linear segmentation mIoU of patch tokens"]
-    assert last.verdict == "reproduced"
+    last = claims["k=3 of 4 Laplacian heads raise linear-probe accuracy"]
+    assert last.verdict == "no change"  # the fake linear probe is flat in k: judged, not "not run"
 
 
 def test_a_skipped_suite_keeps_its_own_reason_for_every_claim():
@@ -167,7 +149,8 @@ def test_bad_settings_are_refused_naming_the_setting(tmp_path, edits, needle):
 
 
 def test_the_built_in_settings_plan_every_cell(tmp_path):
-    for mode in ("quick", "full"):
-        plan = _plan(tmp_path, [], mode)
-        ks, seeds = plan.settings["ks"], plan.settings["seeds"]
-        assert len(plan.cells) == 2 * len(ks) * len(seeds)  # pre-trainings + random ones
+    plan = _plan(tmp_path, [], "quick")
+    ks, seeds = plan.settings["ks"], plan.settings["seeds"]
+    assert len(plan.cells) == 2 * len(ks) * len(seeds)  # pre-trainings + random ones
+    full = _plan(tmp_path, [], "full")  # issue 42: --full gave DINO's budget to the images
+    assert full.cells == [] and "laplacian-images" in full.settings["skip"]

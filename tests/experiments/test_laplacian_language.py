@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers.smoothing_rows import fake_smoothing
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -32,7 +33,8 @@ def _geometry(k: int, seed: int, slope: dict, layer: int | None = None) -> dict:
     return {key: 50.0 + offset + slope.get(key, 0.0) * k + wobble for key in KEYS}
 
 
-def fake_results(slope: dict, loss_slope: float = -0.1) -> dict[str, CellResult]:
+def fake_results(slope: dict, loss_slope: float = -0.1,
+                 smooth: float = 1.0) -> dict[str, CellResult]:
     sweep = lap.sweep(lang.NAME, SETTINGS, lang.GEOMETRY_KIND, lang.FIELDS)
     out = {}
     for k in SETTINGS["ks"]:
@@ -44,7 +46,7 @@ def fake_results(slope: dict, loss_slope: float = -0.1) -> dict[str, CellResult]
             out[key] = CellResult(key, {
                 "final": {"val": {"loss": loss, "bits_per_char": loss / math.log(2)}},
                 "parameters": {"total": 1}, "wall_time_s": 1.0, "step": 10,
-                "geometry": geometry})
+                "geometry": geometry, "smoothing": fake_smoothing(k, s, H, L, smooth)})
     return out
 
 
@@ -60,9 +62,13 @@ PAPER_WAY = {"components_99_per_sequence": -2.0, "components_99": -2.0, "cdnv_me
 
 def test_effects_in_the_papers_direction_reproduce_every_claim(tmp_path):
     claims = _claims(fake_results(PAPER_WAY), tmp_path)
+    control = claims.pop("control, k=0: attention heads smooth the residual stream, every block")
+    assert control.kind == "new" and control.verdict == "not reproduced"  # fakes sharpen
     assert {c.verdict for c in claims.values()} == {"reproduced"}, \
         {t: c.verdict for t, c in claims.items() if c.verdict != "reproduced"}
     assert all(c.kind == "stand-in" and c.proxy for c in claims.values())
+    assert "k=4: trained Laplacian heads smooth the residual stream (the within-sequence " \
+        "variance falls along their output), every block" in claims
     # the claims the issue asks for, at k = H and H/2, and every trend
     for lab in ("k=4", "k=2"):
         assert f"{lab}: Laplacian heads lower the validation loss" in claims
@@ -94,7 +100,7 @@ def test_each_claim_reads_its_own_metric_and_layer(tmp_path):
 
 def test_effects_against_the_paper_are_not_reproduced(tmp_path):
     against = {key: -v for key, v in PAPER_WAY.items()}
-    claims = _claims(fake_results(against, loss_slope=0.1), tmp_path)
+    claims = _claims(fake_results(against, loss_slope=0.1, smooth=-1.0), tmp_path)
     assert {c.verdict for c in claims.values()} == {"not reproduced"}
 
 

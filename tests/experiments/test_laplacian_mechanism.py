@@ -49,7 +49,10 @@ def _value(seed: int, within_last: float, acc: float, ab) -> dict:
     return {"final": {"test": {"accuracy": acc}}, "parameters": {}, "wall_time_s": 1.0,
             "step": 10, "layers": {"within_sequence_share": within,
                                    "between_class_share": [0.05] * (LAYERS + 1)},
-            "coefficients": [row] * LAYERS}
+            "coefficients": [row] * LAYERS,
+            "smoothing": [{"layer": layer, "head": h, "kind": "attention" if h < HEADS - K
+                           else "mixed", "variance_derivative": -ab[0] + 0.01 * seed,
+                           "rayleigh": 0.0} for layer in range(LAYERS) for h in range(HEADS)]}
 
 
 def _results(learned_ab, control_within: float, slope: float) -> dict[str, CellResult]:
@@ -97,7 +100,7 @@ def test_claims_read_the_known_answers(tmp_path):
     control = next(c for t, c in claims.items() if t.startswith("adding V back alone"))
     assert control.verdict == "not reproduced"  # control 0.9 > attention 0.8
     assert {c.kind for c in claims.values()} == {"new", "stand-in"}
-    assert len(out.tables) == 2 and len(out.figures) == 3, out.notes
+    assert len(out.tables) == 3 and len(out.figures) == 3, out.notes
 
 
 def test_claims_say_no_when_heads_turn_the_other_way(tmp_path):
@@ -196,3 +199,13 @@ def test_the_cell_keeps_fixed_heads_fixed_and_lets_learned_ones_move(tmp_path):
     for value in (fixed, learned):
         shares = value["layers"]["within_sequence_share"]
         assert len(shares) == 3 and all(0 < s < 1 for s in shares)
+
+
+def test_smoothing_table_reads_the_chosen_heads_of_every_block(tmp_path):
+    _, out = _claims(tmp_path, _results((1.0, -1.0), 0.8, -0.1))
+    title, header, rows = next(t for t in out.tables if t[0].startswith("smoothing sign"))
+    assert header == ["variant", "block 1", "block 2"]
+    by_label = {r[0]: r for r in rows}
+    # the fake chosen heads write −a + 0.01 seed: at t = 1 (a = 1), −1 + 0.015 on average
+    assert by_label["t=1"][1].startswith("-0.985")
+    assert by_label["t=0"][2].startswith("0.015")

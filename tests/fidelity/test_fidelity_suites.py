@@ -126,8 +126,10 @@ def test_dino_quick_and_full_keep_none_and_all_but_one_head(tmp_path):
     plan = plan_suite("dino", ReproduceConfig(out=tmp_path, mode="quick"))
     assert len(plan.cells) == 2 * len(quick["ks"]) * len(quick["seeds"])  # DINO + random
     claims = dino._claims(quick, dino._sweep(quick).results({}, skipped="not yet"))
-    assert any(f"k={H - 1} of {H} Laplacian heads raise the linear segmentation" in c.text
+    assert any(f"k={H - 1} of {H} Laplacian heads raise linear-probe accuracy" in c.text
                for c in claims)
+    assert not any("segmentation" in c.text for c in claims)  # dropped (issue 42)
+    assert "issue 42" in full["skip"]  # --full gave DINO's budget to laplacian-images
 
 
 def test_long_quick_cells_carry_their_cost_hint(tmp_path):

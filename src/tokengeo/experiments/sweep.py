@@ -26,14 +26,16 @@ class TrainResult:
     wall_time_s: float
     step: int
     geometry: dict[str, float] | None = None
+    smoothing: list[dict] | None = None  # rows of tokengeo.probes.smoothing.head_smoothing
+    curve: list[dict] | None = None  # {"step", "metrics", "geometry"} along training
     step_s: float | None = None  # median seconds of a training step (cells since issue 41)
     peak_memory_bytes: int | None = None  # peak CUDA memory allocated (CUDA cells only)
 
     @classmethod
     def from_value(cls, v: dict) -> TrainResult:
         return cls(v["final"], v.get("parameters", {}), float(v.get("wall_time_s", 0.0)),
-                   int(v.get("step", 0)), v.get("geometry"), v.get("step_s"),
-                   v.get("peak_memory_bytes"))
+                   int(v.get("step", 0)), v.get("geometry"), v.get("smoothing"),
+                   v.get("curve"), v.get("step_s"), v.get("peak_memory_bytes"))
 
     def metric(self, split: str, name: str) -> float:
         return float(self.final[split][name])
@@ -100,9 +102,13 @@ def training_sweep(suite: str, settings: dict, variants: dict[str, dict],
 
 
 def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
-                   geometry: str | None) -> list[Cell]:
+                   geometry: str | None, smoothing_examples: int = 0,
+                   curve_every: int = 0) -> list[Cell]:
     """The sweep's cells, each training its config in its own run folder (under torchrun on
-    ``gpus`` processes when the settings ask for more than one)."""
+    ``gpus`` processes when the settings ask for more than one); ``smoothing_examples`` > 0:
+    each also measures its heads' smoothing signs
+    (:func:`~tokengeo.experiments.training.smoothing_rows`); ``curve_every`` > 0: each
+    records a learning curve of metrics and geometry every that many steps."""
     gpus = settings.get("gpus", 1)
 
     def make(label: str, seed: int, cfg: dict):
@@ -110,6 +116,10 @@ def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
                   "geometry": geometry,
                   "geometry_split": settings.get("geometry_split", "test"),
                   "geometry_examples": settings.get("geometry_examples", 1000)}
+        if smoothing_examples:
+            kwargs["smoothing_examples"] = smoothing_examples
+        if curve_every:
+            kwargs["curve_every"] = curve_every
         return train_cell, {**kwargs, **({"processes": gpus} if gpus > 1 else {})}
     return sweep.cells(make)
 

@@ -6,6 +6,7 @@ Imported lazily (``tokengeo.probes.head_output_similarity`` loads only what it n
     head_output_similarity(model, input_ids)            # (L, H, B, T, T), diagonal zeroed
     analyze_windows(model, windows)                     # streaming corpus statistics
     variance_decomposition / neural_collapse / spectral_decay / next_token_separability
+    head_smoothing(model, inputs)                       # per-head smoothing sign, rows
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _LAZY = {
     "make_windows": "tokengeo.probes.similarity.corpus",
     "read_corpus": "tokengeo.probes.similarity.corpus",
     "Windows": "tokengeo.probes.similarity.corpus",
+    "head_smoothing": "tokengeo.probes.smoothing",
+    "HeadSmoothing": "tokengeo.probes.smoothing",
 }
 _GEOMETRY = [
     "NeuralCollapse", "NeuralCollapseAccumulator", "neural_collapse",

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,9 @@ class Trainer:
     data-parallel environment (default: from torchrun's variables); ``progress`` forces
     the bar on or off (default: on a terminal outside CI).
     """
+
+    _callback: Callable[[Trainer], None] | None = None  # set by fit
+    _callback_every = 0
 
     def __init__(self, cfg: TrainConfig, *, resume: bool = False, data: Any = None,
                  env: DistEnv | None = None, progress: bool | None = None,
@@ -368,8 +372,13 @@ class Trainer:
         self.progress.write(f"step {self.step} {split}: {shown}")
         return metrics
 
-    def fit(self) -> dict[str, Any]:
-        """Train to ``cfg.steps``, evaluate, write the last checkpoint and summary.json."""
+    def fit(self, callback: Callable[[Trainer], None] | None = None,
+            every: int = 0) -> dict[str, Any]:
+        """Train to ``cfg.steps``, evaluate, write the last checkpoint and summary.json.
+
+        ``callback(trainer)`` runs after every ``every``-th step before the last (a learning
+        curve of any measurement; the model is put back in training mode by the next step)."""
+        self._callback, self._callback_every = callback, every
         self._t0 = time.perf_counter()
         self.progress = Progress(self.cfg.steps, self.step, self.task.unit,
                                  is_main=self.env.is_main, enabled=self._show_progress)
@@ -397,6 +406,9 @@ class Trainer:
             self.progress.update(result.loss, result.items)
             if self._due(cfg.eval_every) and self.step < cfg.steps:
                 self._log_eval("val", cfg.eval_batches * cfg.batch_size)
+            if (self._callback is not None and self._due(self._callback_every)
+                    and self.step < cfg.steps):
+                self._callback(self)
             if self._due(cfg.checkpoint_every) and self.step < cfg.steps:
                 self.save()
 

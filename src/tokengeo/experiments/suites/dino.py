@@ -7,9 +7,12 @@ segmentation probe on its patch tokens (``tokengeo.dino.seg_probe``: ridge regre
 each patch's foreground share, scored on held-out images); randomly initialised backbones
 of the same architectures give the floor.
 
-Claims: DINO beats a random backbone (k-NN accuracy, segmentation mIoU: ``sanity``); the
-linear probe and the segmentation mIoU at k = H/2 and k = H − 1 (the paper's 5 of 6 heads)
-against k = 0, and their trends over every k swept; fewer patch-token components at H − 1.
+Claims: DINO beats a random backbone (k-NN accuracy: ``sanity``); the linear probe at
+k = H/2 and k = H − 1 (the paper's 5 of 6 heads) against k = 0, and its trend over every k
+swept; fewer patch-token components at H − 1. The segmentation mIoU is measured and shown
+(table, figure) but no longer claimed (issue 42): its sanity check failed in the published
+run (trained 0.886 vs random 0.888), and no data set with real object boundaries is
+available offline to replace the foreground-share probe of Fashion-MNIST.
 H is the model's heads per layer, read from its registry config. A claim whose k is not in
 ``ks`` (or a trend over fewer than 3 ks) is reported as not run, naming the missing k.
 
@@ -22,7 +25,6 @@ reason: no cell runs, every claim is reported as not run).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +74,7 @@ PAPER = ("Zhang & Papyan, \"Laplacian Heads Improve Transformers by Smoothing To
          "Representations\", arXiv 2602.09297 (DINO: Caron et al., ICCV 2021)")
 SRC = "Zhang & Papyan 2026, Sec. 5.3 (DINO ViT-S, ImageNet-1k; ADE20K)"
 SRC_DINO = "Caron et al. 2021, Sec. 4 (k-NN of DINO features)"
-SRC_SEG = "Caron et al. 2021, Fig. 1 and Sec. 4.2.2 (DINO patch features segment objects)"
 PAPER_KEY = "Zhang & Papyan (Laplacian heads)"
-MIOU_RATIO = 32.27 / 29.81  # ADE20K mIoU, 5 of 6 heads Laplacian / none
 PCA_IMAGES = 8  # test images shown in the PCA-of-patch-tokens figure
 # what the cells return and summarise reads (random_cell: the same without the last three)
 RANDOM_FIELDS = ("knn_accuracy", "linear_accuracy", "seg_miou", "seg_chance_miou",
@@ -196,44 +196,24 @@ def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
     heads = backbone_config(settings).n_heads
     ks = sorted(settings["ks"])
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
-    seg_proxy = {**stand_in, "proxy": stand_in["proxy"] + "; foreground mIoU of a linear "
-                 "probe on frozen patch tokens for ADE20K mIoU"}
     claims = [
         difference_claim(NAME, sweep, "DINO pre-training beats a random backbone in k-NN "
                          "accuracy (k=0)", SRC_DINO, "far above random", k_label(0),
                          RANDOM + k_label(0), "k-NN accuracy", _get("knn_accuracy"),
                          higher=True, kind="sanity"),
-        difference_claim(NAME, sweep, "DINO pre-training beats a random backbone in linear "
-                         "segmentation mIoU of patch tokens (k=0)", SRC_SEG,
-                         "DINO patch features segment objects", k_label(0), RANDOM + k_label(0),
-                         "segmentation mIoU", _get("seg_miou"), higher=True, kind="sanity"),
     ]
-    seg_sanity = claims[1]  # the segmentation claims need a probe that beats random
     for k in claim_ks(heads):
         lab, at = k_label(k), _at_k(sweep, ks, k)
-        paper = ("ADE20K mIoU 29.81 → 32.27 (5 of 6 heads), ×1.083" if k == heads - 1 else
-                 "ADE20K mIoU rises (29.81 → 32.27 with 5 of 6 heads)")
-        effect = {"paper_effect": math.log(MIOU_RATIO)} if k == heads - 1 else {}
         claims.append(difference_claim(
             NAME, at, f"{lab} of {heads} Laplacian heads raise linear-probe accuracy", SRC,
             "ImageNet linear probe improves", lab, k_label(0), "linear-probe accuracy",
             _get("linear_accuracy"), higher=True, **stand_in))
-        claims.append(difference_claim(
-            NAME, at, f"{lab} of {heads} Laplacian heads raise the linear segmentation mIoU "
-            "of patch tokens", SRC, paper, lab, k_label(0), "segmentation mIoU", _get("seg_miou"),
-            higher=True, ratio=True, **effect, **seg_proxy))
-        claims[-1].precondition = seg_sanity
     trend = _over_k(sweep, ks)
     by_k = {k: k_label(k) for k in ks}
     claims.append(trend_claim(
         NAME, trend, "Linear-probe accuracy rises with the number k of Laplacian heads", SRC,
         "more Laplacian heads, better features", by_k, "linear-probe accuracy",
         _get("linear_accuracy"), higher=True, **stand_in))
-    claims.append(trend_claim(
-        NAME, trend, "Segmentation mIoU of patch tokens rises with the number k of Laplacian "
-        "heads", SRC, "more Laplacian heads, better segmentation", by_k, "segmentation mIoU",
-        _get("seg_miou"), higher=True, **seg_proxy))
-    claims[-1].precondition = seg_sanity
     claims.extend(difference_claim(
         NAME, _at_k(sweep, ks, k), f"{k_label(k)}: fewer components explain 99% of patch-token "
         "variance", SRC, "faster spectral decay", k_label(k), k_label(0), "PCs for 99%",

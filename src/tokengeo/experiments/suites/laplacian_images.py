@@ -117,6 +117,7 @@ def claims(settings: dict, sweep) -> list:
     for m in GEOMETRY:
         out += lap.k_claims(NAME, sweep, settings, m, **stand_in)
         out.append(lap.layer_claim(NAME, sweep, settings, m, **stand_in))
+    out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
     return out
 
 
@@ -145,12 +146,39 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                       ("between_class_share", "between-class variance share")):
         out.add_figure(lap.layer_figure, fig_dir / f"{key}_by_layer.png", settings, sweep,
                        key, what, f"{what} after each block (test), {model}")
+    lap.add_smoothing(out, sweep, settings, fig_dir)
+    if settings.get("curve_every"):
+        add_curves(out, sweep, settings, fig_dir)
     n_geo = settings.get("geometry_examples", 1000)
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry of "
                      f"the tokens of {n_geo} test images after the final norm (claims per k) "
                      "and after every block (per-layer claims and tables: the residual "
-                     "stream before the final norm).")
+                     "stream before the final norm). Smoothing sign: every head of every "
+                     "trained model on the first "
+                     f"{settings.get('smoothing_examples', lap.smoothing.DEFAULT_EXAMPLES)} "
+                     "test images (one forward pass).")
     return out
+
+
+CURVE_COLUMNS = {"test acc": ("metrics", "accuracy"),
+                 "within-seq share": ("geometry", "within_sequence_share"),
+                 "between-class share": ("geometry", "between_class_share"),
+                 "NC1": ("geometry", "nc1"), "NC2 ETF dist": ("geometry", "nc2_etf_error"),
+                 "PCs for 99%": ("geometry", "components_99"),
+                 "PCs 99% per image": ("geometry", "components_99_per_image")}
+
+
+def add_curves(out: SuiteOutput, sweep, settings: dict, fig_dir) -> None:
+    """Accuracy and geometry along training (``curve_every``): "late in training" visible."""
+    if any(sweep.typed(lab, s).curve is None for lab in sweep.labels for s in sweep.seeds):
+        out.notes.append("No learning curves: some cell has none (run before curve_every).")
+        return
+    out.tables.append(lap.curve_table(sweep, settings, CURVE_COLUMNS))
+    model = model_label(settings["train"])
+    out.add_figure(lap.curve_figure, fig_dir / "accuracy_along_training.png", settings, sweep,
+                   "metrics", "accuracy", "test accuracy", f"test accuracy along training, {model}")
+    out.add_figure(lap.curve_figure, fig_dir / "nc1_along_training.png", settings, sweep,
+                   "geometry", "nc1", "NC1", f"neural collapse (NC1, test) along training, {model}")
 
 
 SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check)

@@ -166,6 +166,7 @@ def claims(settings: dict, sweep: SweepResults) -> list[Claim]:
         out.append(trend_claim(NAME, sweep, f"with more Laplacian heads (k = 0 … {heads}), "
                                f"{text}", SRC, "improves with Laplacian heads", by_k, metric,
                                _getter(key), higher, **stand_in))
+    out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
     return out
 
 
@@ -198,13 +199,17 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
         out.add_figure(lap.k_figure, ctx.figure_dir / f"{key}_per_layer_vs_k.png", settings,
                        sweep, series, name, f"{name} per layer (val), "
                        f"{model_label(settings['train'])}")
+    lap.add_smoothing(out, sweep, settings, ctx.figure_dir)
     out.notes.append(f"Training: {settings['train']}; seeds {settings['seeds']}. Geometry on "
                      f"{settings.get('geometry_examples')} validation windows, at the final "
                      "norm and at each block's output. PCs for 99%: per sequence = each "
                      "window's tokens centred by its own mean, counted, then averaged over "
                      "windows (the paper's definition, used in the claims); pooled = all "
                      "windows' tokens in one cloud. CDNV / NM accuracy: tokens grouped by "
-                     "the token that follows them.")
+                     "the token that follows them. Smoothing sign: every head of every "
+                     "trained model on "
+                     f"{settings.get('smoothing_examples', lap.smoothing.DEFAULT_EXAMPLES)} "
+                     "validation windows (one forward pass).")
     return out
 
 

@@ -77,7 +77,8 @@ SRC = "Zhang & Papyan 2026, Sec. 3-4 (I − P and within-sequence variance)"
 CONTROL_AB = (1.0, 1.0)
 ATTENTION_DEG, LAPLACIAN_DEG = 90.0, 135.0  # the lines of (0, 1) and (1, −1)
 SUITE_SETS = ("n_laplacian", "head_kind")  # train fields the suite sets itself
-CELL_FIELDS = TRAIN_FIELDS + ("layers", "coefficients")
+CELL_FIELDS = TRAIN_FIELDS + ("layers", "coefficients", "smoothing")
+SMOOTHING_EXAMPLES = 64  # held-out test images of each cell's smoothing sign (one batch)
 
 
 def _check_train(table: dict, where: str) -> None:
@@ -164,8 +165,9 @@ def mechanism_cell(run_dir: str, config: dict[str, Any], coefficients: list | No
                    geometry_examples: int) -> dict:
     """Train ``config`` (mixed heads from attention) with its mixed heads frozen at
     ``coefficients`` (None: learnt); return the final metrics, per-layer variance shares of
-    test tokens and every head's (a, b)."""
-    from tokengeo.experiments.training import open_trainer
+    test tokens, every head's (a, b) and its smoothing sign on held-out test images
+    (:func:`~tokengeo.experiments.training.smoothing_rows`)."""
+    from tokengeo.experiments.training import open_trainer, smoothing_rows
     from tokengeo.nn.heads import freeze_mixed_heads
 
     trainer = open_trainer(Path(run_dir), config)
@@ -175,7 +177,8 @@ def mechanism_cell(run_dir: str, config: dict[str, Any], coefficients: list | No
     return {"final": summary["final"], "parameters": summary["parameters"],
             "wall_time_s": summary["wall_time_s"], "step": summary["step"],
             "layers": layer_shares(trainer.model, trainer.task, geometry_examples),
-            "coefficients": head_coefficients(trainer.model)}
+            "coefficients": head_coefficients(trainer.model),
+            "smoothing": smoothing_rows(trainer.model, trainer.task, "test", SMOOTHING_EXAMPLES)}
 
 
 def head_coefficients(model) -> list[list[list[float]]]:
@@ -377,6 +380,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
 
     out.tables.append(figs.variant_table(res, last_depth(settings)))
     out.tables.append(figs.learned_table(res, settings["k"]))
+    out.tables.append(figs.smoothing_table(res))
     fig_dir = ctx.figure_dir
     out.add_figure(figs.learned_figure, fig_dir / "learned_coefficients.png", res,
                    settings["k"], model_label(settings["train"]))

@@ -21,6 +21,7 @@ from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import mean_interval
 from tokengeo.experiments.suite import SuiteContext
+from tokengeo.experiments.suites import smoothing_sign as smoothing
 from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
@@ -42,6 +43,8 @@ SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
     "geometry_examples": Setting("int", required=False, lo=1),
     "train": Setting("table", check=train_table),
     "cell_cost": Setting("number", required=False),
+    "smoothing_examples": Setting("int", required=False, lo=1),
+    "curve_every": Setting("int", required=False, lo=1),
     "gpus": Setting("int", required=False, lo=1),  # > 1: each cell DDP under torchrun
     "gpus_per_cell": Setting("number", required=False),  # of a GPU per cell on Ray: 1 or 1/n
 }
@@ -55,12 +58,42 @@ def labels(settings: dict) -> list[str]:
 
 
 def sweep(suite: str, settings: dict, geometry: str, fields: tuple[str, ...] = ()) -> Sweep:
-    return training_sweep(suite, settings, k_variants(settings["ks"]), geometry, fields)
+    curve = ("curve",) if settings.get("curve_every") else ()
+    return training_sweep(suite, settings, k_variants(settings["ks"]), geometry,
+                          (*fields, smoothing.FIELD, *curve))
 
 
 def cells(suite: str, settings: dict, ctx: SuiteContext, geometry: str,
           fields: tuple[str, ...] = ()) -> list[Cell]:
-    return training_cells(sweep(suite, settings, geometry, fields), settings, ctx, geometry)
+    """Every (k, seed) cell; each also measures its heads' smoothing sign on
+    ``smoothing_examples`` held-out examples (one forward pass)."""
+    n_smoothing = settings.get("smoothing_examples", smoothing.DEFAULT_EXAMPLES)
+    return training_cells(sweep(suite, settings, geometry, fields), settings, ctx, geometry,
+                          smoothing_examples=n_smoothing,
+                          curve_every=settings.get("curve_every", 0))
+
+
+def smoothing_output(suite: str, res: SweepResults, settings: dict, **fields) -> list[Claim]:
+    """The smoothing-sign claims (:mod:`~tokengeo.experiments.suites.smoothing_sign`): the
+    Laplacian heads of k = H every block, the attention heads of k = 0 as the control."""
+    heads = headline_ks(settings)[0]
+    return smoothing.smoothing_claims(suite, res, depth(settings), k_label(heads), k_label(0),
+                                      **fields)
+
+
+def add_smoothing(out, res: SweepResults, settings: dict, fig_dir: Path) -> None:
+    """The smoothing table (k = 0, H/2, H) and one figure per block (heads of every k)."""
+    heads, half = headline_ks(settings)
+    n = depth(settings)
+    missing = next(filter(None, (smoothing.missing_rows(res, lab) for lab in labels(settings))),
+                   None)
+    if missing:
+        out.notes.append(f"No smoothing-sign table or figures: {missing}.")
+        return
+    out.tables.append(smoothing.smoothing_table(res, [k_label(k) for k in (0, half, heads)], n))
+    for layer in range(n):
+        out.add_figure(smoothing.smoothing_figure, fig_dir / f"smoothing_block{layer + 1}.png",
+                       res, labels(settings), layer, model_label(settings["train"]))
 
 
 def results(suite: str, settings: dict, cell_results: dict[str, CellResult],
@@ -217,3 +250,46 @@ def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel
                        {k_label(k): [res.values(k_label(k), layer_metric(key, layer))
                                    for layer in layers] for k in ks},
                        "block (residual stream after it)", ylabel, title)
+
+
+# ---- learning curves (cells with ``curve_every``: metrics and geometry along training)
+
+
+def curve_value(step: int, where: str, key: str) -> Callable[[Any], float]:
+    """Getter of ``where`` ("metrics" or "geometry") number ``key`` at ``step`` of a cell's
+    learning curve."""
+    def get(result) -> float:
+        point = next((p for p in result.curve or () if p["step"] == step), None)
+        if point is None or point.get(where) is None:
+            raise ValueError(f"the learning curve has no {where} at step {step}")
+        return point[where][key]
+    return get
+
+
+def curve_steps(res: SweepResults) -> list[int]:
+    """The steps of the learning curve (those of the first cell)."""
+    first = res.typed(res.labels[0], res.seeds[0])
+    return [p["step"] for p in first.curve or ()]
+
+
+def curve_table(res: SweepResults, settings: dict, columns: dict[str, tuple[str, str]]) -> tuple:
+    """Rows: (k, step); columns: mean ± std over seeds of each (where, key) of the curve."""
+    rows = []
+    for k in sorted(settings["ks"]):
+        for step in curve_steps(res):
+            row = [k_label(k), str(step)]
+            for where, key in columns.values():
+                iv = mean_interval(res.values(k_label(k), curve_value(step, where, key)))
+                row.append(f"{iv.mean:.4g} ± {iv.std:.2g}")
+            rows.append(row)
+    return ("along training, by k (mean ± std over seeds)", ["setting", "step", *columns], rows)
+
+
+def curve_figure(path: Path, settings: dict, res: SweepResults, where: str, key: str,
+                 ylabel: str, title: str) -> Path:
+    """``key`` of the learning curve against the step, one line per k."""
+    steps = curve_steps(res)
+    return line_figure(path, steps,
+                       {k_label(k): [res.values(k_label(k), curve_value(s, where, key))
+                                   for s in steps] for k in sorted(settings["ks"])},
+                       "training step", ylabel, title)

@@ -19,7 +19,9 @@ Trained comparisons (paired by seed):
 
 Efficiency (cell ``efficiency``): parameters (with BERT's 30,522-token vocabulary, by
 formula), projection/FFN FLOPs (analytic, checked against ``FlopCounterMode`` in the cell),
-saved-activation bytes, peak memory (only where it is precise) and time per step.
+saved-activation bytes, peak memory (only where it is precise) and time per step; and the
+peak memory of a real AdamW training step of L and fair at the widest width and several
+batch sizes (:mod:`tokengeo.bench.train_memory`), which the memory claim reads.
 
 Settings (``ltransformer.toml``): ``seeds``, ``baseline_model``, ``l_model``, ``p``,
 ``head_dim``, ``main_alpha``, ``alphas``, ``accuracy_tolerance``, ``train`` (the main task),
@@ -169,7 +171,8 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
     out.append(Cell(NAME, "efficiency", efficiency_cell,
                     {"config": {**settings["efficiency"], "p": settings["p"],
                                 "head_dim": settings["head_dim"]}},
-                    label="efficiency: parameters, FLOPs, saved activations, step time",
+                    label="efficiency: parameters, FLOPs, saved activations, step time, "
+                    "peak training memory", fields=("rows", "training_peaks"),
                     cost=float(settings.get("efficiency_cost", 1.0)), on_device=True))
     return out
 
@@ -180,35 +183,44 @@ def efficiency_cell(config: dict) -> dict:
     """Rows of :func:`~tokengeo.bench.ltransformer.efficiency` at each width: the
     L-Transformer, its fair and its parameter-matched encoder. Peak resident memory is kept
     only where it is precise (CUDA, or glibc's mmap threshold fixed by
-    ``MALLOC_MMAP_THRESHOLD_``); FLOPs counted must equal the analytic count."""
+    ``MALLOC_MMAP_THRESHOLD_``); FLOPs counted must equal the analytic count. Under
+    ``training_peaks``: the peak memory of a real training step with AdamW (parameters,
+    gradients, optimizer state, activations) of the L-Transformer and its fair encoder at
+    the widest width, at each of ``memory_batches`` (default: batch × 1, 2, 4;
+    :func:`~tokengeo.bench.train_memory.training_peaks`)."""
     import os
 
     from tokengeo.bench.ltransformer import efficiency
     from tokengeo.bench.measure import MMAP_ENV
-    from tokengeo.models.ltransformer import LTransformerConfig
+    from tokengeo.bench.train_memory import training_peaks
 
     device = config.get("device", "cpu")
     precise = device.startswith("cuda") or os.environ.get(MMAP_ENV) is not None
     out = []
-    extra = list(config.get("batches", [config["batch"]]))  # peak memory at each batch,
-    widest = max(config["widths"])  # at the widest d only (the claim's width)
     for d in config["widths"]:
-        batches = sorted(set(extra) | {config["batch"]}) if d == widest else [config["batch"]]
-        p = config["p"]
-        cfg = LTransformerConfig(d_model=d, p=p, n_heads=max(1, d // p // config["head_dim"]),
-                                 n_layers=config["n_layers"], vocab_size=config["vocab_size"],
-                                 max_len=config["seq_len"])
-        for batch in batches:
-            rows = efficiency(cfg, batch=batch, seq_len=config["seq_len"],
-                              device=device, repeats=config["repeats"])
-            for row in rows:
-                if row.flops_counted != row.flops_analytic:
-                    raise RuntimeError(f"{row.name} at d = {d}: FlopCounterMode counted "
-                                       f"{row.flops_counted}, the formula {row.flops_analytic}")
-                value = {**asdict(row), "d_model_l": d, "batch": batch}  # d_model: its own
-                value["peak_bytes"] = row.peak_bytes if precise else None
-                out.append(value)
-    return {"rows": out}
+        cfg = _efficiency_config(config, d)
+        rows = efficiency(cfg, batch=config["batch"], seq_len=config["seq_len"],
+                          device=device, repeats=config["repeats"])
+        for row in rows:
+            if row.flops_counted != row.flops_analytic:
+                raise RuntimeError(f"{row.name} at d = {d}: FlopCounterMode counted "
+                                   f"{row.flops_counted}, the formula {row.flops_analytic}")
+            value = {**asdict(row), "d_model_l": d}  # d_model: the model's own width
+            value["peak_bytes"] = row.peak_bytes if precise else None
+            out.append(value)
+    batches = config.get("memory_batches") or [config["batch"] * m for m in (1, 2, 4)]
+    peaks = training_peaks(_efficiency_config(config, max(config["widths"])), list(batches),
+                           config["seq_len"], device)
+    return {"rows": out, "training_peaks": [asdict(p) for p in peaks]}
+
+
+def _efficiency_config(config: dict, d: int):
+    from tokengeo.models.ltransformer import LTransformerConfig
+
+    p = config["p"]
+    return LTransformerConfig(d_model=d, p=p, n_heads=max(1, d // p // config["head_dim"]),
+                              n_layers=config["n_layers"], vocab_size=config["vocab_size"],
+                              max_len=config["seq_len"])
 
 
 def _by(rows: list[dict], d: int) -> dict[str, dict]:
@@ -363,7 +375,7 @@ def _cost_768(settings: dict, eff: CellResult | None) -> str:
 
 def efficiency_claims(settings: dict, eff: CellResult | None) -> list[Claim]:
     """Encoder parameters and projection/FFN FLOPs ≈ 1/p (one family), total size with BERT's
-    vocabulary at d = 768 (−41 %), saved activations (a stand-in for −15 % peak memory)."""
+    vocabulary at d = 768 (−41 %), peak training memory (−15 %: :func:`memory_claim`)."""
     from tokengeo.models.lt_budget import (
         fair_baseline,
         standard_block_parameters,
@@ -392,58 +404,63 @@ def efficiency_claims(settings: dict, eff: CellResult | None) -> list[Claim]:
     if eff is None or eff.not_run or not rows:
         why = (eff.not_run if eff is not None and eff.not_run else "efficiency cell missing")
         flops.not_run = why
-        memory = _memory_claim(settings, [], why)
     else:
         widest = max(r["d_model_l"] for r in rows)
         at = _by(rows, widest)
         lt, fb = at["ltransformer"], at["fair_baseline"]
         flops.measured = Interval.exact_value(lt["flops_counted"] / fb["flops_counted"])
         flops.detail = f"d = {widest}; counted = analytic for every model (checked in the cell)"
-        memory = _memory_claim(settings, [r for r in rows if r["d_model_l"] == widest], None)
     one_over_p = family(NAME, f"encoder parameters and projection/FFN FLOPs ≈ 1/p (p = {p})",
                         [params, flops], rule="all", region=band)
-    return [one_over_p, total, memory]
+    return [one_over_p, total, memory_claim(eff)]
 
 
-MMAP_HINT = "MALLOC_MMAP_THRESHOLD_ set (benchmarks/ltransformer.py sets it)"
 PEAK_REDUCTION = 0.85  # the paper: −15 % peak GPU memory at d = 768
 
 
-def _memory_claim(settings: dict, rows: list[dict], missing: str | None) -> Claim:
-    """Peak memory of one real training step (parameters, gradients, optimizer state and
-    activations: the allocator peak on CUDA, the added peak RSS on a CPU with
-    ``MALLOC_MMAP_THRESHOLD_`` set), L / fair at the widest d, one member per batch size.
-    Saved activations alone (what autograd keeps) are not the paper's quantity: they go in
-    the detail."""
-    batches = sorted({r.get("batch", settings["efficiency"]["batch"]) for r in rows}) or list(
-        settings["efficiency"].get("batches", [settings["efficiency"]["batch"]]))
+def memory_claim(eff: CellResult | None) -> Claim:
+    """Peak training memory L / fair at the widest width, one member per batch size (rule
+    "all"): the paper's −15 % is peak GPU memory of training (parameters + gradients +
+    optimizer state + activations), measured here in a real AdamW step
+    (:func:`~tokengeo.bench.train_memory.training_peak`). Each member is one deterministic
+    measurement of one batch, judged as a log ratio (region ratio < 1). Saved activations
+    alone (what autograd keeps) are not the paper's quantity."""
+    peaks = (eff.value.get("training_peaks") or []) if eff is not None and eff.value else []
+    cuda = bool(peaks) and peaks[0]["method"].startswith("cuda")
+    kind = {"kind": "paper"} if cuda else {
+        "kind": "stand-in", "proxy": "peak resident memory of a CPU training step (4 KiB "
+        "mmap threshold: live tensors) for peak GPU memory"}
+    quantity = "peak bytes of a training step with AdamW, L / fair (one batch)"
+    paper, effect = "−15 % peak GPU memory (d = 768)", math.log(PEAK_REDUCTION)
+    by_batch: dict[int, dict[str, dict]] = {}
+    for row in peaks:
+        by_batch.setdefault(row["batch"], {})[row["name"]] = row
     members = []
-    for b in batches:
-        at = {r["name"]: r for r in rows if r.get("batch", b) == b}
-        m = Claim(NAME, f"peak training-step memory L / fair, batch {b}", SRC,
-                  "−15 % peak GPU memory (d = 768)",
-                  "peak memory of one training step, L / fair", Region.ratio_below(1.0),
-                  kind="stand-in", proxy="a CPU or GPU training step at this run's width for "
-                  "the paper's GPU at d = 768", paper_effect=math.log(PEAK_REDUCTION),
-                  label=f"batch {b}")
-        lt, fb = at.get("ltransformer"), at.get("fair_baseline")
-        if missing:
-            m.not_run = missing
-        elif lt is None or fb is None or lt["peak_bytes"] is None or fb["peak_bytes"] is None:
-            m.not_run = ("peak memory not measured precisely here: run the efficiency cell on "
-                         f"CUDA, or on a CPU with {MMAP_HINT}")
-        elif not (lt["peak_bytes"] > 0 and fb["peak_bytes"] > 0):
-            m.not_run = ("peak memory below the measurement's resolution (no bytes added) at "
+    for batch, pair in sorted(by_batch.items()):
+        lt, fb = pair["ltransformer"], pair["fair_baseline"]
+        c = Claim(NAME, f"peak training memory L / fair at batch {batch} (d = "
+                  f"{lt['d_model_l']})", SRC, paper, quantity, Region.ratio_below(1.0),
+                  label=f"batch {batch}", paper_effect=effect, **kind)
+        if not (lt["peak_bytes"] > 0 and fb["peak_bytes"] > 0):
+            c.not_run = ("peak memory below the measurement's resolution (no bytes added) at "
                          "this size: measure a larger width or batch")
         else:
             ratio = math.log(lt["peak_bytes"] / fb["peak_bytes"])  # a log ratio
-            m.measured = Interval(ratio, ratio, ratio, 1, 0.0, True, "exact", "log",
+            c.measured = Interval(ratio, ratio, ratio, 1, 0.0, True, "exact", "log",
                                   values=(ratio,))
-            m.detail = (f"d = {lt['d_model_l']}; saved activations L / fair "
-                        f"{lt['saved_activation_bytes'] / fb['saved_activation_bytes']:.3g}")
-        members.append(m)
-    return family(NAME, "the L-Transformer's training step peaks lower than the fair "
-                  "encoder's, at every batch size", members, rule="all")
+            c.detail = (f"L {lt['peak_bytes'] / 2**20:.1f} MB, fair "
+                        f"{fb['peak_bytes'] / 2**20:.1f} MB ({lt['method']}, T = "
+                        f"{lt['seq_len']})")
+        members.append(c)
+    if not members:
+        c = Claim(NAME, "peak training memory L / fair", SRC, paper, quantity,
+                  Region.ratio_below(1.0), paper_effect=effect, **kind)
+        c.not_run = (eff.not_run if eff is not None and eff.not_run else
+                     "the efficiency cell has no training peaks (cached before issue 42)")
+        return c
+    d = members[0].text.rsplit("(d = ", 1)[-1].rstrip(")")
+    return family(NAME, f"peak training memory of the L-Transformer below its fair encoder's "
+                  f"(d = {d}, every batch size)", members, rule="all")
 
 
 # ------------------------------------------------------------------ tables
@@ -481,6 +498,29 @@ def _tables(out: SuiteOutput, main: SweepResults, long: SweepResults, ranks,
                            ["α", "main task", "long-input task"], ranks))
     if eff is not None and eff.value and eff.value.get("rows"):
         out.tables.append(efficiency_table(eff.value["rows"]))
+    if eff is not None and eff.value and eff.value.get("training_peaks"):
+        out.tables.append(peak_table(eff.value["training_peaks"]))
+
+
+def peak_table(peaks: list[dict]) -> tuple[str, list[str], list[list[str]]]:
+    """Rows: batch size; the peak of an AdamW training step of L and fair, and their ratio."""
+    by_batch: dict[int, dict[str, dict]] = {}
+    for p in peaks:
+        by_batch.setdefault(p["batch"], {})[p["name"]] = p
+    body = []
+    for batch, pair in sorted(by_batch.items()):
+        lt, fb = pair["ltransformer"], pair["fair_baseline"]
+        body.append([str(batch), f"{lt['parameter_bytes'] / 2**20:.1f}",
+                     f"{lt['peak_bytes'] / 2**20:.1f}", f"{fb['parameter_bytes'] / 2**20:.1f}",
+                     f"{fb['peak_bytes'] / 2**20:.1f}",
+                     f"{lt['peak_bytes'] / fb['peak_bytes']:.3f}" if fb["peak_bytes"] > 0
+                     else "n/a"])
+    first = peaks[0]
+    return (f"Peak memory of a training step with AdamW (parameters, gradients, optimizer "
+            f"state, activations) at d = {first['d_model_l']}, T = {first['seq_len']} "
+            f"({first['method']})",
+            ["batch", "L params MB", "L peak MB", "fair params MB", "fair peak MB",
+             "L / fair"], body)
 
 
 def referee(settings: dict) -> Referee:

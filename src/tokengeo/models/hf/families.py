@@ -36,8 +36,10 @@ class Family:
     ``resid_mid`` is ``("input" | "output", path)``: the residual stream between attention
     and MLP is that module's input or output; ``None`` for parallel blocks (attention and MLP
     read the same input), as when the config flag ``parallel_flag`` is true.
-    ``weights_flag``: the keyword argument without which the attention module returns no
-    weights (MPNet's ``output_attentions``); ``None`` when eager attention always returns them.
+    ``attn_norm``: the norm before the attention (its scale enters a head's value-output map
+    in the residual basis). ``weights_flag``: the keyword argument without which the
+    attention module returns no weights (MPNet's ``output_attentions``); ``None`` when eager
+    attention always returns them.
     """
 
     blocks: str  # backbone -> ModuleList of blocks
@@ -55,6 +57,9 @@ class Family:
     causal: bool = True
     parallel_flag: str | None = None
     weights_flag: str | None = None  # keyword the attention needs to return its weights
+    # block -> the norm whose output the attention reads (pre-LN); None: it reads the
+    # residual stream itself (post-LN encoders, OLMo 2). Read by the smoothing probe.
+    attn_norm: str | None = None
 
     @property
     def value(self) -> str:
@@ -75,7 +80,7 @@ def _llama_like(resid_mid: tuple[str, str] | None = ("input", "post_attention_la
     fields = dict(
         blocks="layers", attn="self_attn", out_proj="self_attn.o_proj", mlp="mlp",
         resid_mid=resid_mid, q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj",
-        final="norm",
+        final="norm", attn_norm="input_layernorm",
     )
     return Family(**{**fields, **changes})
 
@@ -103,18 +108,19 @@ FAMILIES: dict[str, Family] = {
     "modernbert": Family(
         blocks="layers", attn="attn", out_proj="attn.Wo", mlp="mlp",
         resid_mid=("input", "mlp_norm"), qkv="attn.Wqkv", qkv_split="thirds",
-        embed="embeddings", final="final_norm", causal=False,
+        embed="embeddings", final="final_norm", causal=False, attn_norm="attn_norm",
     ),
     "vit": Family(
         blocks="layers", attn="attention", out_proj="attention.o_proj", mlp="mlp",
         resid_mid=("input", "layernorm_after"), q="attention.q_proj", k="attention.k_proj",
         v="attention.v_proj", embed="embeddings", final="layernorm", causal=False,
+        attn_norm="layernorm_before",
     ),
     # decoders
     "gpt2": Family(
         blocks="h", attn="attn", out_proj="attn.c_proj", mlp="mlp",
         resid_mid=("input", "ln_2"), qkv="attn.c_attn", qkv_split="thirds", embed="drop",
-        final="ln_f",
+        final="ln_f", attn_norm="ln_1",
     ),
     "llama": _llama_like(),
     "mistral": _llama_like(),
@@ -129,7 +135,7 @@ FAMILIES: dict[str, Family] = {
     "smollm3": _llama_like(),
     "starcoder2": _llama_like(),
     "olmo": _llama_like(),
-    "olmo2": _llama_like(("input", "mlp")),
+    "olmo2": _llama_like(("input", "mlp"), attn_norm=None),  # norms after attention
     "cohere": _llama_like(None),
     "phi": _llama_like(None, out_proj="self_attn.dense", final="final_layernorm"),
     "phi3": _llama_like(q=None, k=None, v=None, qkv="self_attn.qkv_proj", qkv_split="grouped"),
@@ -137,15 +143,17 @@ FAMILIES: dict[str, Family] = {
         blocks="layers", attn="attention", out_proj="attention.dense", mlp="mlp",
         resid_mid=("input", "post_attention_layernorm"), qkv="attention.query_key_value",
         qkv_split="per_head", final="final_layer_norm", parallel_flag="use_parallel_residual",
+        attn_norm="input_layernorm",
     ),
     "gptj": Family(
         blocks="h", attn="attn", out_proj="attn.out_proj", mlp="mlp", resid_mid=None,
-        q="attn.q_proj", k="attn.k_proj", v="attn.v_proj", final="ln_f",
+        q="attn.q_proj", k="attn.k_proj", v="attn.v_proj", final="ln_f", attn_norm="ln_1",
     ),
     "opt": Family(
         blocks="decoder.layers", attn="self_attn", out_proj="self_attn.out_proj", mlp="fc2",
         resid_mid=("input", "final_layer_norm"), q="self_attn.q_proj", k="self_attn.k_proj",
         v="self_attn.v_proj", final="decoder.final_layer_norm",
+        attn_norm="self_attn_layer_norm",
     ),
 }
 

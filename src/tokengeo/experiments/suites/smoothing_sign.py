@@ -1,0 +1,166 @@
+"""The smoothing sign of trained heads, as claims, a table and figures (issue 42).
+
+Zhang & Papyan (arXiv 2602.09297) read a Laplacian head, ``X + (I − P) X W_V W_O``, as heat
+diffusion on the attention graph: it smooths the residual stream only if the learned
+value–output map is negative in the directions the tokens spread. Each training cell of a
+Laplacian suite stores :func:`tokengeo.probes.smoothing.head_smoothing` rows of its trained
+model on held-out inputs (``"smoothing"``); here they become, per block, the mean over a
+model's heads of one kind of
+
+* ``variance_derivative`` — d/dε Var_w(X + ε O_h) at 0 over Var_w(X) (< 0: the head smooths),
+* ``rayleigh`` — the mean Rayleigh quotient of sym(diag(γ) W_V W_O) over centred tokens,
+
+and the claim "trained Laplacian heads smooth the residual stream" (a family over blocks,
+rule "all", seeds the units) beside the same measurement of attention heads as the control.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tokengeo.experiments.claims import Claim, family
+from tokengeo.experiments.stats import Region, mean_interval
+from tokengeo.experiments.sweep import SweepResults
+
+FIELD = "smoothing"  # the cells' value field (a cached cell without it is recomputed)
+DERIVATIVE, RAYLEIGH = "variance_derivative", "rayleigh"
+LAPLACIAN, ATTENTION = "laplacian", "attention"
+SOURCE = ("Zhang & Papyan 2026, title, abstract and Sec. 3 (the Laplacian head as heat "
+          "diffusion on the attention graph)")
+PAPER = ("Laplacian heads smooth token representations (X + (I − P) X W_V W_O is a diffusion "
+         "step when W_V W_O is negative on the tokens' spread)")
+DEFAULT_EXAMPLES = 64  # held-out examples of one forward pass per cell
+
+
+def head_mean(kind: str, layer: int, key: str = DERIVATIVE) -> Callable[[object], float]:
+    """Getter: the mean of ``key`` over the heads of ``kind`` in block ``layer`` of one
+    cell's model (a :class:`~tokengeo.experiments.sweep.TrainResult` with ``smoothing``)."""
+    def get(result) -> float:
+        rows = [r[key] for r in result.smoothing if r["layer"] == layer and r["kind"] == kind]
+        if not rows:
+            raise ValueError(f"block {layer} has no {kind} head")
+        return sum(rows) / len(rows)
+    return get
+
+
+def n_layers(res: SweepResults, label: str) -> int:
+    """Blocks measured in the cells of ``label`` (from the first seed's rows)."""
+    return 1 + max(r["layer"] for r in res.typed(label, res.seeds[0]).smoothing)
+
+
+def missing_rows(res: SweepResults, label: str) -> str | None:
+    """Why ``label``'s cells give no smoothing rows (a cell not run, or run without them)."""
+    missing = res.not_run()
+    if missing:
+        return missing
+    for seed in res.seeds:
+        if not res.typed(label, seed).smoothing:
+            return f"cell {res.sweep.key(label, seed)} has no smoothing rows"
+    return None
+
+
+def layer_family(suite: str, res: SweepResults, label: str, head_kind: str, depth: int,
+                 text: str, **fields) -> Claim:
+    """A family over blocks, rule "all": per block, the mean over seeds of the per-seed
+    mean ``variance_derivative`` of the ``head_kind`` heads of ``label``'s models is
+    below 0."""
+    members = []
+    missing = missing_rows(res, label)
+    for layer in range(depth):
+        get = head_mean(head_kind, layer)
+        claim = Claim(suite, f"{label}, block {layer + 1}: {head_kind} heads smooth the "
+                      "residual stream", SOURCE, PAPER,
+                      f"mean over {head_kind} heads of d/dε Var_w(X + ε O_h) / Var_w(X) at "
+                      f"block {layer + 1}'s input, held-out inputs, mean over seeds",
+                      Region.below(0.0), label=f"block {layer + 1}", **fields)
+        if missing:
+            claim.not_run = missing
+        else:
+            claim.measured = mean_interval(res.values(label, get))
+            ray = mean_interval(res.values(label, head_mean(head_kind, layer, RAYLEIGH)))
+            claim.detail = f"Rayleigh quotient of sym(W_V W_O): {ray.fmt(3)}"
+        members.append(claim)
+    return family(suite, text, members, rule="all")
+
+
+def smoothing_claims(suite: str, res: SweepResults, depth: int, treated: str, control: str,
+                     **fields) -> list[Claim]:
+    """"Trained Laplacian heads smooth the residual stream" at ``treated`` (every block), and
+    the control: attention heads at ``control`` measured the same way (kind ``new``: the
+    paper states nothing about them; it shows whether the sign is the Laplacian's own)."""
+    return [
+        layer_family(suite, res, treated, LAPLACIAN, depth,
+                     f"{treated}: trained Laplacian heads smooth the residual stream (the "
+                     "within-sequence variance falls along their output), every block",
+                     **fields),
+        layer_family(suite, res, control, ATTENTION, depth,
+                     f"control, {control}: attention heads smooth the residual stream, every "
+                     "block", kind="new", proxy=None),
+    ]
+
+
+def smoothing_table(res: SweepResults, labels: list[str], depth: int) -> tuple:
+    """Rows: block; per label and kind present, the mean ± std over seeds of the per-model
+    mean variance derivative and Rayleigh quotient."""
+    kinds = {lab: sorted({r["kind"] for r in res.typed(lab, res.seeds[0]).smoothing})
+             for lab in labels}
+    header = ["block"] + [f"{lab} {kind} {what}" for lab in labels for kind in kinds[lab]
+                          for what in ("dVar/Var", "Rayleigh")]
+    rows = []
+    for layer in range(depth):
+        row = [f"block {layer + 1}"]
+        for lab in labels:
+            for kind in kinds[lab]:
+                for key in (DERIVATIVE, RAYLEIGH):
+                    iv = mean_interval(res.values(lab, head_mean(kind, layer, key)))
+                    row.append(f"{iv.mean:.3g} ± {iv.std:.2g}")
+        rows.append(row)
+    return ("smoothing sign per block: d/dε Var_w(X + ε O_h) / Var_w(X) (< 0: smooths) and "
+            "the Rayleigh quotient of sym(W_V W_O), mean over a model's heads of each kind "
+            "(mean ± std over seeds)", header, rows)
+
+
+KIND_STYLE = {LAPLACIAN: ("C3", "o"), ATTENTION: ("C0", "s")}  # others: ("C2", "^")
+
+
+def smoothing_plot(points: dict[str, list[tuple[float, float]]], title: str):
+    """Figure: one point per head, x the Rayleigh quotient, y the variance derivative,
+    colour and marker by head kind; zero lines split smoothing from sharpening."""
+    from tokengeo.plotting import MIN_FONT_PT, new_figure
+
+    fig, axes = new_figure(5.0, 4.0)
+    ax = axes[0, 0]
+    for kind, xy in points.items():
+        color, marker = KIND_STYLE.get(kind, ("C2", "^"))
+        ax.scatter([p[0] for p in xy], [p[1] for p in xy], c=color, marker=marker, s=18,
+                   alpha=0.7, label=f"{kind} heads ({len(xy)})")
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    ax.axvline(0.0, color="0.5", lw=0.8)
+    ax.set_xlabel("(b) Rayleigh quotient of sym(W_V W_O) over centred tokens")
+    ax.set_ylabel("(a) d/dε Var_w(X + ε O_h) / Var_w(X)  (< 0: smooths)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=MIN_FONT_PT, title="one point per head, seed and k",
+              title_fontsize=MIN_FONT_PT)
+    return fig
+
+
+def layer_points(res: SweepResults, labels: list[str], layer: int) -> dict:
+    """{kind: [(rayleigh, variance_derivative)]} of block ``layer``'s heads, every label and
+    seed."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for lab in labels:
+        for seed in res.seeds:
+            for r in res.typed(lab, seed).smoothing:
+                if r["layer"] == layer:
+                    points.setdefault(r["kind"], []).append((r[RAYLEIGH], r[DERIVATIVE]))
+    return points
+
+
+def smoothing_figure(path: Path, res: SweepResults, labels: list[str], layer: int,
+                     model: str) -> Path:
+    """Write block ``layer``'s figure (:func:`smoothing_plot`) as PNG at ``path``."""
+    from tokengeo.plotting import save_figure
+
+    title = f"block {layer + 1} of {model}: smoothing sign per head, held-out inputs"
+    return save_figure(smoothing_plot(layer_points(res, labels, layer), title), path)
