@@ -197,11 +197,11 @@ def _bench_json(kind: str):
 
 TINY_TRAIN = ["--model", "vit-tiny", "--data", "digits", "--batch-size", "32",
               "--set", "model_overrides.d_model=32", "--set", "model_overrides.n_layers=1",
-              "--set", "warmup=1", "--set", "eval_batches=1", "--no-progress"]
+              "--set", "warmup=1", "--set", "eval_batches=1", "--quiet"]
 FLOW = ["flow", *TINY_FLOW]
 SIM = ["similarity", "--corpus", "{corpus}", "--no-figures"]
 REPRO = ["reproduce", "--jobs", "1", "--only", "flows"]
-TRAIN = ["train", "--model", "vit-tiny", "--data", "digits", "--steps", "1", "--no-progress"]
+TRAIN = ["train", "--model", "vit-tiny", "--data", "digits", "--steps", "1", "--quiet"]
 GENERATOR = '<meta name="generator" content="tokengeo view">'
 
 CLASS1 = [
@@ -327,7 +327,7 @@ def _train_image_fifo(tmp: Path) -> list[str]:
             Image.new("RGB", (8, 8), (i * 40, 0, 0)).save(tmp / "imgs" / cls / f"{i}.png")
     _fifo(tmp, "imgs/a/blocked.png")
     return ["train", "--model", "vit-tiny", "--data", str(tmp / "imgs"), "--steps", "1",
-            "--no-progress", "--out", str(tmp / "run")]
+            "--quiet", "--out", str(tmp / "run")]
 
 
 def _sim_corpus_fifo(tmp: Path) -> list[str]:
@@ -337,8 +337,8 @@ def _sim_corpus_fifo(tmp: Path) -> list[str]:
 
 def _view_run_fifo(tmp: Path) -> list[str]:
     (tmp / "run").mkdir()
-    _fifo(tmp, "run/report.md")
-    return ["view", "--run", str(tmp / "run"), "--out", str(tmp / "p.html")]
+    _fifo(tmp, "run/report.json")
+    return ["view", "--report", str(tmp / "run"), "--out", str(tmp / "p.html")]
 
 
 def _view_flow_long(tmp: Path) -> list[str]:
@@ -377,7 +377,7 @@ def _ray_http(tmp: Path) -> list[str]:
 CLASS2 = [
     pytest.param(_view_file_fifo, "not a regular file", id="view-file-fifo"),
     pytest.param(_view_flow_fifo, "not a regular file", id="view-flow-fifo"),
-    pytest.param(_view_run_fifo, "report.md", id="view-run-report-fifo"),
+    pytest.param(_view_run_fifo, "report.json", id="view-run-report-fifo"),
     pytest.param(_train_image_fifo, "blocked.png", id="train-image-folder-fifo"),
     pytest.param(_sim_corpus_fifo, "not a regular file", id="similarity-corpus-fifo"),
     pytest.param(_view_flow_long, "records", id="view-flow-T-1e4-before-simulating"),
@@ -526,7 +526,7 @@ def _cifar_deep_pickle(tmp: Path) -> list[str]:
     members["data_batch_1"] = deep
     path = write_archive(tmp / "cifar-10-python.tar.gz", "cifar-10-batches-py", members)
     return ["train", "--model", "vit-tiny", "--data", f"cifar10:{path}", "--steps", "1",
-            "--no-progress", "--out", str(tmp / "run")]
+            "--quiet", "--out", str(tmp / "run")]
 
 
 def _ray(address: str):
@@ -543,7 +543,7 @@ def _resume_deep_metrics(tmp: Path) -> list[str]:
     assert main(["train", *TINY_TRAIN, "--steps", "2", "--out", str(run)]) == 0
     with open(run / "metrics.jsonl", "a") as f:
         f.write(_deep(10_000) + "\n" + '{"step": 3}\n')
-    return ["train", "--resume", "--no-progress", "--out", str(run)]
+    return ["train", "--resume", "--quiet", "--out", str(run)]
 
 
 ST_HEADER_2_63 = struct.pack("<Q", 2**63) + b"{}"
@@ -912,17 +912,26 @@ def test_class4_folder_mode_page_names_load_their_data(tmp_path, name):
     assert (tmp_path / unquote(data["chunks"]) / "c-0-0.js").is_file()
 
 
-def test_class4_report_naming_one_figure_many_times_embeds_it_once(tmp_path):
-    from tokengeo.view.runs import read_run
+def test_class4_report_figures_stay_within_the_page_budget(tmp_path, monkeypatch):
+    """Each figure of figures/<suite>/ is embedded once, and none past the page's budget (a
+    report with many large figures does not make a page of hundreds of MB)."""
+    import json
 
-    (tmp_path / "figures").mkdir()
+    import tokengeo.view.runs as runs
+
+    monkeypatch.setattr(runs, "FIGURES_LIMIT", 300_000)
+    (tmp_path / "figures" / "S").mkdir(parents=True)
     png = b"\x89PNG\r\n\x1a\n" + os.urandom(200_000)
-    (tmp_path / "figures" / "f.png").write_bytes(png)
-    (tmp_path / "report.md").write_text("# r\n\n## S\n\n" + "![f](figures/f.png)\n" * 200)
-    payload = read_run(tmp_path)
-    html = "".join(s["html"] for s in payload["sections"])
-    assert html.count("data:image/png;base64,") == 2  # the image and its download link
-    assert len(html) < 3 * len(png)  # one copy (as image and link), not 200
+    for name in ("a", "b", "c"):
+        (tmp_path / "figures" / "S" / f"{name}.png").write_bytes(png)
+    report = {"format": "tokengeo-report/2", "claims": [{"suite": "S", "claim": "c",
+                                                          "verdict": "inconclusive"}],
+              "tables": []}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    html = "".join(s["html"] for s in runs.read_run(tmp_path)["sections"])
+    assert html.count("data:image/png;base64,") == 2  # a.png, as image and download link
+    assert html.count("not embedded") == 2  # b and c: past the budget, said so
+    assert len(html) < 2 * len(png) * 1.4  # base64 of one figure, twice
 
 
 def test_class4_similarity_estimates_the_memory_of_a_large_corpus(tmp_path, capsys,
@@ -1008,7 +1017,7 @@ def test_class6_decompression_bomb_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 1600 pixels: PIL's warning band
     with _no_warning():
         refused(tmp_path, capsys, ["train", "--model", "vit-tiny", "--data",
-                                   str(tmp_path / "imgs"), "--steps", "1", "--no-progress",
+                                   str(tmp_path / "imgs"), "--steps", "1", "--quiet",
                                    "--out", str(tmp_path / "run")], "too large")
 
 
@@ -1056,7 +1065,7 @@ def test_class6_torchrun_join_failure_is_one_line_on_rank_0(tmp_path, rank):
            "PYTHONPATH": os.pathsep.join(sys.path)}
     corpus = _corpus(tmp_path)
     res = subprocess.run([sys.executable, "-m", "tokengeo", "train", "--model", "gpt-tiny",
-                          "--data", str(corpus), "--steps", "1", "--no-progress",
+                          "--data", str(corpus), "--steps", "1", "--quiet",
                           "--connect-timeout", "2", "--out", str(tmp_path / "run")],
                          env=env, capture_output=True, text=True, timeout=120)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]

@@ -276,7 +276,7 @@ def test_report_payload_from_report_json(tmp_path):
 
 
 @pytest.mark.parametrize("content, needle", [
-    ("{not json", "cannot be read as JSON"),
+    ("{not json", "is not valid JSON"),
     ('{"format": "other"}', "is not a tokengeo report"),
     ('{"format": "tokengeo-report/1", "claims": {}}', "has no list of claims"),
 ])

@@ -42,8 +42,9 @@ class HeadsView:
     def page(self) -> str:
         """The explorer's self-contained HTML page."""
         payload, chunks = heads_payload(self.maps, text_source="notebook", colour=self.colour)
-        return render(payload, chunks, title=f"tokengeo view: {self.maps.model}",
-                      out=Path("notebook.html"), inline_limit=NO_FOLDER)
+        text, _ = render(payload, chunks, title=f"tokengeo view: {self.maps.model}",
+                         out=Path("notebook.html"), inline_limit=NO_FOLDER)
+        return text  # every chunk inline: the page has no folder of files
 
     def _repr_html_(self) -> str:
         return (f'<iframe srcdoc="{html.escape(self.page(), quote=True)}" '

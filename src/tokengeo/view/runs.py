@@ -24,6 +24,9 @@ FIGURES_LIMIT = 64 << 20  # bytes of figures a page embeds in all
 def read_report(root: Path) -> dict:
     """The parsed ``report.json`` of a reproduce folder, or one ConfigError naming why not."""
     path = root / "report.json"
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path} is not a regular file (a FIFO or a device is never read); "
+                          "give the --out folder of a finished `tokengeo reproduce` run")
     if not path.is_file():
         raise ConfigError(f"--report {str(root)!r} has no report.json; give the --out folder "
                           "of a finished `tokengeo reproduce` run")
