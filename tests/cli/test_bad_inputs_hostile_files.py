@@ -45,24 +45,6 @@ def alarm():
 
 
 @pytest.fixture
-def heavy_work_fails(monkeypatch):
-    """Simulations, analyses and cells fail the test: a refusal must come before them."""
-    import tokengeo.commands.flow as flow_cmd
-    import tokengeo.experiments.reproduce as rp
-    import tokengeo.flows.scaling as scaling
-    import tokengeo.probes.similarity.run as sim_run
-
-    def fail(*a, **k):
-        raise AssertionError("heavy work started before the input was refused")
-
-    monkeypatch.setattr(scaling, "run_h_scaling", fail)
-    monkeypatch.setattr(sim_run, "run_similarity", fail)
-    monkeypatch.setattr(rp, "compute_cells", fail)
-    if hasattr(flow_cmd, "run_h_scaling"):
-        monkeypatch.setattr(flow_cmd, "run_h_scaling", fail)
-
-
-@pytest.fixture
 def no_model(monkeypatch):
     """Loading a model or re-simulating a flow for the viewer fails the test."""
     import tokengeo.view.flow as vflow
@@ -236,7 +218,7 @@ CLASS1 = [
 
 
 @pytest.mark.parametrize("setup,needle", CLASS1)
-def test_class1_nothing_lost_nothing_written_outside(tmp_path, capsys, heavy_work_fails, no_model,
+def test_class1_nothing_lost_nothing_written_outside(tmp_path, capsys, no_heavy_work, no_model,
                                                      monkeypatch, setup, needle):
     import tokengeo.bench.laplacian as bench
     import tokengeo.bench.measure as measure
@@ -387,7 +369,7 @@ CLASS2 = [
 
 
 @pytest.mark.parametrize("setup,needle", CLASS2)
-def test_class2_no_hangs(tmp_path, capsys, heavy_work_fails, no_model, setup, needle):
+def test_class2_no_hangs(tmp_path, capsys, no_heavy_work, no_model, setup, needle):
     refused(tmp_path, capsys, setup(tmp_path), needle)
 
 
@@ -590,7 +572,7 @@ CLASS3 = [
 
 
 @pytest.mark.parametrize("setup,needle", CLASS3)
-def test_class3_hostile_files_one_line(tmp_path, capsys, heavy_work_fails, no_model, setup,
+def test_class3_hostile_files_one_line(tmp_path, capsys, no_heavy_work, no_model, setup,
                                        needle):
     refused(tmp_path, capsys, setup(tmp_path), needle)
 
@@ -894,7 +876,7 @@ CLASS4 = [
 
 
 @pytest.mark.parametrize("setup,needle", CLASS4)
-def test_class4_nothing_silent(tmp_path, capsys, heavy_work_fails, no_model, setup, needle):
+def test_class4_nothing_silent(tmp_path, capsys, no_heavy_work, no_model, setup, needle):
     refused(tmp_path, capsys, setup(tmp_path), needle)
 
 
@@ -935,7 +917,7 @@ def test_class4_report_figures_stay_within_the_page_budget(tmp_path, monkeypatch
 
 
 def test_class4_similarity_estimates_the_memory_of_a_large_corpus(tmp_path, capsys,
-                                                                  heavy_work_fails, monkeypatch):
+                                                                  no_heavy_work, monkeypatch):
     import tokengeo.checks as checks
 
     monkeypatch.setattr(checks, "available_memory", lambda: 2**30)  # a 1 GiB machine
@@ -989,12 +971,12 @@ CLASS5 = [
 
 
 @pytest.mark.parametrize("setup,needle", CLASS5)
-def test_class5_checked_before_out(tmp_path, capsys, heavy_work_fails, setup, needle):
+def test_class5_checked_before_out(tmp_path, capsys, no_heavy_work, setup, needle):
     refused(tmp_path, capsys, setup(tmp_path), needle)
     assert not (tmp_path / "out").exists()
 
 
-def test_class5_impossible_patch_size_before_out(tmp_path, capsys, heavy_work_fails):
+def test_class5_impossible_patch_size_before_out(tmp_path, capsys, no_heavy_work):
     cfg = _suite_copy(tmp_path, "laplacian-images", [("patch_size = 4, d_model = 384",
                                                       "patch_size = 7, d_model = 384")])
     data = _archive_with(tmp_path)
