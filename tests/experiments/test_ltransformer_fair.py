@@ -278,3 +278,33 @@ def test_encoder_only_step_runs_the_blocks_alone():
             expected = block(expected, mask)
         assert torch.allclose(encode(lt, x, mask), expected)
         assert torch.allclose(encode(seq, x, mask), expected, atol=1e-5)
+
+
+def test_the_learnable_alphas_trained_values_are_a_table_per_run():
+    settings = {**SETTINGS, "alphas": ["linear", "learnable"]}
+    cells = {c.key: c for c in suite.cells(settings, CTX)}
+    assert "learned_alpha" in cells["L_alpha-learnable-s0"].fields  # a cached cell without
+    assert "learned_alpha" in cells["long_L_alpha-learnable-s3"].fields  # it is recomputed
+    assert "learned_alpha" not in cells["L_alpha-linear-s0"].fields
+    results = _results()
+    for task, acc in (("", 0.8), ("long_", 0.94)):
+        for seed in settings["seeds"]:
+            value = {"final": {"test": {"accuracy": acc + 0.002 * seed}}, "wall_time_s": 1.0,
+                     "parameters": {"encoder": 1, "total": 2},
+                     "learned_alpha": {"alpha": [1.0, 1.0 + 0.01 * seed, 0.5, 2.0],
+                                       "group": 1, "lr": 2e-3, "weight_decay": 0.0}}
+            key = f"{task}L_alpha-learnable-s{seed}"
+            results[key] = CellResult(key, value)
+    out = suite.summarise(settings, results, CTX)
+    title, header, body = next(t for t in out.tables if t[0].startswith("learnable α"))
+    assert header == ["task", "seed", "α_0", "α_1", "α_2", "α_3", "optimizer group",
+                      "peak lr", "weight decay"]
+    assert len(body) == 10 and body[0][0] == "main" and body[5][0] == "long inputs"
+    assert body[3] == ["main", "3", "1.0000", "1.0300", "0.5000", "2.0000", "1", "0.002", "0"]
+    rank = next(c for c in out.claims if c.text.startswith("the ranking of the α"))
+    assert "learnable α trained to α_k ∈ [0.5, 2]" in rank.detail
+
+
+def test_no_learnable_alpha_no_table():
+    out = suite.summarise(SETTINGS, _results(), CTX)
+    assert not any(t[0].startswith("learnable α") for t in out.tables)

@@ -118,6 +118,9 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
     out = {"final": summary["final"], "parameters": summary["parameters"],
            "wall_time_s": summary["wall_time_s"], "step": summary["step"],
            **device_record(device), "step_s": median_step_s(trainer.run.read_metrics())}
+    alpha = learned_alpha(trainer.model, trainer.optimizer, trainer.cfg.lr)
+    if alpha is not None:
+        out["learned_alpha"] = alpha
     if geometry is not None:
         from tokengeo.probes.run_geometry import GEOMETRY
 
@@ -129,6 +132,27 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
         out["smoothing"] = smoothing_rows(trainer.model, trainer.task, geometry_split,
                                           smoothing_examples)
     return out
+
+
+def learned_alpha(model, optimizer, peak_lr: float) -> dict[str, Any] | None:
+    """The trained slice-position scales of an L-Transformer with ``alpha = "learnable"``
+    (El Ichi et al., arXiv 2603.05727, slice-aware positional encoding: α_k = exp(β_k), β
+    learnt from 0), and the proof that they were trained: the index of the optimizer's
+    parameter group holding β, its weight decay and the schedule's peak learning rate
+    ``peak_lr``. None for a model without a learnable α. A learnable α in no group, or in
+    one at a zero rate, raises: it would be a constant calling itself learnable."""
+    pos = getattr(model, "pos_enc", None)
+    beta = getattr(pos, "log_alpha", None)
+    if beta is None:
+        return None
+    groups = [i for i, g in enumerate(optimizer.param_groups)
+              if any(p is beta for p in g["params"])]
+    if not groups or not beta.requires_grad or not peak_lr > 0:
+        raise RuntimeError(f"the learnable α is not trained: optimizer groups {groups}, "
+                           f"requires_grad={beta.requires_grad}, peak lr {peak_lr}")
+    group = optimizer.param_groups[groups[0]]
+    return {"alpha": [float(a) for a in beta.detach().exp().cpu()], "group": groups[0],
+            "lr": float(peak_lr), "weight_decay": float(group["weight_decay"])}
 
 
 def smoothing_rows(model, task, split: str, n_examples: int) -> list[dict]:
@@ -180,6 +204,7 @@ def _distributed_cell(run_dir: Path, config: dict[str, Any], geometry: str | Non
     offered to it), then measure the finished run in this process."""
     from tokengeo.train import latest_checkpoint
     from tokengeo.train.loading import load_run
+    from tokengeo.train.trainer import build_optimizer
     from tokengeo.train.rundir import RunDir
 
     resume = run_dir.exists() and latest_checkpoint(run_dir / "checkpoints") is not None
@@ -204,10 +229,16 @@ def _distributed_cell(run_dir: Path, config: dict[str, Any], geometry: str | Non
            "wall_time_s": summary["wall_time_s"], "step": summary["step"],
            "device": f"{config['device']} x{processes} (DDP)",
            "step_s": median_step_s(run.read_metrics())}
+    if geometry is None and config.get("model_overrides", {}).get("alpha") != "learnable":
+        return out
+    loaded = load_run(run_dir, device="cuda" if config["device"] == "cuda" else "cpu")
+    alpha = learned_alpha(loaded.model, build_optimizer(loaded.model, loaded.config),
+                          loaded.config.lr)
+    if alpha is not None:
+        out["learned_alpha"] = alpha
     if geometry is not None:
         from tokengeo.probes.run_geometry import GEOMETRY
 
-        loaded = load_run(run_dir, device="cuda" if config["device"] == "cuda" else "cpu")
         out["geometry"] = GEOMETRY[geometry](loaded.model, loaded.task, geometry_split,
                                              geometry_examples)
     return out

@@ -33,7 +33,7 @@ length, repeats), ``cell_cost``, ``efficiency_cost``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
@@ -168,6 +168,7 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
     out = training_cells(main, settings, ctx, geometry=None)
     if "long_train" in settings:
         out += training_cells(long, settings, ctx, geometry=None)
+    out = [_with_alpha_field(c) for c in out]
     out.append(Cell(NAME, "efficiency", efficiency_cell,
                     {"config": {**settings["efficiency"], "p": settings["p"],
                                 "head_dim": settings["head_dim"]}},
@@ -175,6 +176,17 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
                     "peak training memory", fields=("rows", "training_peaks"),
                     cost=float(settings.get("efficiency_cost", 1.0)), on_device=True))
     return out
+
+
+LEARNABLE = "L_alpha-learnable"
+
+
+def _with_alpha_field(cell: Cell) -> Cell:
+    """A learnable-α cell also returns its trained α (``learned_alpha``): a cached one
+    without it is recomputed (its run resumes at its final checkpoint)."""
+    if not cell.key.removeprefix(f"{LONG}_").startswith(LEARNABLE):
+        return cell
+    return replace(cell, fields=(*cell.fields, "learned_alpha"))
 
 
 # ------------------------------------------------------------------ efficiency cell
@@ -496,10 +508,45 @@ def _tables(out: SuiteOutput, main: SweepResults, long: SweepResults, ranks,
     if ranks:
         out.tables.append(("α: mean rank over seeds (higher = better; ranks within a run)",
                            ["α", "main task", "long-input task"], ranks))
+    learned = learned_alpha_table([("main", main, LEARNABLE),
+                                   ("long inputs", long, f"{LONG}_{LEARNABLE}")])
+    if learned is not None:
+        out.tables.append(learned)
     if eff is not None and eff.value and eff.value.get("rows"):
         out.tables.append(efficiency_table(eff.value["rows"]))
     if eff is not None and eff.value and eff.value.get("training_peaks"):
         out.tables.append(peak_table(eff.value["training_peaks"]))
+
+
+def learned_alpha_rows(sweep: SweepResults, label: str) -> list[dict]:
+    """The ``learned_alpha`` record of each seed's run of ``label`` that has one."""
+    if label not in sweep.labels or sweep.not_run():
+        return []
+    rows = []
+    for seed in sweep.seeds:
+        rec = (sweep.raw(label, seed) or {}).get("learned_alpha")
+        if rec is not None:
+            rows.append({"seed": seed, **rec})
+    return rows
+
+
+def learned_alpha_table(runs: list[tuple[str, SweepResults, str]]):
+    """Rows: task and seed; the trained α_k = exp(β_k) of each slice (start 1), and the
+    optimizer group, peak learning rate and weight decay that trained β. None: no run of
+    a learnable α recorded them."""
+    body, p = [], 0
+    for task, sweep, label in runs:
+        for r in learned_alpha_rows(sweep, label):
+            p = max(p, len(r["alpha"]))
+            body.append([task, str(r["seed"]), *(f"{a:.4f}" for a in r["alpha"]),
+                         str(r["group"]), f"{r['lr']:.3g}", f"{r['weight_decay']:g}"])
+    if not body:
+        return None
+    body = [row[:2] + row[2:-3] + ["—"] * (p + 5 - len(row)) + row[-3:] for row in body]
+    return ("learnable α: the trained α_k = exp(β_k) per slice k (each starts at 1), and the "
+            "optimizer group that trained β",
+            ["task", "seed", *(f"α_{k}" for k in range(p)), "optimizer group", "peak lr",
+             "weight decay"], body)
 
 
 def peak_table(peaks: list[dict]) -> tuple[str, list[str], list[list[str]]]:
@@ -569,6 +616,11 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                                 _acc, higher=True, kind="stand-in", proxy=MAIN_PROXY)
     claims.append(coupling)
     rank, rank_rows = ranking_claim(settings, main, long, long_missing)
+    trained = [a for lab, sw in ((LEARNABLE, main), (f"{LONG}_{LEARNABLE}", long))
+               for r in learned_alpha_rows(sw, lab) for a in r["alpha"]]
+    if rank.measured is not None and trained:
+        rank.detail += (f"; learnable α trained to α_k ∈ [{min(trained):.3g}, "
+                        f"{max(trained):.3g}] (start 1; table)")
     claims += [rank, width_claim(settings, main), parity_768_claim(settings, main, eff),
                slices_claim(settings, main)]
     long_claim = accuracy_family(long, [f"{LONG}_{t}" for t in treated], f"{LONG}_fair",
