@@ -204,8 +204,8 @@ def _distributed_cell(run_dir: Path, config: dict[str, Any], geometry: str | Non
     offered to it), then measure the finished run in this process."""
     from tokengeo.train import latest_checkpoint
     from tokengeo.train.loading import load_run
-    from tokengeo.train.trainer import build_optimizer
     from tokengeo.train.rundir import RunDir
+    from tokengeo.train.trainer import build_optimizer
 
     resume = run_dir.exists() and latest_checkpoint(run_dir / "checkpoints") is not None
     if run_dir.exists() and not resume:
