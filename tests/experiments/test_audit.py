@@ -50,3 +50,31 @@ def test_the_audit_catches_a_changed_value_a_verdict_and_the_tally(tmp_path):
     bad = copy.deepcopy(data)
     bad["tally"]["papers"]["A"]["reproduced"] += 1
     assert any("tally per paper" in p for p in audit(bad).problems)
+
+
+def _ranking_report(tmp_path) -> dict:
+    from test_ltransformer_fair import CTX, SETTINGS, _efficiency_value, _results
+
+    from tokengeo.experiments.cells import CellResult
+    from tokengeo.experiments.suites import ltransformer
+
+    results = {**_results(), "efficiency": CellResult("efficiency", _efficiency_value())}
+    out = ltransformer.summarise(SETTINGS, results, CTX)
+    write_report(tmp_path, [out], "r", ["pre"], mode="full")
+    return json.loads((tmp_path / "report.json").read_text())
+
+
+def test_the_alpha_ranking_carries_its_runs_and_the_audit_recomputes_it(tmp_path):
+    data = _ranking_report(tmp_path)
+    rank = next(c for c in data["claims"] if c["claim"].startswith("the ranking of the α"))
+    iv = rank["interval"]
+    assert iv["method"] == "permutation z" and "values" not in iv
+    # one row per run (5 seeds), one accuracy per α (identity, linear, harmonic)
+    assert [len(iv["values_a"]), len(iv["values_b"])] == [5, 5]
+    assert {len(r) for r in iv["values_a"] + iv["values_b"]} == {3}
+    a = audit(data)
+    assert a.problems == []
+    bad = copy.deepcopy(data)
+    rank = next(c for c in bad["claims"] if c["claim"].startswith("the ranking of the α"))
+    rank["interval"]["values_b"] = rank["interval"]["values_a"]  # the same ranking twice
+    assert any("permutation z" in p for p in audit(bad).problems)

@@ -152,6 +152,13 @@ def recompute_interval(iv: dict, reg, a: Audit, name: str) -> None:
     elif m == "welch" and iv.get("values_a"):
         lo, hi = stats.ttest_ind(iv["values_a"], iv["values_b"],
                                  equal_var=False).confidence_interval(0.95)
+    elif m == "permutation z" and iv.get("values_a"):
+        z = ranking_z(iv["values_a"], iv["values_b"])
+        if z is None:
+            return
+        lo, hi = z - Z975, z + Z975
+        a.check(math.isclose(z, iv["mean"], rel_tol=1e-9, abs_tol=1e-9),
+                f"{name}: permutation z {iv['mean']} != {z} recomputed from its runs")
     elif m in ("exact", "deterministic") and vals:
         a.check(len(vals) == 1 and vals[0] == iv["mean"] == iv["low"] == iv["high"],
                 f"{name}: a {m} value is its one number")
@@ -168,6 +175,28 @@ def recompute_interval(iv: dict, reg, a: Audit, name: str) -> None:
     for got, want, side in ((iv["low"], lo, "low"), (iv["high"], hi, "high")):
         a.check(got is not None and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9),
                 f"{name}: interval {side} {got} != {want}")
+
+
+def ranking_z(runs_a, runs_b) -> float | None:
+    """Φ⁻¹(1 − p) of the exact relabelling test of "the options rank differently on the two
+    tasks": within-run mid-ranks, D = Σ_j (mean rank_A − mean rank_B)², p the share of the
+    C(n_a + n_b, n_a) task relabellings with D at least the observed (None beyond 100,000
+    relabellings, where the report samples them)."""
+    ranks = np.concatenate([stats.rankdata(np.asarray(runs_a, float), axis=1),
+                            stats.rankdata(np.asarray(runs_b, float), axis=1)])
+    n, n_a = len(ranks), len(runs_a)
+    if math.comb(n, n_a) > 100_000:
+        return None
+
+    def distance(chosen) -> float:
+        mask = np.zeros(n, bool)
+        mask[list(chosen)] = True
+        return float(np.square(ranks[mask].mean(0) - ranks[~mask].mean(0)).sum())
+
+    observed = distance(range(n_a))
+    null = [distance(c) for c in itertools.combinations(range(n), n_a)]
+    p = float(np.mean(np.asarray(null) >= observed - 1e-9 * max(observed, 1.0)))
+    return float(stats.norm.isf(min(max(p, 1e-12), 1 - 1e-12)))
 
 
 # ------------------------------------------------------------------ verdicts

@@ -45,6 +45,13 @@ NO_CHANGE = "no change"
 NOT_TESTABLE = "not testable here"  # a failed precondition: the claim is not judged
 # judged by where the interval lies; every other method by its p-values
 INTERVAL_METHODS = ("t", "welch", "log-ratio", "bootstrap over paths")
+PERMUTATION_Z = "permutation z"  # z = Φ⁻¹(1 − p) of a two-sample relabelling test, band ± 1.96
+TWO_SAMPLE = ("welch", PERMUTATION_Z)  # methods whose values are two samples (a and b)
+
+
+def _unit(v):
+    """One unit's value in JSON: a number, or a run's row of numbers."""
+    return [float(x) for x in v] if isinstance(v, (tuple, list)) else v
 ALPHA_SIDE = _exact.ALPHA_SIDE  # 2.5% each side: a two-sided 95% interval
 
 
@@ -69,7 +76,10 @@ class Interval:
     ``exact`` marks a deterministic quantity (a parameter count, a closed-form ratio, the
     worst of n runs): its single value is decisive on its own. ``values`` keeps the
     per-unit values where a test needs them (sign-flip) and ``df`` the t degrees of
-    freedom (Welch's are fractional). ``scale = "log"``: the numbers are logs of a ratio.
+    freedom (Welch's are fractional). A two-sample method (:data:`TWO_SAMPLE`) keeps its
+    samples in ``values`` and ``values_b``; the permutation test of rank vectors keeps one
+    row of metrics per run (a tuple of the options' values) in each. ``scale = "log"``: the
+    numbers are logs of a ratio.
     """
 
     mean: float
@@ -109,8 +119,9 @@ class Interval:
         two-sample method's ``values_a`` and ``values_b``), so a reader can recompute it."""
         out = {"mean": self.mean, "low": _num(self.lo), "high": _num(self.hi), "n": self.n,
                "method": self.method, "scale": self.scale, "std": self.std, "df": self.df}
-        if self.method == "welch":
-            out.update(values_a=list(self.values), values_b=list(self.values_b))
+        if self.method in TWO_SAMPLE:
+            out.update(values_a=[_unit(v) for v in self.values],
+                       values_b=[_unit(v) for v in self.values_b])
         else:
             out["values"] = list(self.values)
         return out

@@ -39,7 +39,7 @@ from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
-from tokengeo.experiments.stats import Interval, Region, mean_interval
+from tokengeo.experiments.stats import PERMUTATION_Z, Interval, Region, mean_interval
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.summary import UNRECORDED
 from tokengeo.experiments.sweep import (
@@ -341,7 +341,8 @@ def ranking_claim(settings: dict, main: SweepResults, long: SweepResults,
     table_b = list(zip(*(long.values(f"{LONG}_{lab}", _acc) for lab in labs), strict=True))
     test = ranking_difference_test(table_a, table_b)
     claim.measured = Interval(test.z, test.z - 1.959964, test.z + 1.959964, test.n_a + test.n_b,
-                              1.0, method="permutation z")
+                              1.0, method=PERMUTATION_Z, values=tuple(map(tuple, table_a)),
+                              values_b=tuple(map(tuple, table_b)))
     best_a = alphas[max(range(len(alphas)), key=lambda j: test.mean_rank_a[j])]
     best_b = alphas[max(range(len(alphas)), key=lambda j: test.mean_rank_b[j])]
     claim.detail = (f"D = {test.statistic:.3g}, p = {test.p_value:.3g} ({test.method}); best "
