@@ -212,22 +212,58 @@ def test_suite_settling_claims_separate_a_noise_floor_from_a_collapse(tmp_path):
     assert any("496b2f6" in n and "by construction" in n for n in out.notes)
 
 
-def test_the_runs_table_and_the_balance_claim_share_one_normalisation(tmp_path):
+def _balance_run(tmp_path, residual_by_heads, heads=(1, 4, 16)):
+    """The flows suite on OU cells whose residual at T is ``residual_by_heads[H]`` (one
+    value per path, or one for all) of a dissipated energy ∫G² = 0.5."""
     from tokengeo.experiments.suite import SuiteContext
     from tokengeo.experiments.suites import flows as suite
 
-    heads = [1, 4, 16]
+    heads = list(heads)
     series = _paths(lambda t, H, xi: 0.5 / H * torch.exp(0.3 * xi), heads)
     results = {f"ou-H{H}": CellResult(f"ou-H{H}", _cell(T_GRID, s, H))
                for H, s in zip(heads, series, strict=True)}
-    for r in results.values():  # residual 0.02 of a dissipated energy 0.5, and signed
-        r.value["summary"]["residual_T"] = [-0.02] * len(r.value["summary"]["residual_T"])
-        r.value["summary"]["terms_T"]["G2_int"] = [0.5] * len(r.value["summary"]["residual_T"])
+    for H in heads:
+        summary = results[f"ou-H{H}"].value["summary"]
+        n = len(summary["residual_T"])
+        res = residual_by_heads[H]
+        summary["residual_T"] = list(res) if isinstance(res, list) else [res] * n
+        summary["terms_T"]["G2_int"] = [0.5] * len(summary["residual_T"])
     settings = {"heads": heads, "preset": {}, "exponent_tolerance": 0.3,
                 "residual_tolerance": 0.05, "settling_tolerance": 0.5}
-    out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "figures"))
-    col = out.tables[0][1].index("max |residual| / ∫G²")
-    assert {row[col] for row in out.tables[0][2]} == {"4.00e-02"}
-    balance = next(c for c in out.claims if "balance closes" in c.text)
-    assert balance.measured.mean == pytest.approx(0.04)  # the same number
-    assert "signed residual / ∫G² from -4.00e-02" in balance.detail
+    return suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "figures"))
+
+
+def test_the_runs_table_and_the_balance_claim_share_one_signed_normalisation(tmp_path):
+    # H = 1: residual −0.02 of ∫G² = 0.5 (−0.04); H > 1: +0.2 (+0.4), where the paper
+    # states no identity (the multi-head velocity is not a gradient of E)
+    out = _balance_run(tmp_path, {1: -0.02, 4: 0.2, 16: 0.2})
+    col = out.tables[0][1].index("residual / ∫G² (largest |·|)")
+    assert [row[col] for row in out.tables[0][2]] == ["-4.00e-02", "+4.00e-01", "+4.00e-01"]
+    balance = next(c for c in out.claims if "identity closes in every H = 1 run" in c.text)
+    assert balance.kind == "paper" and balance.margin == 0.05  # tallied, its margin stated
+    assert (balance.region.low, balance.region.high) == (-0.05, 0.05)
+    assert balance.measured.mean == pytest.approx(-0.04)  # the same number, signed
+    assert balance.verdict == "reproduced"  # H > 1 runs are reported, not judged
+    assert "at H = 1: from -4.00e-02" in balance.detail
+    assert "H > 1 (not judged" in balance.detail and "+4.00e-01" in balance.detail
+
+
+def test_the_balance_is_judged_on_the_h1_path_with_the_least_slack(tmp_path):
+    paths = next(len(c.measured.values) for c in _balance_run(
+        tmp_path / "b", {1: 0.0, 4: 0.0, 16: 0.0}).claims if "every H = 1 run" in c.text)
+    assert paths >= 2  # OU: several paths of the H = 1 run
+    # one path at +0.03·0.5, one at −0.045·0.5: the worst is the negative one (least slack)
+    h1 = [0.015, -0.0225] + [0.0] * (paths - 2)
+    out = _balance_run(tmp_path / "c", {1: h1, 4: 0.5, 16: 0.5})
+    balance = next(c for c in out.claims if "every H = 1 run" in c.text)
+    assert balance.measured.mean == pytest.approx(-0.045) and balance.verdict == "reproduced"
+    h1[0] = 0.03  # +0.06 of ∫G²: outside the margin
+    out = _balance_run(tmp_path / "d", {1: h1, 4: 0.0, 16: 0.0})
+    balance = next(c for c in out.claims if "every H = 1 run" in c.text)
+    assert balance.measured.mean == pytest.approx(0.06) and balance.verdict == "not reproduced"
+
+
+def test_no_h1_run_leaves_the_identity_not_run_with_its_reason(tmp_path):
+    out = _balance_run(tmp_path, {4: 0.1, 16: 0.1}, heads=(4, 16))
+    balance = next(c for c in out.claims if "every H = 1 run" in c.text)
+    assert balance.not_run and "add 1 to `heads`" in balance.not_run

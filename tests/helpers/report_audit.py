@@ -165,7 +165,8 @@ def recompute_interval(iv: dict, reg, a: Audit, name: str) -> None:
         a.intervals += 1
         return
     elif m == "worst run" and vals:
-        worst = max(vals) if math.isfinite(reg[1]) else min(vals)
+        lo, hi = reg  # the run with the least slack to the region's finite sides
+        worst = min(vals, key=lambda v: min(v - lo, hi - v))
         a.check(math.isclose(worst, iv["mean"]), f"{name}: worst run {iv['mean']} != {worst}")
         a.intervals += 1
         return

@@ -202,6 +202,14 @@ def log_ratio(treated: Sequence[float], baseline: Sequence[float]) -> Interval:
                     iv.values)
 
 
+def worst_run_in(values: Sequence[float], low: float, high: float) -> Interval:
+    """:func:`worst_run` against a two-sided region (low, high): the run with the least
+    slack min(v − low, high − v), signed as measured (every run lies inside iff it does)."""
+    xs = [float(v) for v in values]
+    w = min(xs, key=lambda v: min(v - low, high - v))
+    return Interval(w, w, w, len(xs), _std(xs), True, "worst run", values=tuple(xs))
+
+
 def worst_run(values: Sequence[float], worst_is_high: bool = True) -> Interval:
     """A claim about *every* run, judged on its worst one (a deterministic statement
     about the runs made: all lie in the region iff the worst does)."""
