@@ -113,3 +113,38 @@ def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_p
     assert {r[1] for r in layer_rows} == {"prose", "code-docs"}  # code docs: separate rows
     assert len(layer_rows) == 2 * 3 and any("AUC" in t for t in titles)
     assert any("mpnet on prose" in n for n in out.notes)
+
+
+def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
+    settings = {"models": ["mpnet", "minilm"], "attention_samples": 4, "n_boot": 200,
+                "corpora": {"prose": {"corpus": "shakespeare", "shards": 2}},
+                "analysis": {"samples": 6, "seq_len": 16}}
+    results = {}
+    for model, label, _, shard, _ in suite._units(settings):
+        key = suite._key(model, label, shard)
+        seed = shard + 10 * len(label) + 100 * (model == "mpnet")
+        results[key] = CellResult(key, _shard_value(3, 6, seed=seed))
+    out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "fig"))
+    families = [c for c in out.claims if c.members]
+    # the 7 findings measured on both models: one row each, the models its members
+    assert len(families) == 7
+    for f in families:
+        assert f.text.endswith("[mpnet, minilm]") and f.rule_of_family == "all"
+        assert [m.label for m in f.members] == ["mpnet", "minilm"]
+        assert f.kind == "stand-in" and f.proxy.count(" for BERT-base") == 2  # both models
+    texts = [c.text.rsplit(" [", 1)[0] for c in out.claims]
+    assert len(texts) == len(set(texts))  # no finding counted twice
+    singles = [c for c in out.claims if not c.members]
+    assert singles and all(c.text.endswith("[mpnet]") for c in singles)  # the main model's
+    # the independent audit recomputes every member, Holm and family verdict and the tally
+    import json as _json
+
+    from helpers.report_audit import audit
+
+    from tokengeo.experiments.report import write_report
+
+    write_report(tmp_path / "r", [out], "r", ["pre"], mode="full")
+    data = _json.loads((tmp_path / "r" / "report.json").read_text())
+    a = audit(data)
+    assert a.problems == [] and a.families == 7
+    assert sum(data["tally"]["papers"][out.paper_key].values()) == len(out.claims)

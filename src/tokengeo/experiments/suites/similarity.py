@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
-from tokengeo.experiments.claims import Claim
+from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.stats import Interval, Region, mean_interval
@@ -233,6 +233,27 @@ CONTRASTS = [
      "within-sentence share of top pairs − its distance-matched chance, final − early "
      "layers (per input)", "excess", "final", "early"),
 ]
+
+
+def per_finding(claims: list[Claim]) -> list[Claim]:
+    """One row per finding of the paper: a claim measured on several models becomes one
+    family whose members are its models (rule ``all``: the paper states each finding of
+    BERT-like encoders in general, so it holds where it holds in every model measured);
+    a claim of one model stays a row of its own. Order: each finding's first place."""
+    groups: dict[str, list[Claim]] = {}
+    for c in claims:
+        groups.setdefault(c.text.rsplit(" [", 1)[0], []).append(c)
+    out = []
+    for text, members in groups.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        models = [m.text.rsplit(" [", 1)[1].rstrip("]") for m in members]
+        for m, model in zip(members, models, strict=True):
+            m.label = model
+        out.append(family(NAME, f"{text} [{', '.join(models)}]", members, rule="all",
+                          proxy="; ".join(m.proxy or "" for m in members)))
+    return out
 
 
 def _proxy(model: str, corpus: str) -> str:
@@ -498,6 +519,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
             claims += _attention_claims(a, n_boot)
         if model == main_model:
             claims += _shard_claims(a)
+    claims = per_finding(claims)
     main = analyses.get((main_model, main_corpus))
     figures = [Path(f) for f in main.values[0]["figures"]] if main else []
     out = SuiteOutput(NAME, TITLE, PAPER, claims, figures=figures, paper_key=PAPER_KEY,
