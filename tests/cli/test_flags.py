@@ -197,3 +197,16 @@ def test_probe_and_flow_on_the_cpu_device_record_it(tmp_path, capsys):
                  "--scaling-heads", "none", "--record-every", "1", "--heads", "2", "--no-figures", "--quiet",
                  "--device", "cpu", "--out", str(out)]) == 0
     assert json.loads((out / "flow.json").read_text())["device"] == "cpu"
+
+
+def test_view_colour_choices_and_a_bad_exclusion_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["view", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--colour {log,linear,row}" in text and "--colour-exclude J,..." in text
+    out = tmp_path / "v.html"
+    assert main(["view", "--model", "minilm", "--text", "a b", "--colour-exclude", "first",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--colour-exclude 'first' must be comma-separated" in err[0], err
+    assert not out.exists()
