@@ -36,7 +36,7 @@ def corpus(tmp_path) -> Path:
 def fake_analysis(monkeypatch):
     import tokengeo.probes.similarity.run as run
 
-    monkeypatch.setattr(run, "run_similarity", lambda cfg, progress=True: FakeResult())
+    monkeypatch.setattr(run, "run_similarity", lambda cfg, progress=True, device="cpu": FakeResult())
 
 
 def similarity(corpus: Path, out: Path, *extra: str) -> int:

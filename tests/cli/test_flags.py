@@ -41,9 +41,9 @@ def test_old_spelling_is_one_line_naming_the_new_one(argv, old, new, capsys):
 
 @pytest.mark.parametrize("command, flags", [
     ("train", ["--quiet", "--threads", "--overwrite", "--loggers", "--compile", "--device"]),
-    ("flow", ["--quiet", "--threads", "--overwrite", "--no-figures"]),
-    ("similarity", ["--quiet", "--threads", "--overwrite", "--no-figures"]),
-    ("probe", ["--threads"]),
+    ("flow", ["--quiet", "--threads", "--overwrite", "--no-figures", "--device"]),
+    ("similarity", ["--quiet", "--threads", "--overwrite", "--no-figures", "--device"]),
+    ("probe", ["--threads", "--device"]),
     ("view", ["--threads", "--report", "--device", "--colour"]),
 ])
 def test_each_command_has_the_shared_names(command, flags, capsys):
@@ -141,3 +141,72 @@ def test_view_device_cuda_without_cuda_is_one_line(tmp_path, capsys):
                  "--out", str(tmp_path / "v.html")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "torch sees no CUDA device; use --device cpu" in err[0], err
+
+
+@pytest.mark.parametrize("command", ["similarity", "probe", "flow", "view"])
+def test_device_flag_shows_its_choices_and_default(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--device {auto,cpu,cuda}" in text, command
+    after = text[text.rindex("--device {auto,cpu,cuda}"):]  # the option, not the usage
+    assert "(default: auto)" in after[:300], after[:300]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU machine")
+@pytest.mark.usefixtures("no_heavy_work")
+@pytest.mark.parametrize("argv", [
+    ["similarity", "--corpus", "shakespeare", "--samples", "2", "--seq-len", "16"],
+    ["flow", "--preset", "s2-ou", "--T", "0.1", "--dt", "0.01", "--n-paths", "1",
+     "--scaling-heads", "none", "--record-every", "1", "--quiet"],
+])
+def test_device_cuda_without_cuda_is_one_line_before_anything_is_written(argv, tmp_path,
+                                                                           capsys):
+    out = tmp_path / "out"
+    assert main([*argv, "--device", "cuda", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torch sees no CUDA device; use --device cpu" in err[0], err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a CPU machine")
+def test_probe_device_cuda_without_cuda_is_one_line(tmp_path, capsys, monkeypatch):
+    import tokengeo.train.loading as loading
+
+    def fail(*a, **k):
+        raise AssertionError("the run was loaded before --device was refused")
+
+    monkeypatch.setattr(loading, "load_run", fail)
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--out", str(run)]) == 0
+    before = sorted(p.name for p in run.iterdir())
+    capsys.readouterr()
+    assert main(["probe", str(run), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torch sees no CUDA device; use --device cpu" in err[0], err
+    assert sorted(p.name for p in run.iterdir()) == before  # no probe.json
+
+
+def test_probe_and_flow_on_the_cpu_device_record_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--out", str(run)]) == 0
+    assert main(["probe", str(run), "--examples", "8", "--device", "cpu"]) == 0
+    assert json.loads((run / "probe.json").read_text())["split"] == "test"
+    out = tmp_path / "flow"
+    assert main(["flow", "--preset", "s2-ou", "--T", "0.1", "--dt", "0.01", "--n-paths", "1",
+                 "--scaling-heads", "none", "--record-every", "1", "--heads", "2", "--no-figures", "--quiet",
+                 "--device", "cpu", "--out", str(out)]) == 0
+    assert json.loads((out / "flow.json").read_text())["device"] == "cpu"
+
+
+def test_view_colour_choices_and_a_bad_exclusion_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["view", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--colour {log,linear,row}" in text and "--colour-exclude J,..." in text
+    out = tmp_path / "v.html"
+    assert main(["view", "--model", "minilm", "--text", "a b", "--colour-exclude", "first",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--colour-exclude 'first' must be comma-separated" in err[0], err
+    assert not out.exists()

@@ -78,3 +78,105 @@ def test_show_renders_inline_in_chromium_without_network(tmp_path):
             if want >= float(P.max()) * 10 ** -LOG_DECADES:
                 assert abs(got - want) <= bound * want + 1e-9, (i, j, got, want)
         assert page.errors == [] and page.requests == []
+
+
+def _decoded_p(chunk: str, T: int) -> torch.Tensor:
+    import base64
+    import zlib
+
+    raw = zlib.decompress(base64.b64decode(chunk))
+    return torch.frombuffer(bytearray(raw[:T * T]), dtype=torch.uint8).reshape(T, T).double()
+
+
+def sink_view(colour: str, exclude=(0,)):
+    model = tiny_gpt()
+    ids = torch.randint(0, 40, (1, 16), generator=torch.Generator().manual_seed(3))
+    view = show(model, ids, colour=colour, exclude=exclude)
+    P = view.maps.P.clone()
+    P[..., 0] += 5.0  # a sink on the first key token, far above every other weight
+    view.maps.P = P / P.sum(-1, keepdim=True)
+    return view
+
+
+def test_row_scale_without_the_sink_against_a_slow_reference():
+    from tokengeo.view.payloads import heads_payload
+
+    view = sink_view("row")
+    payload, chunks = heads_payload(view.maps, colour="row", exclude=view.exclude)
+    assert payload["colour"] == "row" and payload["p_exclude"] == [0] and payload["p_log"] == 0
+    L, H, T = view.maps.shape
+    for hd in payload["heads"]:
+        P = view.maps.P[hd["l"], hd["h"]].double()  # (T, T)
+        codes = _decoded_p(chunks[f"{hd['l']}-{hd['h']}"], T)
+        for i in range(T):
+            row_max = max(float(P[i, j]) for j in range(1, T))  # key 0 left out
+            assert abs(hd["p_rows"][i] - row_max) <= 1e-5 * row_max
+            for j in range(1, T):
+                assert abs(float(codes[i, j]) / 255 * row_max - float(P[i, j])) \
+                    <= row_max / 510 + 1e-7
+            assert codes[i, 0] == 255  # the sink is clipped to the top colour ...
+            assert abs(hd["p_excluded"][0][i] - float(P[i, 0])) <= 1e-5  # ... and sent exact
+            assert float(P[i, 0]) > row_max
+
+
+def test_head_scale_without_the_sink_and_the_default_unchanged():
+    from tokengeo.view.encode import quantise_relative
+    from tokengeo.view.payloads import heads_payload
+
+    view = sink_view("log")
+    T = view.maps.shape[2]
+    payload, chunks = heads_payload(view.maps, colour="log", exclude=[0])
+    hd = payload["heads"][0]
+    P = view.maps.P[0, 0]
+    assert abs(hd["p_scale"] - float(P[:, 1:].max())) <= 1e-6 and "p_rows" not in hd
+    codes = _decoded_p(chunks["0-0"], T)
+    assert bool((codes[:, 0] == 255).all()) and int(codes[:, 1:].max()) == 255
+    # without exclusions the codes are those of quantise_log / quantise (one scale per head)
+    for colour, old in [("log", lambda x: quantise_log(x)[0]),
+                        ("linear", lambda x: quantise(x, signed=False)[0])]:
+        payload, chunks = heads_payload(view.maps, colour=colour)
+        assert payload["p_exclude"] == [] and "p_excluded" not in payload["heads"][0]
+        assert torch.equal(_decoded_p(chunks["0-0"], T).to(torch.uint8), old(P.float()))
+    assert torch.equal(quantise_relative(P, P.max(), decades=LOG_DECADES),
+                       quantise_log(P)[0])
+
+
+@pytest.mark.parametrize("colour, exclude, match", [
+    ("rows", (), "colour scale 'rows' is not one of"),
+    ("row", (16,), r"must list token positions in 0..15 of this 16-token text"),
+    ("log", ("a",), "must list token positions, e.g. \\[0\\]"),
+    ("log", tuple(range(16)), "leaves no key token to scale the colours by"),
+])
+def test_show_refuses_a_bad_colour_or_exclusion(colour, exclude, match):
+    ids = torch.arange(16)
+    with pytest.raises(tokengeo.errors.ConfigError, match=match):
+        show(tiny_gpt(), ids, colour=colour, exclude=exclude)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="needs Debian's chromium (apt-get install chromium)")
+def test_row_scale_page_renders_with_exact_sink_values(tmp_path):
+    from helpers.browser import Page
+
+    view = sink_view("row")
+    page_file = view.save(tmp_path / "row.html")
+    with Page(page_file, width=1400, height=900) as page:
+        page.wait_for("window.TG && TG.ready")
+        scale = page.evaluate("document.querySelector('.panel .scale').textContent")
+        assert "per query row" in scale and "without key token 0" in scale
+        P = view.maps.P[0, 0]
+        for i, j in [(5, 0), (9, 3), (15, 15), (0, 0)]:
+            got, want = page.evaluate(f"TG.value('P', {i}, {j})"), float(P[i, j])
+            row_max = float(P[i, 1:].max())
+            tol = 1e-5 if j == 0 else row_max / 510 + 1e-6
+            assert abs(got - want) <= tol, (i, j, got, want)
+        page.key("ArrowRight", key_code=39)  # head 2, the Laplacian one: its I - P panel
+        page.key("ArrowRight", key_code=39)
+        page.wait_for("document.body.dataset.ready === '0-2'")
+        assert page.evaluate("Object.keys(TG.panels).join()") == "P,L,S"
+        P = view.maps.P[0, 2]
+        for i, j in [(4, 4), (4, 0), (6, 1)]:
+            tol = 1e-5 if j == 0 else float(P[i, 1:].max()) / 510 + 1e-6
+            got = page.evaluate(f"TG.value('L', {i}, {j})")
+            assert abs(got - ((i == j) - float(P[i, j]))) <= tol, (i, j, got)
+        assert page.errors == [] and page.requests == []

@@ -3,7 +3,8 @@
 ==================  ====================================================================
 ``--no-figures``    write the numbers, skip the PNG figures (flow, similarity)
 ``--quiet``         no progress bar (train, flow, similarity); bars show only on a terminal
-``--device``        ``auto``, ``cpu`` or ``cuda`` (train, view; bench: ``cuda:N`` too)
+``--device``        ``auto``, ``cpu`` or ``cuda`` (train, view, similarity, probe, flow;
+                    bench: ``cuda:N`` too); ``cuda`` without one: one line, exit 2
 ``--threads N``     torch's intra-op CPU threads (train, flow, similarity, probe, view)
 ``--overwrite``     replace this command's previous output in ``--out`` (train, flow,
                     similarity); a folder the command did not write is never replaced
@@ -64,9 +65,9 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
     add_renamed(parser, "--no-progress")
 
 
-def add_device(parser: argparse.ArgumentParser, default: str | None = "auto") -> None:
-    parser.add_argument("--device", choices=DEVICES, default=default,
-                        help="where the model runs (auto: cuda when available)")
+def add_device(parser: argparse.ArgumentParser, default: str | None = "auto",
+               help: str = "where the model runs (auto: cuda when available)") -> None:
+    parser.add_argument("--device", choices=DEVICES, default=default, help=help)
 
 
 def add_threads(parser: argparse.ArgumentParser) -> None:

@@ -53,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draw D(0) per path (default: one D(0) shared by every path, as "
                              "the authors do)")
     flags.add_threads(parser)
+    flags.add_device(parser, help="where the tokens and weights evolve (auto: cuda when "
+                                  "available; on cuda, Euler runs as CUDA graphs)")
     flags.add_no_figures(parser, "the PNG figures (write flow.json only)")
     parser.add_argument("--gif", action="store_true", help="also write an animated sphere")
     flags.add_quiet(parser)
@@ -157,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None and (isinstance(args.threads, bool) or args.threads < 1):
         raise ConfigError(f"--threads {args.threads} must be >= 1")
     preset, heads = _preset_and_heads(args)
+    from tokengeo.commands.flags import resolve_device
+
+    device = resolve_device(args.device)  # a missing CUDA is refused before --out is touched
     out = Path(args.out)
     check_output_folder("--out", out)
     lock_run_folder(out, "tokengeo flow")  # one run per folder (a second run is told who holds it)
@@ -169,10 +174,11 @@ def run(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
 
-    scaling = _simulate_all(preset, heads, out, log, quiet=args.quiet)
+    scaling = _simulate_all(preset, heads, out, log, quiet=args.quiet, device=device)
     main = scaling.results[preset.n_heads]
     payload = {
         "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+        "device": device,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         **scaling.to_dict(),
@@ -194,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate_all(preset, heads: tuple[int, ...], out: Path, log, *, quiet: bool):
+def _simulate_all(preset, heads: tuple[int, ...], out: Path, log, *, quiet: bool,
+                  device: str = "cpu"):
     """Every H of the scaling run, each finished H kept in ``flow.partial.json``."""
     from tokengeo.flows.scaling import run_h_scaling
     from tokengeo.train.progress import bar_wanted
@@ -206,12 +213,12 @@ def _simulate_all(preset, heads: tuple[int, ...], out: Path, log, *, quiet: bool
         done.append(asdict(run))
         write_json(out / "flow.partial.json", {"preset": asdict(preset), "runs": done}, indent=1)
 
-    log(f"simulating H = {', '.join(map(str, heads))}: T={preset.T}, dt={preset.dt}, "
+    log(f"simulating H = {', '.join(map(str, heads))} on {device}: T={preset.T}, dt={preset.dt}, "
         f"{preset.n_paths} paths of {preset.n_tokens} tokens ({cost_text(preset, heads)})")
     bars = StepBars(heads, enabled=not quiet and bar_wanted())
     try:
         return run_h_scaling(preset, heads, trajectory_for=preset.n_heads, log=log,
-                             on_run=partial, progress=bars)
+                             on_run=partial, progress=bars, device=device)
     except BaseException:  # Ctrl-C, SIGTERM or an error: no partial file is left behind
         (out / "flow.partial.json").unlink(missing_ok=True)
         raise

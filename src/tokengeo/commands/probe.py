@@ -14,29 +14,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "val for language models)")
     parser.add_argument("--examples", type=int, default=1000,
                         help="evaluation examples (LM: windows) to probe")
-    from tokengeo.commands.flags import add_threads
+    from tokengeo.commands.flags import add_device, add_threads
 
     add_threads(parser)
+    add_device(parser, help="where the run's model runs (auto: cuda when available; the "
+                            "metrics are computed on the CPU)")
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import tokengeo.dino  # noqa: F401 (registers --task dino)
-    from tokengeo.commands.flags import apply_threads
+    from tokengeo.commands.flags import apply_threads, resolve_device
     from tokengeo.errors import ConfigError
     from tokengeo.models.names import resolve_model
     from tokengeo.probes.run_geometry import GEOMETRY
     from tokengeo.train.loading import load_run
 
     apply_threads(args.threads)
+    device = resolve_device(args.device)  # a missing CUDA is refused before the run loads
     if args.examples < 1:
         raise ConfigError(f"--examples {args.examples} must be >= 1")
     if args.examples > MAX_EXAMPLES:
         raise ConfigError(f"--examples {args.examples} exceeds {MAX_EXAMPLES}: the metrics "
                           "hold every example's features in memory; probe fewer")
     resolve_model(args.run_dir, accept=("run",))  # a run folder, not a model name
-    loaded = load_run(args.run_dir)
+    loaded = load_run(args.run_dir, device=device)
     if loaded.task.name == "dino":
         return _probe_dino(loaded, args)
     kind = "language" if loaded.task.kind == "language-modeling" else "classification"

@@ -44,14 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_no_figures(parser)
     flags.add_quiet(parser)
     flags.add_threads(parser)
+    flags.add_device(parser, help="where the encoder runs (auto: cuda when available; the "
+                                  "statistics are summed on the CPU)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from tokengeo.commands.flags import apply_threads
+    from tokengeo.commands.flags import apply_threads, resolve_device
     from tokengeo.probes.similarity.run import SimilarityConfig, run_similarity
     from tokengeo.train.progress import bar_wanted
 
     apply_threads(args.threads)
+    device = resolve_device(args.device)  # a missing CUDA is refused before --out is touched
     out = check_output_folder("--out", args.out)
     check_output(out, "similarity", overwrite=args.overwrite)
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
@@ -61,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
     lock = lock_run_folder(out, "tokengeo similarity")
     check_output(out, "similarity", overwrite=args.overwrite)  # again, now under the lock
     start = time.perf_counter()
-    result = run_similarity(cfg, progress=not args.quiet and bar_wanted())
+    result = run_similarity(cfg, progress=not args.quiet and bar_wanted(), device=device)
     seconds = time.perf_counter() - start
-    _write(out, result, cfg, seconds, figures=not args.no_figures, lock=lock)
+    _write(out, result, cfg, seconds, figures=not args.no_figures, lock=lock, device=device)
     print(result.table())
     print(f"{result.n_samples} windows in {seconds:.0f} s; results in {out}")
     return 0
@@ -140,7 +143,7 @@ def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
 
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
-           lock: RunLock | None = None) -> None:
+           lock: RunLock | None = None, device: str = "cpu") -> None:
     # replaces an existing --out only once complete, and only if it still holds nothing but
     # a previous output (checked again at the rename: a file the user put there meanwhile stays)
     with atomic_dir(out, check=lambda: check_output(out, "similarity", overwrite=True)) as tmp:
@@ -148,7 +151,7 @@ def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
             lock.carry_into(tmp)  # the lock stays held across the rename
         write_marker(tmp, "similarity")
         result.save(tmp)
-        meta = {"config": dataclasses.asdict(cfg), "seconds": seconds}
+        meta = {"config": dataclasses.asdict(cfg), "seconds": seconds, "device": device}
         write_json(tmp / "config.json", meta, indent=1)
         if figures:
             from tokengeo.probes.similarity.plots import save_figures

@@ -50,9 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lap.add_argument("--heads", default=None,
                      help="Laplacian heads per layer, e.g. '0:1,2;3:0' (layer:heads;...)")
     parser.add_argument("--out", required=True, help="the page to write, e.g. view.html")
-    parser.add_argument("--colour", choices=("log", "linear"), default="log",
+    parser.add_argument("--colour", choices=("log", "linear", "row"), default="log",
                         help="colour scale of P: log (4 decades below each head's largest "
-                             "weight, readable beside an attention sink) or linear")
+                             "weight, readable beside an attention sink), linear, or row "
+                             "(each query row linear to its own largest weight)")
+    parser.add_argument("--colour-exclude", default=None, metavar="J,...",
+                        help="key token positions left out of the colour scale, e.g. 0 for "
+                             "an attention sink on the first token (their cells are clipped; "
+                             "hover shows their exact weights)")
     flags.add_device(parser)
     flags.add_threads(parser)
     parser.add_argument("--inline-limit", type=float, default=48.0,
@@ -147,6 +152,7 @@ def _heads(args: argparse.Namespace):
     from tokengeo.view.loading import check_model, encode_text, load_for_view
     from tokengeo.view.payloads import heads_payload
 
+    exclude = _exclude(args.colour_exclude)  # refused before the model loads
     text, source, max_tokens = _read_text(args)  # a bad text is refused before the model loads
     if not text.strip():
         raise ConfigError(f"the text ({source}) is empty; give --text 'some words' or --file "
@@ -167,7 +173,8 @@ def _heads(args: argparse.Namespace):
     maps = extract_heads(vm.model, ids, tokens, model_name=vm.name)
     print(f"{len(tokens)} tokens, {maps.shape[0]} layers x {maps.shape[1]} heads",
           file=sys.stderr)
-    payload, chunks = heads_payload(maps, text_source=source, colour=args.colour)
+    payload, chunks = heads_payload(maps, text_source=source, colour=args.colour,
+                                    exclude=exclude)
     return payload, chunks, f"tokengeo view: {vm.name}"
 
 
@@ -198,3 +205,14 @@ def _flow(path: str) -> dict:
     data = read_flow_json(path)
     preset, n_heads, result = resimulate(data)
     return flow_payload(data, preset, n_heads, result)
+
+
+def _exclude(text: str | None) -> tuple[int, ...]:
+    """--colour-exclude as token positions (their range is checked against the text)."""
+    if text is None:
+        return ()
+    try:
+        return tuple(int(j) for j in text.split(",") if j.strip())
+    except ValueError:
+        raise ConfigError(f"--colour-exclude {text!r} must be comma-separated token "
+                          "positions, e.g. 0 or 0,5") from None

@@ -30,13 +30,15 @@ class Features:
 @torch.no_grad()
 def extract_features(backbone: nn.Module, images: Tensor, batch_size: int = 256,
                      patches: bool = False) -> Features:
-    """Pooled features (and patch tokens) of normalised images (N, C, H, W), in eval mode."""
+    """Pooled features (and patch tokens) of normalised images (N, C, H, W), in eval mode,
+    computed on the backbone's device and returned on the CPU."""
     was_training = backbone.training
     backbone.eval()
+    device = next(backbone.parameters()).device
     pooled, tokens = [], []
     try:
         for chunk in torch.split(images, batch_size):
-            feats = backbone.forward_features(chunk)  # (b, prefix + P, d)
+            feats = backbone.forward_features(chunk.to(device)).cpu()  # (b, prefix + P, d)
             pooled.append(feats[:, 0] if backbone.num_prefix else feats.mean(1))
             if patches:
                 tokens.append(backbone.patch_tokens(feats))

@@ -82,8 +82,10 @@ def example_patch_tokens(backbone: nn.Module, data, n: int) -> tuple[Tensor, Ten
     on them (n, P, d): the inputs of :func:`save_pca_figure`."""
     test = data.split("test")
     images, _ = test[evenly_spaced(len(test), n)]
+    device = next(backbone.parameters()).device
     with torch.no_grad():
-        patches = backbone.patch_tokens(backbone.forward_features(data.normalize(images)))
+        feats = backbone.forward_features(data.normalize(images).to(device)).cpu()
+        patches = backbone.patch_tokens(feats)
     return images, patches
 
 

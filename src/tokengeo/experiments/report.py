@@ -12,7 +12,6 @@ embedded or linked: a figure path read from a cell file is not trusted to name a
 from __future__ import annotations
 
 import base64
-import html
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,19 +146,6 @@ def _verdict_class(cell: str) -> str:
     return ""
 
 
-def _html_table(b: Block) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
-    body = []
-    for r in b.rows:
-        tds = []
-        for c in r:
-            klass = _verdict_class(c)
-            tds.append(f"<td{f' class={klass!r}' if klass else ''}>{html.escape(c)}</td>")
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    cap = f"<h4>{html.escape(b.text)}</h4>" if b.text else ""
-    return f"{cap}<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 OUTSIDE = "figure outside the report folder: not embedded"
 
@@ -185,43 +171,45 @@ def figure_problem(fig: Path, out: Path) -> str | None:
     return None if head == PNG_MAGIC else "not a PNG file: not embedded"
 
 
-def _html_figure(fig: Path, out: Path) -> str:
-    """The PNG embedded as base64, or a line saying why it is not."""
-    name = html.escape(fig.stem)
+def _figure_view(fig: Path, out: Path) -> dict:
+    """A figure block for the template: the PNG as base64, or why it is not embedded."""
     problem = figure_problem(fig, out)
-    if problem is not None:
-        return f"<p class='rule'>Figure {name}: {html.escape(str(fig))} {problem}.</p>"
-    data = base64.b64encode(fig.resolve().read_bytes()).decode()
-    return (f"<figure><img alt='{name}' src='data:image/png;base64,{data}'>"
-            f"<figcaption>{name}</figcaption></figure>")
+    data = "" if problem else base64.b64encode(fig.resolve().read_bytes()).decode()
+    return {"name": fig.stem, "path": str(fig), "problem": problem, "data": data}
 
 
-def _html_text(text: str) -> str:
-    """Escaped text with ``**bold**`` spans (the only markup blocks carry)."""
-    parts = html.escape(text).split("**")
-    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+def _bold_parts(text: str) -> list[tuple[bool, str]]:
+    """``**bold**`` spans (the only markup blocks carry) as (bold, text) pairs."""
+    return [(i % 2 == 1, part) for i, part in enumerate(text.split("**"))]
 
 
-def _html_block(b: Block, out: Path) -> str:
-    if b.kind in ("h1", "h2", "h3"):
-        return f"<{b.kind}>{html.escape(b.text)}</{b.kind}>"
-    if b.kind == "em":
-        return f"<p><em>{html.escape(b.text)}</em></p>"
-    if b.kind == "rule":
-        return f"<p class='rule'>{html.escape(b.text)}</p>"
+def _html_view(b: Block, out: Path) -> dict:
+    """What the template needs of one block (its texts are escaped by the template)."""
+    view = {"kind": b.kind, "text": b.text}
     if b.kind == "table":
-        return _html_table(b)
-    if b.kind == "figure":
-        return _html_figure(b.path, out)
-    return f"<p>{_html_text(b.text)}</p>"
+        view.update(header=b.header, rows=[[{"text": c, "klass": _verdict_class(c)} for c in r]
+                                           for r in b.rows])
+    elif b.kind == "figure":
+        view.update(_figure_view(b.path, out))
+    elif b.kind not in ("h1", "h2", "h3", "em", "rule"):
+        view["parts"] = _bold_parts(b.text)
+    return view
+
+
+def render_blocks_html(blocks: list[Block], title: str, out: Path) -> str:
+    """``blocks`` as the self-contained page, through the Jinja2 template
+    ``templates/report.html.j2`` (autoescaped); figures embedded only from ``out/figures/``."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("tokengeo.experiments", "templates"),
+                             autoescape=True, keep_trailing_newline=False)
+    page = env.get_template("report.html.j2")
+    return page.render(title=title, css=CSS, blocks=[_html_view(b, out) for b in blocks])
 
 
 def render_html(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path) -> str:
-    """The self-contained HTML report; figures are embedded only from ``out/figures/``."""
-    head = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-            f"</title><style>{CSS}</style></head><body>")
-    body = "".join(_html_block(b, out) for b in document(suites, title, preamble))
-    return head + body + "</body></html>"
+    """The self-contained HTML report from the blocks of :func:`document` (the Markdown's)."""
+    return render_blocks_html(document(suites, title, preamble), title, out)
 
 
 # ---------------------------------------------------------------------- Markdown

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
 
@@ -78,6 +78,13 @@ def summarize_run(result: FlowResult, n_heads: int, seconds: float, threshold: f
     )
 
 
+def on_cpu(result: FlowResult) -> FlowResult:
+    """``result`` with every tensor moved to the CPU (a no-op for a CPU run)."""
+    moved = {f.name: getattr(result, f.name).cpu() for f in fields(result)
+             if isinstance(getattr(result, f.name), torch.Tensor)}
+    return replace(result, **moved)
+
+
 def run_h_scaling(
     preset: FlowPreset,
     heads: tuple[int, ...] | None = None,
@@ -88,6 +95,7 @@ def run_h_scaling(
     log: Callable[[str], None] | None = None,
     on_run: Callable[[HeadRun], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    device: str | torch.device = "cpu",
     **config_changes,
 ) -> ScalingResult:
     """Run ``preset`` for each H in ``heads`` (default: ``preset.scaling_heads``) and fit.
@@ -95,17 +103,19 @@ def run_h_scaling(
     ``trajectory_for`` records the trajectory of the run with that H (for figures);
     ``keep_results`` keeps every :class:`FlowResult` in ``ScalingResult.results``;
     ``on_run`` is called with each H's summary as soon as it is done; ``progress`` is passed
-    to :func:`simulate`; ``config_changes`` change the preset's
+    to :func:`simulate`; ``device`` is where the runs go (the initial state is drawn on the
+    CPU, so every device starts from the same tokens and weights; the kept results come back
+    to the CPU); ``config_changes`` change the preset's
     :class:`~tokengeo.flows.simulate.FlowConfig` (e.g. ``chunk_elems``).
     """
     heads = tuple(preset.scaling_heads if heads is None else heads)
     runs, results = [], {}
     start = time.perf_counter()
     for H in heads:
-        x0, D0 = preset.initial_state(H)
+        x0, D0 = (t.to(device) for t in preset.initial_state(H))  # (P, n, d), (P, H, d, d)
         config = preset.flow_config(**config_changes | {"record_trajectory": H == trajectory_for})
         t0 = time.perf_counter()
-        result = simulate(x0, D0, config, progress=progress)
+        result = on_cpu(simulate(x0, D0, config, progress=progress))
         seconds = time.perf_counter() - t0
         runs.append(summarize_run(result, H, seconds, cluster_threshold))
         if keep_results or H == trajectory_for:

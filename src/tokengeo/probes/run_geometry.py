@@ -39,13 +39,16 @@ def captured_tokens(model, task, split: str, max_examples: int, names: list[str]
     from tokengeo.probes.capture import capture
 
     model.eval()
+    first = next(model.parameters(), None)
+    device = torch.device("cpu") if first is None else first.device  # the model's device
     idx = task.eval_indices(split, max_examples)
     feats: dict[str, list[torch.Tensor]] = {n: [] for n in names}
     masks, inputs, targets = [], [], []
     with capture(model, names) as cache:
         for chunk in idx.split(batch_size):
-            b = task.batch(split, chunk)
-            model(b.inputs, b.attention_mask)
+            b = task.batch(split, chunk)  # on the CPU
+            run = b.to(device)
+            model(run.inputs, run.attention_mask)
             for n in names:
                 feats[n].append(cache[n].float().cpu())  # (B, T', d)
             masks.append(_token_mask(b.attention_mask, cache[names[0]].shape[:2]))

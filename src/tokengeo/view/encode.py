@@ -81,6 +81,29 @@ def quantise_log(x: torch.Tensor, *, decades: float = LOG_DECADES, dims: int = 0
     return codes.to(torch.uint8), scale
 
 
+def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *, decades: float = 0
+                      ) -> torch.Tensor:
+    """uint8 codes of a non-negative ``x`` relative to a given ``scale`` (broadcastable, e.g.
+    one per head ``(L, H, 1, 1)`` or per row ``(L, H, T, 1)``), cells above it clipped to the
+    top code: ``round(255 r)`` with ``r = min(x / scale, 1)``, or with ``decades > 0`` the
+    log codes of :func:`quantise_log` (``q = 1 + round(254 (1 + log10(r) / D))``, 0 below the
+    floor). A zero scale counts as 1. With ``scale = max(x)`` these are the codes of
+    :func:`quantise` / :func:`quantise_log`."""
+    x = x.detach().float()
+    if not bool(torch.isfinite(x).all()):
+        raise ConfigError("the matrix to view holds NaN or infinite values; the model's "
+                          "activations overflowed (try float32 weights or a shorter text)")
+    if x.numel() and float(x.min()) < 0:
+        raise ConfigError("a colour-scaled matrix holds negative values; store it signed")
+    scale = scale.float()
+    r = (x / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(0, 1)
+    if not decades:
+        return torch.round(r * 255).to(torch.uint8)
+    rel = torch.log10(r.clamp_min(1e-30)) / decades + 1  # 0 at the floor, 1 at the scale
+    codes = torch.where(rel >= 0, 1 + torch.round(rel.clamp(0, 1) * 254), torch.zeros_like(r))
+    return codes.to(torch.uint8)
+
+
 def dequantise_log(codes: torch.Tensor, scale, *, decades: float = LOG_DECADES
                    ) -> torch.Tensor:
     """The inverse of :func:`quantise_log` (what the page computes); code 0 reads as 0."""

@@ -38,10 +38,12 @@ class HeadsView:
     maps: HeadMaps
     colour: str = "log"
     height: int = 760  # pixels of the notebook frame
+    exclude: tuple[int, ...] = ()  # key tokens left out of the colour scale
 
     def page(self) -> str:
         """The explorer's self-contained HTML page."""
-        payload, chunks = heads_payload(self.maps, text_source="notebook", colour=self.colour)
+        payload, chunks = heads_payload(self.maps, text_source="notebook", colour=self.colour,
+                                        exclude=self.exclude)
         text, _ = render(payload, chunks, title=f"tokengeo view: {self.maps.model}",
                          out=Path("notebook.html"), inline_limit=NO_FOLDER)
         return text  # every chunk inline: the page has no folder of files
@@ -53,22 +55,35 @@ class HeadsView:
 
     def save(self, out: str | Path) -> Path:
         """Write the page to ``out`` (an .html file, atomically)."""
-        payload, chunks = heads_payload(self.maps, text_source="notebook", colour=self.colour)
+        payload, chunks = heads_payload(self.maps, text_source="notebook", colour=self.colour,
+                                        exclude=self.exclude)
         return write_page(out, payload, chunks, title=f"tokengeo view: {self.maps.model}")
 
 
 def show(model: nn.Module | str, text_or_ids: str | torch.Tensor | list[int], *,
-         tokenizer: Any = None, colour: str = "log", max_tokens: int | None = None,
-         height: int = 760) -> HeadsView:
+         tokenizer: Any = None, colour: str = "log", exclude=(),
+         max_tokens: int | None = None, height: int = 760) -> HeadsView:
     """The explorer of ``model`` on one text (or ``(T,)`` / ``(1, T)`` token ids).
 
     ``model``: a tokengeo or supported Hugging Face model (HF: loaded with
     ``attn_implementation="eager"``), or a name ``tokengeo view --model`` takes ('minilm',
     'smollm2-135m', hf:FOLDER, a train run folder). ``tokenizer`` (for a model object):
     anything with ``encode``/``decode`` (tokengeo's, Hugging Face's); it encodes a text and
-    labels the tokens. ``colour``: ``"log"`` (default: readable beside an attention sink) or
-    ``"linear"``.
+    labels the tokens. ``colour``: ``"log"`` (default: readable beside an attention sink),
+    ``"linear"`` or ``"row"`` (each query row to its own largest weight). ``exclude``: key
+    token positions left out of the colour scale (``exclude=[0]`` for SmolLM2's sink on the
+    first token); their cells are clipped, the hover shows their exact weights.
+
+    Example::
+
+        import tokengeo.view
+        tokengeo.view.show("smollm2-135m", "The cat sat on the mat.", colour="row",
+                           exclude=[0])
     """
+    from tokengeo.view.payloads import COLOURS, check_exclude
+
+    if colour not in COLOURS:  # refused before the model loads
+        raise ConfigError(f"colour scale {colour!r} is not one of {list(COLOURS)}")
     if isinstance(model, str):
         from tokengeo.view.loading import load_for_view
 
@@ -79,7 +94,8 @@ def show(model: nn.Module | str, text_or_ids: str | torch.Tensor | list[int], *,
     ids = _ids(text_or_ids, encode, max_tokens)
     maps = extract_heads(model.eval(), ids, [token_text(int(i)) for i in ids[0]],
                          model_name=name)
-    return HeadsView(maps, colour=colour, height=height)
+    exclude = check_exclude(exclude, maps.shape[2])
+    return HeadsView(maps, colour=colour, height=height, exclude=exclude)
 
 
 def _codec(tokenizer: Any):

@@ -125,8 +125,9 @@ class SimilarityStream:
 
     @torch.no_grad()
     def add(self, input_ids: torch.Tensor, sentence_ids: torch.Tensor) -> None:
-        """One forward pass of ``input_ids`` ``(B, T)``; accumulate its statistics."""
-        forward_tokens(self.model, input_ids)
+        """One forward pass of ``input_ids`` ``(B, T)`` on the model's device; accumulate
+        its statistics (on the CPU)."""
+        forward_tokens(self.model, input_ids.to(_device_of(self.model)))
         zs = [self.cache[n] for n in self.z_names]  # L x (B, T, H, Dh)
         if self.acc is None:
             self.acc = HeadSimilarityAccumulator(len(zs), zs[0].shape[2], self.seq_len,
@@ -138,6 +139,12 @@ class SimilarityStream:
         if self.acc is None:
             raise ConfigError("no batches were added to the similarity analysis")
         return self.acc.compute()
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter (the CPU for a model without any)."""
+    first = next(model.parameters(), None)
+    return torch.device("cpu") if first is None else first.device
 
 
 def analyze_windows(model: nn.Module, windows: Windows, *, batch_size: int = 32,
@@ -206,8 +213,9 @@ class Prepared:
     separator_ids: list[int]
 
 
-def prepare(cfg: SimilarityConfig, *, shard: int = 0, shards: int = 1) -> Prepared:
-    """Load the model and corpus named by ``cfg`` and draw its windows.
+def prepare(cfg: SimilarityConfig, *, shard: int = 0, shards: int = 1,
+            device: str | torch.device = "cpu") -> Prepared:
+    """Load the model (onto ``device``) and corpus named by ``cfg`` and draw its windows.
 
     With ``shards = S``, ``S * cfg.samples`` windows are drawn (seed ``cfg.seed``) and shard
     ``s`` keeps every S-th of them from the s-th on: the shards of one draw are disjoint
@@ -216,6 +224,7 @@ def prepare(cfg: SimilarityConfig, *, shard: int = 0, shards: int = 1) -> Prepar
     check_shard(shard, shards)
     docs = read_corpus(cfg.corpus)  # a bad corpus is found before the model loads
     model, tokenizer = load_hf_encoder(cfg.model)
+    model.to(device)
     check_seq_len(model, cfg.seq_len)
     windows = make_windows(docs, tokenizer, cfg.seq_len)
     windows = shard_windows(select_windows(windows, cfg.samples * shards, seed=cfg.seed),
@@ -237,6 +246,8 @@ def analyze_prepared(cfg: SimilarityConfig, p: Prepared, *, progress: bool = Fal
     return result
 
 
-def run_similarity(cfg: SimilarityConfig, *, progress: bool = False) -> HeadSimilarityResult:
-    """Load the model and corpus named by ``cfg`` and analyse ``cfg.samples`` windows."""
-    return analyze_prepared(cfg, prepare(cfg), progress=progress)
+def run_similarity(cfg: SimilarityConfig, *, progress: bool = False,
+                   device: str | torch.device = "cpu") -> HeadSimilarityResult:
+    """Load the model and corpus named by ``cfg`` and analyse ``cfg.samples`` windows, the
+    model on ``device`` (the statistics are accumulated on the CPU)."""
+    return analyze_prepared(cfg, prepare(cfg, device=device), progress=progress)

@@ -149,14 +149,40 @@
         S: (c) => ((c - 128) / 127) * ss,
       };
     }
+    // per-row scales ("row") or excluded key tokens (exact weights in hd.p_excluded)
+    const ROW = D.colour === "row", EXCL = D.p_exclude || [];
+    const exact = ROW || EXCL.length > 0;
+    // the weights P (T*T) of a head: codes times the head's or row's scale, excluded columns exact
+    function pValues(codes, hd) {
+      if (codes.Pv) return codes.Pv;
+      const f = valueFns(hd), v = new Float32Array(T * T);
+      for (let i = 0; i < T; i++) {
+        const rs = ROW ? hd.p_rows[i] / 255 : 0;
+        for (let j = 0; j < T; j++) { const c = codes.P[i * T + j]; v[i * T + j] = ROW ? c * rs : f.P(c); }
+      }
+      EXCL.forEach((j, n) => { for (let i = 0; i < T; i++) v[i * T + j] = hd.p_excluded[n][i]; });
+      codes.Pv = v;
+      return v;
+    }
     function value(kind, codes, hd, i, j) {
       const f = valueFns(hd);
-      if (kind === "P") return f.P(codes.P[i * T + j]);
       if (kind === "S") return f.S(codes.S[i * T + j]);
-      return i === j ? f.Ldiag(codes.P[i * T + j]) : f.Loff(codes.P[i * T + j]);
+      const pv = exact ? pValues(codes, hd)[i * T + j] : f.P(codes.P[i * T + j]);
+      if (kind === "P") return pv;
+      return (i === j ? 1 : 0) - pv;
+    }
+    // I - P from exact weights: its largest |value| (or 99th percentile) and its image
+    function exactL(codes, hd) {
+      const v = pValues(codes, hd), a = new Float32Array(T * T);
+      for (let k = 0; k < T * T; k++) a[k] = Math.abs((k % (T + 1) === 0 ? 1 : 0) - v[k]);
+      const sorted = a.slice().sort();
+      const lim = st.scale === "p99" ? sorted[Math.min(T * T - 1, Math.floor(0.99 * T * T))] : sorted[T * T - 1];
+      return lim > 0 ? lim : 1;
     }
     // colour limit: the largest |value| ("max") or its 99th percentile ("p99"), exact on codes
     function limit(kind, codes, hd) {
+      if (kind === "P" && ROW) return 1; // each row against its own max: codes are the fraction
+      if (kind === "L" && exact) return exactL(codes, hd);
       const f = valueFns(hd), arr = kind === "S" ? codes.S : codes.P;
       const hist = new Float64Array(256);
       let diagMax = 0;
@@ -186,7 +212,18 @@
     function rgbaImage(kind, codes, hd, lim) {
       const f = valueFns(hd), dv = KINDS[kind].diverging;
       const img = new ImageData(T, T), px = new Uint32Array(img.data.buffer);
-      if (kind === "P") {
+      if (kind === "P" && ROW) {
+        const t = codeTable((c) => c / 255, 1, false);
+        for (let k = 0; k < T * T; k++) px[k] = t[codes.P[k]];
+      }
+      else if (kind === "L" && exact) {
+        const v = pValues(codes, hd), m = MAPS.div;
+        for (let k = 0; k < T * T; k++) {
+          const c = colourIndex((k % (T + 1) === 0 ? 1 : 0) - v[k], lim, true);
+          px[k] = (255 << 24) | (m[3 * c + 2] << 16) | (m[3 * c + 1] << 8) | m[3 * c];
+        }
+      }
+      else if (kind === "P") {
         const t = D.p_log ? codeTable((c) => logPosition(f.P(c), lim), 1, false) : codeTable(f.P, lim, false);
         for (let k = 0; k < T * T; k++) px[k] = t[codes.P[k]];
       }
@@ -240,7 +277,8 @@
       }
       markSelected();
     });
-    side.append(el("div", { class: "muted", style: "margin-bottom:4px", text: "P per head (own max" + (D.p_log ? ", log)" : ")") }), grid);
+    side.append(el("div", { class: "muted", style: "margin-bottom:4px", text: (ROW ? "P per query row (own max)" : "P per head (own max" + (D.p_log ? ", log)" : ")")) +
+      (EXCL.length ? " without key token" + (EXCL.length > 1 ? "s " : " ") + EXCL.join(", ") : "") }), grid);
     st.size = panelSize(); // now that the thumbnail column has its width
 
     // token strip: hover a token to highlight its row and column
@@ -296,7 +334,9 @@
     }
     function scaleText(kind, lim) {
       const how = st.scale === "max" ? "largest |value| of this head" : "99th percentile of |value| (beyond: clipped)";
-      const top = st.scale === "max" ? "max P of this head" : "99th percentile of P";
+      const without = EXCL.length ? ` without key token${EXCL.length > 1 ? "s" : ""} ${EXCL.join(", ")}, clipped above` : "";
+      const top = (st.scale === "max" ? "max P of this head" : "99th percentile of P") + without;
+      if (kind === "P" && ROW) return `linear per query row i, 0 … each row's max P${without}`;
       if (kind === "P" && D.p_log) return `log, ${fmt(lim * Math.pow(10, -D.p_log))} … ${fmt(lim)} (${D.p_log} decades below the ${top})`;
       if (kind === "P") return `linear, 0 … ${fmt(lim)} (${top})`;
       return `diverging, centred at 0: −${fmt(lim)} … 0 … +${fmt(lim)} (${how})`;
@@ -320,7 +360,7 @@
       const dv = KINDS[p.kind].diverging;
       const low = dv ? "−" + fmt(lim) : p.kind === "P" && D.p_log ? fmt(lim * Math.pow(10, -D.p_log)) : "0";
       p.bar.replaceChildren(el("span", { text: low }), barCanvas(dv, 180, 10),
-        el("span", { text: (dv ? "+" : "") + fmt(lim) }));
+        el("span", { text: p.kind === "P" && ROW ? "row max" : (dv ? "+" : "") + fmt(lim) }));
       TG.timings["draw_" + p.kind] = performance.now() - t0;
     }
     function drawOverlay(p) {
