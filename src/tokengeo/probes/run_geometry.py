@@ -39,13 +39,15 @@ def captured_tokens(model, task, split: str, max_examples: int, names: list[str]
     from tokengeo.probes.capture import capture
 
     model.eval()
+    device = next(model.parameters()).device  # a model trained on CUDA stays there
     idx = task.eval_indices(split, max_examples)
     feats: dict[str, list[torch.Tensor]] = {n: [] for n in names}
     masks, inputs, targets = [], [], []
     with capture(model, names) as cache:
         for chunk in idx.split(batch_size):
-            b = task.batch(split, chunk)
-            model(b.inputs, b.attention_mask)
+            b = task.batch(split, chunk)  # on the CPU
+            on_device = b.to(device)
+            model(on_device.inputs, on_device.attention_mask)
             for n in names:
                 feats[n].append(cache[n].float().cpu())  # (B, T', d)
             masks.append(_token_mask(b.attention_mask, cache[names[0]].shape[:2]))
