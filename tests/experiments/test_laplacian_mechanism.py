@@ -209,3 +209,27 @@ def test_smoothing_table_reads_the_chosen_heads_of_every_block(tmp_path):
     # the fake chosen heads write −a + 0.01 seed: at t = 1 (a = 1), −1 + 0.015 on average
     assert by_label["t=1"][1].startswith("-0.985")
     assert by_label["t=0"][2].startswith("0.015")
+
+
+def test_smoothing_claim_judges_the_laplacian_heads_against_attention_ones(tmp_path):
+    claims, _ = _claims(tmp_path, _results((1.0, -1.0), 0.8, -0.1))
+    lap = claims["t=1: trained Laplacian heads (1, −1) smooth the residual stream (the "
+                 "within-sequence variance falls along their output), every block"]
+    # the fake chosen heads write −a + 0.01 seed: at t = 1, −0.985 on average in every block
+    assert lap.rule_of_family == "all" and len(lap.members) == LAYERS
+    assert lap.kind == "stand-in" and lap.verdict == "reproduced"
+    assert [m.measured.mean for m in lap.members] == pytest.approx([-0.985] * LAYERS)
+    control = next(c for t, c in claims.items() if t.startswith("control, t=0: the same"))
+    assert control.kind == "new" and control.verdict != "reproduced"  # +0.015: no smoothing
+    assert control.members[0].measured.mean == pytest.approx(0.015)
+
+
+def test_smoothing_claim_says_no_when_the_laplacian_heads_sharpen(tmp_path):
+    results = _results((1.0, -1.0), 0.8, -0.1)
+    for key, cell in results.items():
+        if key.startswith("t=1-"):
+            for row in cell.value["smoothing"]:
+                row["variance_derivative"] = -row["variance_derivative"]  # +1 − 0.01 seed
+    claims, _ = _claims(tmp_path, results)
+    lap = next(c for t, c in claims.items() if t.startswith("t=1: trained Laplacian heads"))
+    assert lap.verdict == "not reproduced"

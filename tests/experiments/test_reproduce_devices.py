@@ -365,6 +365,28 @@ def test_a_tiny_gpu_table_runs_on_the_cpu(tmp_path):
     value = json.loads(cached[0].read_text())["value"]
     assert value["device"] == "cpu" and value["step_s"] > 0
     assert "peak_memory_bytes" not in value  # measured on CUDA only
+    heads = {r["head"] for r in value["smoothing"]}  # the smoothing sign (issue 42), every head
+    assert heads == set(range(6)) and {r["layer"] for r in value["smoothing"]} == {0}
+    claims = {c.text: c for c in outputs[0].claims}
+    signs = [c for t, c in claims.items() if "Laplacian heads smooth the residual" in t]
+    assert len(signs) == 1 and signs[0].text.startswith("k=6:")  # k = H of the [gpu] table
+    member = signs[0].members[0]
+    assert member.measured is not None and member.not_run is None
+    assert any(t.startswith("control, k=0: attention heads smooth") for t in claims)
+
+
+def test_ddp_cells_measure_no_smoothing_sign_and_refuse_asking_for_one(tmp_path):
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", mode="gpu",
+                             config_dir=_tiny_conf(tmp_path, gpus=2))
+    cells = rp.plan_suite("laplacian-images", cfg, kind="cpu").cells
+    assert cells and all(c.kwargs["processes"] == 2 for c in cells)
+    assert not any("smoothing_examples" in c.kwargs for c in cells)  # torchrun would refuse
+    for extra in ("smoothing_examples = 8\n", "curve_every = 2\n"):
+        conf = _tiny_conf(tmp_path / extra[:5], gpus=2, extra=extra)
+        bad = rp.ReproduceConfig(out=tmp_path / "out", mode="gpu", config_dir=conf)
+        with pytest.raises(ConfigError, match=rf"{extra.split()[0]} needs gpus = 1"):
+            rp.plan_suite("laplacian-images", bad, kind="cpu")
+    assert not (tmp_path / "out").exists()
 
 
 def test_median_step_s_ignores_pauses_and_eval_records():
@@ -428,6 +450,10 @@ def test_the_tiny_gpu_table_runs_on_cuda(tmp_path):
     assert "Where the cells ran: 6 on CUDA in bf16" in md
     cached = list((tmp_path / "out" / "cells" / "laplacian-images").glob("*@cuda-bf16-*"))
     assert len(cached) == 6
+    import json
+
+    value = json.loads(cached[0].read_text())["value"]  # geometry and smoothing on CUDA
+    assert value["geometry"]["layers"] and len(value["smoothing"]) == 6
 
 
 @pytest.mark.cuda

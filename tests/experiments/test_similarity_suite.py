@@ -148,3 +148,41 @@ def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
     a = audit(data)
     assert a.problems == [] and a.families == 7
     assert sum(data["tally"]["papers"][out.paper_key].values()) == len(out.claims)
+
+
+# ---- a causal decoder (SmolLM2-135M in a named run; a tiny Llama here, the same code path)
+
+def test_a_causal_decoder_runs_through_the_suite_cell_and_summary(tmp_path):
+    """SmolLM2 is a Llama folder like this one (its load takes ~60 s): the suite's cell
+    reads it with BPE word ids and the pairs i < j, and the summary judges it as a model."""
+    from helpers.tiny_llama import save_tiny_llama, write_text_folder
+
+    folder = str(save_tiny_llama(tmp_path / "llama", layers=3))  # 3 layer groups
+    text = str(write_text_folder(tmp_path / "text"))  # small: the tiny BPE reads it fast
+    settings = {"models": ["minilm-absent", folder], "attention_samples": 4, "n_boot": 200,
+                "corpora": {"prose": {"corpus": text, "shards": 2}},
+                "analysis": {"samples": 6, "seq_len": 24, "batch_size": 3}}
+    results = {}
+    for model, label, corpus, shard, shards in suite._units(settings):
+        key = suite._key(model, label, shard)
+        if model != folder:
+            results[key] = CellResult(key, None, not_run="absent")
+            continue
+        config = {**settings["analysis"], "model": model, "corpus": corpus}
+        value = suite.similarity_cell(config, shard, shards, 4, None)
+        results[key] = CellResult(key, json.loads(json.dumps(value)))
+    first = results[suite._key(folder, "prose", 0)].value
+    assert first["result"]["n_samples"] == 6 and first["attention"]["relations"]
+    out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "fig"))
+    causal = [c for c in out.claims if f"[{folder}]" in c.text]
+    assert causal and all(c.measured is not None for c in causal)
+    assert any("same_word" in c.text for c in causal)  # BPE words: pieces without Ġ join
+    assert any("lower triangle" in n for n in out.notes)
+
+
+def test_smollm2_has_a_name_and_a_layer_mapping_and_a_full_cost():
+    assert "causal" in suite.MODEL_NAMES["smollm2-135m"]
+    assert "of 30" in suite.LAYER_MAPPING["smollm2-135m"]
+    full = _settings("full")
+    assert "smollm2-135m" not in full["models"]  # over the --full budget: named to run
+    assert full["cell_cost"]["smollm2-135m"] > full["cell_cost"]["mpnet"]

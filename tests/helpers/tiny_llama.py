@@ -19,8 +19,9 @@ def write_text_folder(folder: Path, n_docs: int = 6) -> Path:
     return folder
 
 
-def save_tiny_llama(folder: Path, heads: int = 4, kv_heads: int = 2) -> Path:
-    """A 2-layer Llama (d=32, H=4, Hkv=2, tied embeddings) and a 300-token BPE in ``folder``."""
+def save_tiny_llama(folder: Path, heads: int = 4, kv_heads: int = 2, layers: int = 2) -> Path:
+    """A Llama of ``layers`` layers (d=32, H=4, Hkv=2, tied embeddings) and a 300-token BPE
+    in ``folder``."""
     import tokenizers
     import torch
     import transformers
@@ -32,7 +33,7 @@ def save_tiny_llama(folder: Path, heads: int = 4, kv_heads: int = 2) -> Path:
                                                eos_token="<|endoftext|>")
     tok.save_pretrained(folder)
     config = transformers.LlamaConfig(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=64,
         tie_word_embeddings=True, eos_token_id=0, bos_token_id=0, pad_token_id=0,
     )

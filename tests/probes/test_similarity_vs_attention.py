@@ -138,3 +138,14 @@ def test_compare_windows_on_a_tiny_mpnet():
     assert result.rho.shape == (2, 4, 5)
     auc_s = result.auc_similarity["same_sentence"]
     assert ((auc_s >= 0) & (auc_s <= 1)).all()
+
+
+def test_bpe_word_ids_start_a_word_at_whitespace_and_punctuation():
+    from tokengeo.probes.similarity.vs_attention import bpe_word_ids
+
+    pieces = ["<s>", "Sh", "all", "ĠI", "Ġcomp", "are", ",", "Ċ", "Thou", "ĉx"]
+    vocab = dict(enumerate(pieces))
+    ids = torch.arange(len(pieces)).unsqueeze(0)  # (1, T)
+    sent = torch.tensor([[-1, 0, 0, 0, 0, 0, 0, 0, 1, 1]])  # <s> is special
+    words = bpe_word_ids(ids, lambda row: [vocab[i] for i in row], sent)
+    assert words.tolist() == [[-1, 0, 0, 1, 2, 2, 3, 4, 5, 6]]

@@ -161,7 +161,8 @@ def smoothing_rows(model, task, split: str, n_examples: int) -> list[dict]:
     JSON rows ``{layer, head, kind, variance_derivative, rayleigh}``."""
     from tokengeo.probes.smoothing import head_smoothing
 
-    batch = task.batch(split, task.eval_indices(split, n_examples))
+    device = next(model.parameters()).device  # a model trained on CUDA stays there
+    batch = task.batch(split, task.eval_indices(split, n_examples)).to(device)
     rows = head_smoothing(model, batch.inputs, attention_mask=batch.attention_mask)
     return [row.to_dict() for row in rows]
 

@@ -155,7 +155,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                      "and after every block (per-layer claims and tables: the residual "
                      "stream before the final norm). Smoothing sign: every head of every "
                      "trained model on the first "
-                     f"{settings.get('smoothing_examples', lap.smoothing.DEFAULT_EXAMPLES)} "
+                     f"{lap.smoothing_examples(settings)} "
                      "test images (one forward pass).")
     return out
 

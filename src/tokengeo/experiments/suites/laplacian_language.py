@@ -208,7 +208,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                      "windows' tokens in one cloud. CDNV / NM accuracy: tokens grouped by "
                      "the token that follows them. Smoothing sign: every head of every "
                      "trained model on "
-                     f"{settings.get('smoothing_examples', lap.smoothing.DEFAULT_EXAMPLES)} "
+                     f"{lap.smoothing_examples(settings)} "
                      "validation windows (one forward pass).")
     return out
 

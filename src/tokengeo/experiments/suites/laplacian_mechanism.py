@@ -79,6 +79,7 @@ ATTENTION_DEG, LAPLACIAN_DEG = 90.0, 135.0  # the lines of (0, 1) and (1, −1)
 SUITE_SETS = ("n_laplacian", "head_kind")  # train fields the suite sets itself
 CELL_FIELDS = TRAIN_FIELDS + ("layers", "coefficients", "smoothing")
 SMOOTHING_EXAMPLES = 64  # held-out test images of each cell's smoothing sign (one batch)
+MIXED = "mixed"  # head_smoothing's kind of the chosen heads (a V + b P V, learnt or frozen)
 
 
 def _check_train(table: dict, where: str) -> None:
@@ -345,6 +346,31 @@ def _control_claims(res: SweepResults, settings: dict) -> list[Claim]:
     ]
 
 
+def _smoothing_claims(res: SweepResults, settings: dict) -> list[Claim]:
+    """The smoothing sign (:mod:`~tokengeo.experiments.suites.smoothing_sign`), as in the
+    Laplacian sweeps: the chosen heads frozen at (1, −1) compute (I − P) V, trained
+    Laplacian heads, so "trained Laplacian heads smooth the residual stream" is judged on
+    them (a family over blocks, rule "all", seeds the units); the control is the same heads
+    frozen at attention (0, 1), trained and measured the same way."""
+    from tokengeo.experiments.suites import smoothing_sign as smoothing
+
+    lap_, att = path_label(1.0), path_label(0.0)
+    depth = last_depth(settings)
+    stand_in = {"kind": "stand-in", "proxy": f"{model_label(settings['train'])} on "
+                f"{settings['train'].get('data')}, the last {settings['k']} heads of every "
+                "block, for ViTs on ImageNet"}
+    return [
+        smoothing.layer_family(NAME, res, lap_, MIXED, depth,
+                               f"{lap_}: trained Laplacian heads (1, −1) smooth the residual "
+                               "stream (the within-sequence variance falls along their "
+                               "output), every block", heads="Laplacian (1, −1)", **stand_in),
+        smoothing.layer_family(NAME, res, att, MIXED, depth,
+                               f"control, {att}: the same heads as attention (0, 1) smooth "
+                               "the residual stream, every block", heads="attention (0, 1)",
+                               kind="new", proxy=None),
+    ]
+
+
 def referee(settings: dict) -> Referee:
     t = settings["train"]
     return Referee(
@@ -362,7 +388,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
               ) -> SuiteOutput:
     res = sweep(settings).results(results, ctx.skipped)
     claims = (_learned_claims(res, settings["k"]) + _path_claims(res, settings)
-              + _control_claims(res, settings))
+              + _control_claims(res, settings) + _smoothing_claims(res, settings))
     out = SuiteOutput(NAME, TITLE, PAPER, claims, paper_key=PAPER_KEY,
                       referee=referee(settings))
     out.notes.append(

@@ -57,19 +57,29 @@ def labels(settings: dict) -> list[str]:
     return [k_label(k) for k in settings["ks"]]
 
 
+def smoothing_examples(settings: dict) -> int:
+    """Held-out examples of each cell's smoothing sign (one forward pass): the setting,
+    default :data:`~tokengeo.experiments.suites.smoothing_sign.DEFAULT_EXAMPLES`, in every
+    mode (``--gpu`` included); 0 for DDP cells (``gpus`` > 1: torchrun records no smoothing
+    sign, and :func:`check` refuses the setting there)."""
+    if settings.get("gpus", 1) > 1:
+        return 0
+    return settings.get("smoothing_examples", smoothing.DEFAULT_EXAMPLES)
+
+
 def sweep(suite: str, settings: dict, geometry: str, fields: tuple[str, ...] = ()) -> Sweep:
     curve = ("curve",) if settings.get("curve_every") else ()
+    signs = (smoothing.FIELD,) if smoothing_examples(settings) else ()
     return training_sweep(suite, settings, k_variants(settings["ks"]), geometry,
-                          (*fields, smoothing.FIELD, *curve))
+                          (*fields, *signs, *curve))
 
 
 def cells(suite: str, settings: dict, ctx: SuiteContext, geometry: str,
           fields: tuple[str, ...] = ()) -> list[Cell]:
     """Every (k, seed) cell; each also measures its heads' smoothing sign on
     ``smoothing_examples`` held-out examples (one forward pass)."""
-    n_smoothing = settings.get("smoothing_examples", smoothing.DEFAULT_EXAMPLES)
     return training_cells(sweep(suite, settings, geometry, fields), settings, ctx, geometry,
-                          smoothing_examples=n_smoothing,
+                          smoothing_examples=smoothing_examples(settings),
                           curve_every=settings.get("curve_every", 0))
 
 
@@ -153,10 +163,18 @@ def headline_ks(settings: dict) -> tuple[int, int]:
 
 def check(where: str, settings: dict) -> None:
     """A Laplacian sweep's ``ks``: as every suite over k, and holding 0, H // 2 and H, the
-    ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`)."""
+    ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`); no learning
+    curve or smoothing sign asked of DDP cells (``gpus`` > 1), which record neither."""
+    from tokengeo.errors import ConfigError
     from tokengeo.experiments.validation import check_ks
 
     check_ks(where, settings, headline=True)
+    gpus = settings.get("gpus", 1)
+    for name in ("smoothing_examples", "curve_every"):
+        if gpus > 1 and name in settings:
+            raise ConfigError(f"{where}: {name} needs gpus = 1 (a cell on gpus = {gpus} "
+                              "trains under torchrun, which records no learning curve or "
+                              f"smoothing sign); drop {name} or set gpus = 1")
 
 
 def depth(settings: dict) -> int:

@@ -99,9 +99,12 @@ SRC = "Halevi et al. 2025"
 FIELDS = ("result.layer_summary", "result.input_distinct_share", "result.noise_chance",
           "inputs.within", "inputs.repeated", "figures")  # read by summarise
 MODEL_NAMES = {"mpnet": "all-mpnet-base-v2 (MPNet-base sentence encoder, 12 x 12)",
-               "minilm": "all-MiniLM-L6-v2 (MiniLM sentence encoder, 6 x 12)"}
+               "minilm": "all-MiniLM-L6-v2 (MiniLM sentence encoder, 6 x 12)",
+               "smollm2-135m": "SmolLM2-135M-Instruct (causal Llama decoder, 30 x 9)"}
 LAYER_MAPPING = {"mpnet": "MPNet layer l (0-based) ↔ BERT-base layer l + 1",
-                 "minilm": "MiniLM layer l (0-based) ↔ BERT-base layers 2l+1..2l+2"}
+                 "minilm": "MiniLM layer l (0-based) ↔ BERT-base layers 2l+1..2l+2",
+                 "smollm2-135m": "SmolLM2 layer l (0-based, of 30) ↔ BERT-base layer "
+                                 "⌊2l / 5⌋ + 1 (relative depth)"}
 REPETITION_SHARE = 0.5  # a repetition head: most of its top pairs repeat a token
 NOISE_FLOOR = 0.1  # "noise" is present when more than 1 in 10 top pairs are unrelated
 DEFAULT_BOOT = 2000
@@ -132,12 +135,11 @@ def similarity_cell(config: dict, shard: int, shards: int, attention_samples: in
 
 def _compare(prepared, cfg, n: int):
     from tokengeo.probes.similarity.corpus import Windows
-    from tokengeo.probes.similarity.vs_attention import compare_windows, wordpiece_word_ids
+    from tokengeo.probes.similarity.vs_attention import compare_windows, word_ids_of
 
     w = prepared.windows
     sub = Windows(w.input_ids[:n], w.sentence_ids[:n], w.special_ids)
-    words = wordpiece_word_ids(sub.input_ids, prepared.tokenizer.convert_ids_to_tokens,
-                               sub.sentence_ids)
+    words = word_ids_of(prepared.tokenizer, sub.input_ids, sub.sentence_ids)
     return compare_windows(prepared.model, sub, batch_size=min(cfg.batch_size, 8),
                            word_ids=words)
 
@@ -529,8 +531,12 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                        _auc_table(analyses, n_boot)]
     out.notes += [f"Not run: {m}." for m in missing if m]
     out.notes.append(
-        "The models are sentence encoders (MPNet and MiniLM fine-tuned for sentence "
-        "embeddings), not the paper's masked-LM BERT-base. Layer groups are thirds of the "
+        "MPNet and MiniLM are sentence encoders (fine-tuned for sentence embeddings), not "
+        "the paper's masked-LM BERT-base; a causal decoder (SmolLM2, when named) has no "
+        "contrastive fine-tuning. Every model is read on the pairs i < j, each pair once; for "
+        "a causal decoder its attention there is P_ji, the later token's attention to the "
+        "earlier (the lower triangle: P_ij = 0 for j > i), and z_i sums the prefix up to i. "
+        "Layer groups are thirds of the "
         "layers (early, middle, final). Layer mapping to BERT-base by relative depth: "
         + "; ".join(LAYER_MAPPING[m] for m in settings["models"] if m in LAYER_MAPPING)
         + ". 'Noise' = top pairs with no sentence or repetition relation. The mean-similarity "

@@ -33,11 +33,18 @@ PAPER = ("Laplacian heads smooth token representations (X + (I − P) X W_V W_O 
 DEFAULT_EXAMPLES = 64  # held-out examples of one forward pass per cell
 
 
+def rows_of(result) -> list[dict]:
+    """One cell's smoothing rows: a :class:`~tokengeo.experiments.sweep.TrainResult`'s
+    ``smoothing``, or ``"smoothing"`` of a cell read as a dict (``laplacian-mechanism``)."""
+    rows = result.get(FIELD) if isinstance(result, dict) else result.smoothing
+    return rows or []
+
+
 def head_mean(kind: str, layer: int, key: str = DERIVATIVE) -> Callable[[object], float]:
     """Getter: the mean of ``key`` over the heads of ``kind`` in block ``layer`` of one
-    cell's model (a :class:`~tokengeo.experiments.sweep.TrainResult` with ``smoothing``)."""
+    cell's model (its :func:`rows_of`)."""
     def get(result) -> float:
-        rows = [r[key] for r in result.smoothing if r["layer"] == layer and r["kind"] == kind]
+        rows = [r[key] for r in rows_of(result) if r["layer"] == layer and r["kind"] == kind]
         if not rows:
             raise ValueError(f"block {layer} has no {kind} head")
         return sum(rows) / len(rows)
@@ -46,7 +53,7 @@ def head_mean(kind: str, layer: int, key: str = DERIVATIVE) -> Callable[[object]
 
 def n_layers(res: SweepResults, label: str) -> int:
     """Blocks measured in the cells of ``label`` (from the first seed's rows)."""
-    return 1 + max(r["layer"] for r in res.typed(label, res.seeds[0]).smoothing)
+    return 1 + max(r["layer"] for r in rows_of(res.typed(label, res.seeds[0])))
 
 
 def missing_rows(res: SweepResults, label: str) -> str | None:
@@ -55,22 +62,22 @@ def missing_rows(res: SweepResults, label: str) -> str | None:
     if missing:
         return missing
     for seed in res.seeds:
-        if not res.typed(label, seed).smoothing:
+        if not rows_of(res.typed(label, seed)):
             return f"cell {res.sweep.key(label, seed)} has no smoothing rows"
     return None
 
 
 def layer_family(suite: str, res: SweepResults, label: str, head_kind: str, depth: int,
-                 text: str, **fields) -> Claim:
+                 text: str, heads: str = "", **fields) -> Claim:
     """A family over blocks, rule "all": per block, the mean over seeds of the per-seed
     mean ``variance_derivative`` of the ``head_kind`` heads of ``label``'s models is
-    below 0."""
+    below 0. ``heads``: how the members name those heads (default: ``head_kind``)."""
     members = []
     missing = missing_rows(res, label)
     for layer in range(depth):
         get = head_mean(head_kind, layer)
-        claim = Claim(suite, f"{label}, block {layer + 1}: {head_kind} heads smooth the "
-                      "residual stream", SOURCE, PAPER,
+        claim = Claim(suite, f"{label}, block {layer + 1}: {heads or head_kind} heads smooth "
+                      "the residual stream", SOURCE, PAPER,
                       f"mean over {head_kind} heads of d/dε Var_w(X + ε O_h) / Var_w(X) at "
                       f"block {layer + 1}'s input, held-out inputs, mean over seeds",
                       Region.below(0.0), label=f"block {layer + 1}", **fields)
@@ -103,7 +110,7 @@ def smoothing_claims(suite: str, res: SweepResults, depth: int, treated: str, co
 def smoothing_table(res: SweepResults, labels: list[str], depth: int) -> tuple:
     """Rows: block; per label and kind present, the mean ± std over seeds of the per-model
     mean variance derivative and Rayleigh quotient."""
-    kinds = {lab: sorted({r["kind"] for r in res.typed(lab, res.seeds[0]).smoothing})
+    kinds = {lab: sorted({r["kind"] for r in rows_of(res.typed(lab, res.seeds[0]))})
              for lab in labels}
     header = ["block"] + [f"{lab} {kind} {what}" for lab in labels for kind in kinds[lab]
                           for what in ("dVar/Var", "Rayleigh")]
@@ -151,7 +158,7 @@ def layer_points(res: SweepResults, labels: list[str], layer: int) -> dict:
     points: dict[str, list[tuple[float, float]]] = {}
     for lab in labels:
         for seed in res.seeds:
-            for r in res.typed(lab, seed).smoothing:
+            for r in rows_of(res.typed(lab, seed)):
                 if r["layer"] == layer:
                     points.setdefault(r["kind"], []).append((r[RAYLEIGH], r[DERIVATIVE]))
     return points

@@ -59,6 +59,47 @@ def wordpiece_word_ids(input_ids: torch.Tensor, tokens_of, sentence_ids: torch.T
     return out
 
 
+BPE_WORD_START = ("Ġ", "Ċ", "ĉ")  # byte-level BPE: a space, newline or tab before the piece
+
+
+def bpe_word_ids(input_ids: torch.Tensor, tokens_of, sentence_ids: torch.Tensor):
+    """Word index of every token (N, T) for a byte-level BPE vocabulary (GPT-2, Llama,
+    SmolLM2): a piece continues the previous real token's word only when both are letters
+    or digits where they meet and it has no leading ``Ġ`` (space), ``Ċ`` (newline) or ``ĉ``
+    (tab); any other piece starts a word (punctuation splits words, as WordPiece's
+    pre-tokeniser does). Special tokens (``sentence_ids < 0``) get -1."""
+    out = torch.full_like(input_ids, -1)
+    for n, row in enumerate(input_ids.tolist()):
+        word, prev = -1, ""
+        for t, piece in enumerate(tokens_of(row)):
+            if int(sentence_ids[n, t]) < 0:
+                continue
+            joins = (word >= 0 and _word_char(prev[-1:]) and _word_char(piece[:1]))
+            if not joins:
+                word += 1
+            out[n, t], prev = word, piece
+    return out
+
+
+def _word_char(ch: str) -> bool:
+    """A letter or digit of a word (a byte-level BPE whitespace marker is not)."""
+    return ch.isalnum() and ch not in BPE_WORD_START
+
+
+def word_ids_of(tokenizer, input_ids: torch.Tensor, sentence_ids: torch.Tensor):
+    """Word indices (N, T) by the tokenizer's kind: WordPiece (``##`` continues a word:
+    :func:`wordpiece_word_ids`) or byte-level BPE (:func:`bpe_word_ids`). A tokenizer of
+    another kind gets no word ids (None: the ``same_word`` relation is left out)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    kind = type(backend.model).__name__ if backend is not None else ""
+    tokens_of = tokenizer.convert_ids_to_tokens
+    if kind == "WordPiece":
+        return wordpiece_word_ids(input_ids, tokens_of, sentence_ids)
+    if kind == "BPE":
+        return bpe_word_ids(input_ids, tokens_of, sentence_ids)
+    return None
+
+
 def relation_pairs(input_ids: torch.Tensor, sentence_ids: torch.Tensor,
                    word_ids: torch.Tensor | None = None):
     """``(valid, relations)`` over the pairs i < j (``torch.triu_indices(T, T, 1)`` order):
