@@ -356,7 +356,28 @@ def _ray_http(tmp: Path) -> list[str]:
             "--out", str(tmp / "out")]
 
 
+MINILM_SIZES = {"model_type": "bert", "num_hidden_layers": 6, "num_attention_heads": 12,
+                "hidden_size": 384, "max_position_embeddings": 512, "vocab_size": 50}
+
+
+def _sim_long(*extra: str, config: dict | None = None):
+    """An analysis whose sizes fit in memory checks but would run for months: refused with
+    the time estimate before the model loads or the corpus is tokenised."""
+    def setup(tmp: Path) -> list[str]:
+        folder = _hf_folder(tmp, config or MINILM_SIZES, {})
+        return ["similarity", "--model", str(folder), "--corpus", str(_corpus(tmp)), *extra,
+                "--no-figures", "--out", str(tmp / "out")]
+    return setup
+
+
 CLASS2 = [
+    pytest.param(_sim_long("--samples", "100000000"), "--samples",
+                 id="similarity-samples-1e8-time"),
+    pytest.param(_sim_long("--samples", "3000000", "--seq-len", "512"), "seq_len=512 through",
+                 id="similarity-seq-len-512-time"),
+    pytest.param(_sim_long("--samples", "50000", config={**MINILM_SIZES, "hidden_size": 2048,
+                                                         "num_hidden_layers": 24}),
+                 "width 2048", id="similarity-wide-model-time"),
     pytest.param(_view_file_fifo, "not a regular file", id="view-file-fifo"),
     pytest.param(_view_flow_fifo, "not a regular file", id="view-flow-fifo"),
     pytest.param(_view_run_fifo, "report.json", id="view-run-report-fifo"),
@@ -394,6 +415,18 @@ def test_class2_flow_time_estimate_keeps_the_papers_runs():
     from tokengeo.flows.presets import get_preset
 
     get_preset("s2-ou", scaling_heads=(1, 10, 100))  # the paper's full run: T=20, H up to 100
+
+
+@pytest.mark.parametrize("layers,width,samples", [(6, 384, 2000), (12, 768, 20_000)])
+def test_class2_similarity_time_keeps_the_default_and_the_papers_size(layers, width, samples):
+    """MiniLM at the CLI's default size and BERT-base at the paper's (20,000 inputs of 128
+    tokens, Halevi et al.) pass the time estimate; 100x the paper's inputs do not."""
+    from tokengeo.commands.similarity import check_similarity_time
+    from tokengeo.probes.similarity.run import SimilarityConfig
+
+    check_similarity_time(SimilarityConfig(samples=samples), layers, width)
+    with pytest.raises(ConfigError, match="--samples"):
+        check_similarity_time(SimilarityConfig(samples=2_000_000 * samples), layers, width)
 
 
 @pytest.fixture(autouse=True)
