@@ -429,6 +429,55 @@ def test_class2_similarity_time_keeps_the_default_and_the_papers_size(layers, wi
         check_similarity_time(SimilarityConfig(samples=2_000_000 * samples), layers, width)
 
 
+def _fake_view_model(monkeypatch, config: dict, n_tokens: int):
+    """``view --model`` loads a stand-in of ``config``'s sizes that encodes any text as
+    ``n_tokens`` ids; its forward pass (extract_heads) fails the test."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import tokengeo.view.heads as vheads
+    import tokengeo.view.loading as vload
+
+    model = torch.nn.Linear(1, 1)
+    model.config = SimpleNamespace(**config)
+    vm = vload.ViewModel(model=model, encode=lambda text: list(range(n_tokens)),
+                         token_text=str, positions=None, name="stand-in")
+    monkeypatch.setattr(vload, "check_model", lambda name: None)
+    monkeypatch.setattr(vload, "load_for_view", lambda name: vm)
+
+    def ran(*a, **k):
+        raise AssertionError("the model ran before the page size was checked")
+
+    monkeypatch.setattr(vheads, "extract_heads", ran)
+
+
+@pytest.mark.parametrize("config,n_tokens,memory,needle", [
+    ({"num_hidden_layers": 30, "num_attention_heads": 9}, 8192, None, "--max-tokens 1410"),
+    ({"n_layer": 48, "n_head": 25}, 2048, None, "--max-tokens 668"),
+    ({"n_layers": 4, "n_heads": 4}, 20_000, None, "12,207 MB"),
+    ({"num_hidden_layers": 6, "num_attention_heads": 12}, 512, 2**26, "memory"),
+], ids=["smollm2-like-8192-tokens", "gpt2-xl-spelling", "tokengeo-run-spelling",
+        "minilm-512-on-64-MiB-machine"])
+def test_class2_view_page_size_estimated_before_the_model_runs(
+        tmp_path, capsys, monkeypatch, config, n_tokens, memory, needle):
+    import tokengeo.checks as checks
+
+    if memory is not None:
+        monkeypatch.setattr(checks, "available_memory", lambda: memory)
+    _fake_view_model(monkeypatch, config, n_tokens)
+    refused(tmp_path, capsys, ["view", "--model", "stand-in", "--text", "words",
+                               "--out", str(tmp_path / "p.html")], needle)
+
+
+def test_class2_view_page_size_keeps_mpnet_at_full_length(tmp_path, monkeypatch):
+    """MPNet (12 x 12 heads) at its 514 positions passes the estimate and reaches the model."""
+    _fake_view_model(monkeypatch, {"num_hidden_layers": 12, "num_attention_heads": 12}, 514)
+    with pytest.raises(AssertionError, match="the model ran"):
+        main(["view", "--model", "stand-in", "--text", "words",
+              "--out", str(tmp_path / "p.html")])
+
+
 @pytest.fixture(autouse=True)
 def _ray_env(monkeypatch):
     """The cases set RAY_TMPDIR / RAY_ADDRESS; monkeypatch restores them."""
