@@ -611,6 +611,20 @@ def _resume_deep_metrics(tmp: Path) -> list[str]:
 
 
 ST_HEADER_2_63 = struct.pack("<Q", 2**63) + b"{}"
+def _report_json(content):
+    """``tokengeo report`` of a report.json holding ``content`` (None: a FIFO)."""
+    def setup(tmp: Path) -> list[str]:
+        path = tmp / "report.json"
+        if content is None:
+            os.mkfifo(path)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        return ["report", str(path), "--root", str(tmp)]
+    return setup
+
+
 CLASS3 = [
     pytest.param(_view_flow_edit(lambda d, t: _deep()), "levels deep", id="flow-json-deep"),
     pytest.param(_view_flow_edit(_series("NaN")), "NaN", id="flow-json-nan"),
@@ -650,6 +664,11 @@ CLASS3 = [
     pytest.param(_ray("ray://"), "host:port", id="ray-address-empty-host"),
     pytest.param(_resume_deep_metrics, "levels deep", id="train-resume-deep-metrics",
                  marks=pytest.mark.slow),  # trains 2 steps first
+    pytest.param(_report_json(_deep()), "levels deep", id="report-json-deep"),
+    pytest.param(_report_json('{"format": "tokengeo-report/1", "claims": [NaN]'),
+                 "not valid JSON", id="report-json-truncated"),
+    pytest.param(_report_json(None), "not a regular file", id="report-json-fifo"),
+    pytest.param(_report_json(b"\xff\xfe{}"), "UTF-8", id="report-json-not-utf8"),
 ]
 
 
@@ -675,6 +694,52 @@ def test_class3_bounded_json_reader(tmp_path, text, needle):
     with pytest.raises(ConfigError, match=needle) as err:
         read_json(path, (dict, list))
     assert "x.json" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_class3_json_between_ranks_is_bounded(monkeypatch):
+    """What torchrun ranks send each other goes through the bounded reader: a rank's NaN
+    (a diverged loss) arrives as NaN; nesting past the bound is one ConfigError naming the
+    rank, not a RecursionError on the receiving rank."""
+    import math
+
+    import torch
+
+    import tokengeo.train.distributed as td
+
+    def all_gather(out, t):  # two ranks that send the same bytes
+        for o in out:
+            o.copy_(t)
+
+    monkeypatch.setattr(td.dist, "all_gather", all_gather)
+    env = td.DistEnv(rank=0, world_size=2, device=torch.device("cpu"))
+    got = td.all_gather_json({"loss": float("nan"), "step": 3}, env)
+    assert len(got) == 2 and math.isnan(got[1]["loss"]) and got[1]["step"] == 3
+    deep: list = []
+    for _ in range(80):
+        deep = [deep]
+    with pytest.raises(ConfigError, match="rank 0's JSON nests JSON 81 levels deep"):
+        td.all_gather_json(deep, env)
+
+
+@pytest.mark.parametrize("stdout,needle", [
+    ("[" * 100_000 + "]" * 100_000, "levels deep"),
+    ('[{"batches": 1}', "not valid JSON"),
+    ('{"not": "a list"}', "must hold a JSON list"),
+])
+def test_class3_bench_child_output_is_bounded(monkeypatch, stdout, needle):
+    """A benchmark child's output is parsed by the bounded reader: a hostile or damaged
+    line is one ConfigError naming the child, never a RecursionError or a KeyError."""
+    import subprocess
+
+    import tokengeo.bench.train_memory as tm
+    from tokengeo.models.ltransformer import LTransformerConfig
+
+    monkeypatch.delenv(tm.MMAP_ENV, raising=False)  # measured in a child, whose line we read
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout=stdout, stderr=""))
+    with pytest.raises(ConfigError, match=needle) as err:
+        tm.training_peaks(LTransformerConfig(), batches=(1,), seq_len=8)
+    assert "training-memory child" in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["cell", "sidecar", "marker", "cache-config"])

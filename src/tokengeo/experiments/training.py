@@ -53,9 +53,9 @@ class CurveRecorder:
         self.geometry, self.split, self.examples = geometry, split, examples
 
     def points(self) -> list[dict]:
-        import json
+        from tokengeo.io import read_json
 
-        return json.loads(self.path.read_text()) if self.path.exists() else []
+        return read_json(self.path, list, allow_nan=True) if self.path.exists() else []
 
     def _write(self, point: dict) -> list[dict]:
         from tokengeo.io import write_json
@@ -199,7 +199,9 @@ def _distributed_cell(run_dir: Path, config: dict[str, Any], geometry: str | Non
         raise RuntimeError(f"torchrun training of {run_dir} on {processes} processes failed "
                            f"(exit {done.returncode}): {' | '.join(tail)}")
     run = RunDir(run_dir)
-    summary = json.loads(run.summary.read_text())
+    from tokengeo.io import read_json
+
+    summary = read_json(run.summary, dict, allow_nan=True)
     out = {"final": summary["final"], "parameters": summary["parameters"],
            "wall_time_s": summary["wall_time_s"], "step": summary["step"],
            "device": f"{config['device']} x{processes} (DDP)",
