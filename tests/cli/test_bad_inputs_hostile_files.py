@@ -212,6 +212,14 @@ CLASS1 = [
                  id="reproduce-user-file-deep-in-runs"),
     pytest.param(_reproduce_user_file("runs/flows/x/y/notes.md"), "notes.md",
                  id="reproduce-user-file-deep-in-a-run"),
+    pytest.param(_reproduce_user_file("runs/flows/mine/config.json"),
+                 "runs/flows/mine/config.json", id="reproduce-user-config-json-in-runs-suite"),
+    pytest.param(_reproduce_user_file("runs/flows/a/b/summary.json"), "summary.json",
+                 id="reproduce-user-summary-json-nested"),
+    pytest.param(_reproduce_user_file("runs/flows/mine/metrics.jsonl"), "metrics.jsonl",
+                 id="reproduce-user-metrics-jsonl"),
+    pytest.param(_reproduce_user_file("runs/retrofit/x/converted.json"), "converted.json",
+                 id="reproduce-user-converted-json"),
     pytest.param(_reproduce_user_file("runs/config.json"), "runs/config.json",
                  id="reproduce-run-file-outside-a-suite-folder"),
 ]
@@ -260,6 +268,30 @@ def test_class1_own_page_rewritten_edited_page_kept(tmp_path, capsys, monkeypatc
     assert main(["view", "--flow", str(flow), "--out", str(page)]) == 0  # ours: rewritten
     page.write_text(page.read_text() + "<!-- my notes -->")  # now the user's edit
     refused(tmp_path, capsys, ["view", "--flow", str(flow), "--out", str(page)], "p.html")
+
+
+def test_class1_reproduce_keeps_its_own_training_runs(tmp_path):
+    """A training cell's folder (the train marker, or a checkpoints/ folder from before
+    markers) is reproduce's own, nested or not; the same names beside it are not."""
+    from tokengeo.outmarker import check_output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    write_marker(out, "reproduce")
+    run = out / "runs" / "retrofit" / "study-shakespeare" / "k1-s0-abc"
+    run.mkdir(parents=True)
+    write_marker(run, "train")
+    for name in ("config.json", "summary.json", "curve.json", "converted.json",
+                 "checkpoints/step-1.safetensors"):
+        (run / name).parent.mkdir(exist_ok=True)
+        (run / name).write_text("{}")
+    legacy = out / "runs" / "laplacian" / "old-run"
+    (legacy / "checkpoints").mkdir(parents=True)
+    (legacy / "config.json").write_text("{}")
+    assert check_output(out, "reproduce", resume=True) == []
+    (run.parent / "config.json").write_text("the user's\n")  # beside the run, not in it
+    with pytest.raises(ConfigError, match="study-shakespeare/config.json"):
+        check_output(out, "reproduce", resume=True)
 
 
 @pytest.mark.parametrize("member", ["/tmp/tokengeo-evil-{}", "../evil-{}", "a/../../evil-{}",

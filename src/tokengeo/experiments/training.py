@@ -27,6 +27,7 @@ def open_trainer(run_dir: Path, config: dict[str, Any]):
     """A :class:`~tokengeo.train.Trainer` of ``config`` in ``run_dir`` on the config's device
     (default the CPU), resuming from its last checkpoint (a run folder without one is
     started afresh): what every training cell of a suite opens."""
+    from tokengeo.outmarker import write_marker
     from tokengeo.train import TrainConfig, Trainer, latest_checkpoint
 
     run_dir = Path(run_dir)
@@ -34,6 +35,8 @@ def open_trainer(run_dir: Path, config: dict[str, Any]):
     resume = run_dir.exists() and latest_checkpoint(ckpts) is not None
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)  # a run that died before its first checkpoint
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_marker(run_dir, "train")  # what makes its files reproduce's (tokengeo.outmarker)
     cfg = TrainConfig(**{"device": "cpu", **config, "out": str(run_dir)})
     return Trainer(cfg, resume=resume, progress=False)
 
