@@ -453,12 +453,27 @@ def test_class2_flow_time_estimate_keeps_the_papers_runs():
 def test_class2_similarity_time_keeps_the_default_and_the_papers_size(layers, width, samples):
     """MiniLM at the CLI's default size and BERT-base at the paper's (20,000 inputs of 128
     tokens, Halevi et al.) pass the time estimate; 100x the paper's inputs do not."""
-    from tokengeo.commands.similarity import check_similarity_time
-    from tokengeo.probes.similarity.run import SimilarityConfig
+    from tokengeo.probes.similarity.run import SimilarityConfig, check_similarity_time
 
     check_similarity_time(SimilarityConfig(samples=samples), layers, width)
     with pytest.raises(ConfigError, match="--samples"):
         check_similarity_time(SimilarityConfig(samples=2_000_000 * samples), layers, width)
+
+
+def test_class2_similarity_suite_time_estimated_from_its_settings():
+    """An edited similarity suite whose analysis would run for weeks a shard is refused
+    when its settings are read, naming the setting; the shipped modes pass."""
+    import tomllib
+
+    from tokengeo.experiments.suites.similarity import _check_analysis
+
+    with pytest.raises(ConfigError, match=r"\[full\]\.analysis\.samples"):
+        _check_analysis({"samples": 10**8, "seq_len": 128}, "[full].analysis")
+    shipped = Path(__import__("tokengeo").__file__).parent / "experiments/suites/similarity.toml"
+    modes = tomllib.loads(shipped.read_text())
+    for mode, table in modes.items():
+        if isinstance(table, dict) and "analysis" in table:
+            _check_analysis(dict(table["analysis"]), f"[{mode}].analysis")
 
 
 def _fake_view_model(monkeypatch, config: dict, n_tokens: int):

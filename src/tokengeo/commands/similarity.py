@@ -131,6 +131,8 @@ def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
         raise ConfigError(f"seq_len={cfg.seq_len} exceeds the model's {limit} positions; use "
                           f"--seq-len <= {limit}")
     layers, heads = source.n_layers or 12, source.n_heads or 12
+    from tokengeo.probes.similarity.run import check_similarity_time
+
     check_similarity_time(cfg, layers, source.width or 64 * heads)
     windows = 16.0 * cfg.samples * cfg.seq_len  # input and sentence ids, int64
     batch = 4.0 * 4 * cfg.batch_size * heads * cfg.seq_len**2 * layers  # (L, H, B, T, T) x 4
@@ -139,26 +141,6 @@ def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
     check_memory(f"tokenising the {corpus_bytes / 2**20:.0f} MB --corpus",
                  float(CORPUS_BYTES_FACTOR) * corpus_bytes + windows + batch,
                  "give a smaller --corpus (a part of its files)")
-
-
-def similarity_operations(samples: int, seq_len: int, layers: int, width: int) -> float:
-    """Elementary operations of analysing ``samples`` windows of ``seq_len`` tokens with an
-    encoder of ``layers`` layers of width ``width``: per layer and window, the forward pass
-    (~24 T d^2 for the projections and MLP, ~4 T^2 d for the attention) and the head-output
-    similarities (~2 T^2 d, every head's (T, T) cosine matrix, Halevi et al. 2025)."""
-    t, d = float(seq_len), float(width)
-    return float(samples) * layers * (24.0 * t * d * d + 6.0 * t * t * d)
-
-
-def check_similarity_time(cfg, layers: int, width: int) -> None:
-    """Refuse, before anything loads, an analysis that would run for more than the time
-    limit of :func:`tokengeo.checks.check_time`, stating the estimate and the flags."""
-    from tokengeo.checks import check_time
-
-    check_time(f"similarity of samples={cfg.samples} windows of seq_len={cfg.seq_len} "
-               f"through {layers} layers of width {width}",
-               similarity_operations(cfg.samples, cfg.seq_len, layers, width),
-               "use fewer --samples, a shorter --seq-len or a smaller --model")
 
 
 def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
