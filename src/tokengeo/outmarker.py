@@ -45,11 +45,13 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "train": ("config.json", "metrics.jsonl", "metrics.csv", "summary.json", "curves.png",
               "checkpoints/*", "tensorboard/*", "wandb/*"),
 }
-# a reproduce run's training runs: runs/<suite>/<run>/ holding a train output (and the
-# retrofit suite's converted.json), not any file at any depth under runs/ (a run folder may
-# nest: retrofit names one after its corpus path)
-OUTPUTS["reproduce"] += tuple(f"runs/*/**/{p}" for p in (
-    *OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json"))
+# a reproduce run's training runs: runs/<suite>/.../<run>/ (a run folder may nest: retrofit
+# names one after its corpus path). A file there is reproduce's only when its run folder is
+# a training run's (it holds the train marker, or, from before markers, a checkpoints/
+# folder) and the file is one a training cell writes: a user's config.json elsewhere under
+# runs/ is a user's file (see _run_file).
+RUNS = "runs"
+RUN_FILES = (*OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json", "curve.json")
 # where every write is an atomic rename, which replaces a link to a file instead of writing
 # through it (a damaged cell there is recomputed); links elsewhere are refused
 ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
@@ -107,6 +109,23 @@ def _listed(rel: str, patterns: tuple[str, ...] | list[str]) -> bool:
     return any(_pattern(p).fullmatch(rel) is not None for p in patterns)
 
 
+def _run_file(out: Path, rel: str, runs: dict[Path, bool]) -> bool:
+    """Whether ``rel`` is a file a reproduce training cell wrote: under ``runs/<suite>/``,
+    inside a training run folder (``runs``: that answer per folder, filled as it goes), and
+    named like one of :data:`RUN_FILES` relative to it."""
+    parts = rel.split("/")
+    if parts[0] != RUNS:
+        return False
+    for i in range(3, len(parts)):  # runs/<suite>/<run>[/...]: the run folder is parts[:i]
+        folder = out.joinpath(*parts[:i])
+        if folder not in runs:
+            runs[folder] = (marker_command(folder) == "train"
+                            or (folder / "checkpoints").is_dir())
+        if runs[folder] and _listed("/".join(parts[i:]), RUN_FILES):
+            return True
+    return False
+
+
 @functools.lru_cache(maxsize=256)
 def _pattern(pattern: str) -> re.Pattern:
     below = pattern.endswith("/*")
@@ -159,7 +178,9 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
             f"--out {str(out)!r} holds {what} (no {MARKER} of `tokengeo {command}`; "
             f"first file {files[0]!r}), so tokengeo will not write there{tail}; choose "
             "another --out or empty it yourself")
-    foreign = [f for f in files if not _listed(f, OUTPUTS[command])]
+    runs: dict[Path, bool] = {}
+    foreign = [f for f in files if not _listed(f, OUTPUTS[command])
+               and not (command == "reproduce" and _run_file(out, f, runs))]
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise ConfigError(

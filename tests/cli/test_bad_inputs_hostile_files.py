@@ -212,6 +212,14 @@ CLASS1 = [
                  id="reproduce-user-file-deep-in-runs"),
     pytest.param(_reproduce_user_file("runs/flows/x/y/notes.md"), "notes.md",
                  id="reproduce-user-file-deep-in-a-run"),
+    pytest.param(_reproduce_user_file("runs/flows/mine/config.json"),
+                 "runs/flows/mine/config.json", id="reproduce-user-config-json-in-runs-suite"),
+    pytest.param(_reproduce_user_file("runs/flows/a/b/summary.json"), "summary.json",
+                 id="reproduce-user-summary-json-nested"),
+    pytest.param(_reproduce_user_file("runs/flows/mine/metrics.jsonl"), "metrics.jsonl",
+                 id="reproduce-user-metrics-jsonl"),
+    pytest.param(_reproduce_user_file("runs/retrofit/x/converted.json"), "converted.json",
+                 id="reproduce-user-converted-json"),
     pytest.param(_reproduce_user_file("runs/config.json"), "runs/config.json",
                  id="reproduce-run-file-outside-a-suite-folder"),
 ]
@@ -260,6 +268,30 @@ def test_class1_own_page_rewritten_edited_page_kept(tmp_path, capsys, monkeypatc
     assert main(["view", "--flow", str(flow), "--out", str(page)]) == 0  # ours: rewritten
     page.write_text(page.read_text() + "<!-- my notes -->")  # now the user's edit
     refused(tmp_path, capsys, ["view", "--flow", str(flow), "--out", str(page)], "p.html")
+
+
+def test_class1_reproduce_keeps_its_own_training_runs(tmp_path):
+    """A training cell's folder (the train marker, or a checkpoints/ folder from before
+    markers) is reproduce's own, nested or not; the same names beside it are not."""
+    from tokengeo.outmarker import check_output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    write_marker(out, "reproduce")
+    run = out / "runs" / "retrofit" / "study-shakespeare" / "k1-s0-abc"
+    run.mkdir(parents=True)
+    write_marker(run, "train")
+    for name in ("config.json", "summary.json", "curve.json", "converted.json",
+                 "checkpoints/step-1.safetensors"):
+        (run / name).parent.mkdir(exist_ok=True)
+        (run / name).write_text("{}")
+    legacy = out / "runs" / "laplacian" / "old-run"
+    (legacy / "checkpoints").mkdir(parents=True)
+    (legacy / "config.json").write_text("{}")
+    assert check_output(out, "reproduce", resume=True) == []
+    (run.parent / "config.json").write_text("the user's\n")  # beside the run, not in it
+    with pytest.raises(ConfigError, match="study-shakespeare/config.json"):
+        check_output(out, "reproduce", resume=True)
 
 
 @pytest.mark.parametrize("member", ["/tmp/tokengeo-evil-{}", "../evil-{}", "a/../../evil-{}",
@@ -356,7 +388,28 @@ def _ray_http(tmp: Path) -> list[str]:
             "--out", str(tmp / "out")]
 
 
+MINILM_SIZES = {"model_type": "bert", "num_hidden_layers": 6, "num_attention_heads": 12,
+                "hidden_size": 384, "max_position_embeddings": 512, "vocab_size": 50}
+
+
+def _sim_long(*extra: str, config: dict | None = None):
+    """An analysis whose sizes fit in memory checks but would run for months: refused with
+    the time estimate before the model loads or the corpus is tokenised."""
+    def setup(tmp: Path) -> list[str]:
+        folder = _hf_folder(tmp, config or MINILM_SIZES, {})
+        return ["similarity", "--model", str(folder), "--corpus", str(_corpus(tmp)), *extra,
+                "--no-figures", "--out", str(tmp / "out")]
+    return setup
+
+
 CLASS2 = [
+    pytest.param(_sim_long("--samples", "100000000"), "--samples",
+                 id="similarity-samples-1e8-time"),
+    pytest.param(_sim_long("--samples", "3000000", "--seq-len", "512"), "seq_len=512 through",
+                 id="similarity-seq-len-512-time"),
+    pytest.param(_sim_long("--samples", "50000", config={**MINILM_SIZES, "hidden_size": 2048,
+                                                         "num_hidden_layers": 24}),
+                 "width 2048", id="similarity-wide-model-time"),
     pytest.param(_view_file_fifo, "not a regular file", id="view-file-fifo"),
     pytest.param(_view_flow_fifo, "not a regular file", id="view-flow-fifo"),
     pytest.param(_view_run_fifo, "report.json", id="view-run-report-fifo"),
@@ -394,6 +447,82 @@ def test_class2_flow_time_estimate_keeps_the_papers_runs():
     from tokengeo.flows.presets import get_preset
 
     get_preset("s2-ou", scaling_heads=(1, 10, 100))  # the paper's full run: T=20, H up to 100
+
+
+@pytest.mark.parametrize("layers,width,samples", [(6, 384, 2000), (12, 768, 20_000)])
+def test_class2_similarity_time_keeps_the_default_and_the_papers_size(layers, width, samples):
+    """MiniLM at the CLI's default size and BERT-base at the paper's (20,000 inputs of 128
+    tokens, Halevi et al.) pass the time estimate; 100x the paper's inputs do not."""
+    from tokengeo.probes.similarity.run import SimilarityConfig, check_similarity_time
+
+    check_similarity_time(SimilarityConfig(samples=samples), layers, width)
+    with pytest.raises(ConfigError, match="--samples"):
+        check_similarity_time(SimilarityConfig(samples=2_000_000 * samples), layers, width)
+
+
+def test_class2_similarity_suite_time_estimated_from_its_settings():
+    """An edited similarity suite whose analysis would run for weeks a shard is refused
+    when its settings are read, naming the setting; the shipped modes pass."""
+    import tomllib
+
+    from tokengeo.experiments.suites.similarity import _check_analysis
+
+    with pytest.raises(ConfigError, match=r"\[full\]\.analysis\.samples"):
+        _check_analysis({"samples": 10**8, "seq_len": 128}, "[full].analysis")
+    shipped = Path(__import__("tokengeo").__file__).parent / "experiments/suites/similarity.toml"
+    modes = tomllib.loads(shipped.read_text())
+    for mode, table in modes.items():
+        if isinstance(table, dict) and "analysis" in table:
+            _check_analysis(dict(table["analysis"]), f"[{mode}].analysis")
+
+
+def _fake_view_model(monkeypatch, config: dict, n_tokens: int):
+    """``view --model`` loads a stand-in of ``config``'s sizes that encodes any text as
+    ``n_tokens`` ids; its forward pass (extract_heads) fails the test."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import tokengeo.view.heads as vheads
+    import tokengeo.view.loading as vload
+
+    model = torch.nn.Linear(1, 1)
+    model.config = SimpleNamespace(**config)
+    vm = vload.ViewModel(model=model, encode=lambda text: list(range(n_tokens)),
+                         token_text=str, positions=None, name="stand-in")
+    monkeypatch.setattr(vload, "check_model", lambda name: None)
+    monkeypatch.setattr(vload, "load_for_view", lambda name: vm)
+
+    def ran(*a, **k):
+        raise AssertionError("the model ran before the page size was checked")
+
+    monkeypatch.setattr(vheads, "extract_heads", ran)
+
+
+@pytest.mark.parametrize("config,n_tokens,memory,needle", [
+    ({"num_hidden_layers": 30, "num_attention_heads": 9}, 8192, None, "--max-tokens 1410"),
+    ({"n_layer": 48, "n_head": 25}, 2048, None, "--max-tokens 668"),
+    ({"n_layers": 4, "n_heads": 4}, 20_000, None, "12,207 MB"),
+    ({"num_hidden_layers": 6, "num_attention_heads": 12}, 512, 2**26, "memory"),
+], ids=["smollm2-like-8192-tokens", "gpt2-xl-spelling", "tokengeo-run-spelling",
+        "minilm-512-on-64-MiB-machine"])
+def test_class2_view_page_size_estimated_before_the_model_runs(
+        tmp_path, capsys, monkeypatch, config, n_tokens, memory, needle):
+    import tokengeo.checks as checks
+
+    if memory is not None:
+        monkeypatch.setattr(checks, "available_memory", lambda: memory)
+    _fake_view_model(monkeypatch, config, n_tokens)
+    refused(tmp_path, capsys, ["view", "--model", "stand-in", "--text", "words",
+                               "--out", str(tmp_path / "p.html")], needle)
+
+
+def test_class2_view_page_size_keeps_mpnet_at_full_length(tmp_path, monkeypatch):
+    """MPNet (12 x 12 heads) at its 514 positions passes the estimate and reaches the model."""
+    _fake_view_model(monkeypatch, {"num_hidden_layers": 12, "num_attention_heads": 12}, 514)
+    with pytest.raises(AssertionError, match="the model ran"):
+        main(["view", "--model", "stand-in", "--text", "words",
+              "--out", str(tmp_path / "p.html")])
 
 
 @pytest.fixture(autouse=True)
@@ -529,6 +658,20 @@ def _resume_deep_metrics(tmp: Path) -> list[str]:
 
 
 ST_HEADER_2_63 = struct.pack("<Q", 2**63) + b"{}"
+def _report_json(content):
+    """``tokengeo report`` of a report.json holding ``content`` (None: a FIFO)."""
+    def setup(tmp: Path) -> list[str]:
+        path = tmp / "report.json"
+        if content is None:
+            os.mkfifo(path)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        return ["report", str(path), "--root", str(tmp)]
+    return setup
+
+
 CLASS3 = [
     pytest.param(_view_flow_edit(lambda d, t: _deep()), "levels deep", id="flow-json-deep"),
     pytest.param(_view_flow_edit(_series("NaN")), "NaN", id="flow-json-nan"),
@@ -568,6 +711,11 @@ CLASS3 = [
     pytest.param(_ray("ray://"), "host:port", id="ray-address-empty-host"),
     pytest.param(_resume_deep_metrics, "levels deep", id="train-resume-deep-metrics",
                  marks=pytest.mark.slow),  # trains 2 steps first
+    pytest.param(_report_json(_deep()), "levels deep", id="report-json-deep"),
+    pytest.param(_report_json('{"format": "tokengeo-report/1", "claims": [NaN]'),
+                 "not valid JSON", id="report-json-truncated"),
+    pytest.param(_report_json(None), "not a regular file", id="report-json-fifo"),
+    pytest.param(_report_json(b"\xff\xfe{}"), "UTF-8", id="report-json-not-utf8"),
 ]
 
 
@@ -593,6 +741,52 @@ def test_class3_bounded_json_reader(tmp_path, text, needle):
     with pytest.raises(ConfigError, match=needle) as err:
         read_json(path, (dict, list))
     assert "x.json" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_class3_json_between_ranks_is_bounded(monkeypatch):
+    """What torchrun ranks send each other goes through the bounded reader: a rank's NaN
+    (a diverged loss) arrives as NaN; nesting past the bound is one ConfigError naming the
+    rank, not a RecursionError on the receiving rank."""
+    import math
+
+    import torch
+
+    import tokengeo.train.distributed as td
+
+    def all_gather(out, t):  # two ranks that send the same bytes
+        for o in out:
+            o.copy_(t)
+
+    monkeypatch.setattr(td.dist, "all_gather", all_gather)
+    env = td.DistEnv(rank=0, world_size=2, device=torch.device("cpu"))
+    got = td.all_gather_json({"loss": float("nan"), "step": 3}, env)
+    assert len(got) == 2 and math.isnan(got[1]["loss"]) and got[1]["step"] == 3
+    deep: list = []
+    for _ in range(80):
+        deep = [deep]
+    with pytest.raises(ConfigError, match="rank 0's JSON nests JSON 81 levels deep"):
+        td.all_gather_json(deep, env)
+
+
+@pytest.mark.parametrize("stdout,needle", [
+    ("[" * 100_000 + "]" * 100_000, "levels deep"),
+    ('[{"batches": 1}', "not valid JSON"),
+    ('{"not": "a list"}', "must hold a JSON list"),
+])
+def test_class3_bench_child_output_is_bounded(monkeypatch, stdout, needle):
+    """A benchmark child's output is parsed by the bounded reader: a hostile or damaged
+    line is one ConfigError naming the child, never a RecursionError or a KeyError."""
+    import subprocess
+
+    import tokengeo.bench.train_memory as tm
+    from tokengeo.models.ltransformer import LTransformerConfig
+
+    monkeypatch.delenv(tm.MMAP_ENV, raising=False)  # measured in a child, whose line we read
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout=stdout, stderr=""))
+    with pytest.raises(ConfigError, match=needle) as err:
+        tm.training_peaks(LTransformerConfig(), batches=(1,), seq_len=8)
+    assert "training-memory child" in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["cell", "sidecar", "marker", "cache-config"])

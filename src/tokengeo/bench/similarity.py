@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from tokengeo.bench.measure import reset_peak_rss, status_bytes, timed
+from tokengeo.io import parse_json
 
 
 @dataclass
@@ -124,7 +125,8 @@ def memory(args: SimilarityBenchConfig) -> list[dict]:
         # live tensors instead of the allocator's free lists
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
         res = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-        out.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        out.append(parse_json(res.stdout.strip().splitlines()[-1] if res.stdout.strip()
+                              else "", "the memory child's output line", dict))
     return out
 
 
@@ -143,5 +145,5 @@ def run(cfg: SimilarityBenchConfig) -> dict:
 
 if __name__ == "__main__":  # the memory child: python -m tokengeo.bench.similarity N CONFIG
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    child_cfg = SimilarityBenchConfig(**json.loads(sys.argv[2]))
+    child_cfg = SimilarityBenchConfig(**parse_json(sys.argv[2], "the child's config", dict))
     print(json.dumps(memory_child(int(sys.argv[1]), child_cfg)))

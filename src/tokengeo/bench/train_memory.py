@@ -132,14 +132,18 @@ def training_peaks(cfg, batches: list[int], seq_len: int,
                           check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the training-memory measurement failed: {done.stderr[-2000:]}")
-    return [TrainingPeak(**row) for row in json.loads(done.stdout)]
+    from tokengeo.io import parse_json
+
+    rows = parse_json(done.stdout, "the training-memory child's output", list)
+    return [TrainingPeak(**row) for row in rows]
 
 
 def main() -> None:
     """Read ``{"config", "batches", "seq_len"}`` (JSON) on stdin, print the peaks (JSON)."""
+    from tokengeo.io import parse_json
     from tokengeo.models.ltransformer import LTransformerConfig
 
-    request = json.loads(sys.stdin.read())
+    request = parse_json(sys.stdin.read(), "the training-memory request on stdin", dict)
     cfg = LTransformerConfig(**request["config"])
     torch.set_num_threads(1)
     rows = _peaks_here(cfg, request["batches"], request["seq_len"], "cpu")

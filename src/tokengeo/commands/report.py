@@ -21,17 +21,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the folder holding README.md and docs/ (default: here)")
 
 
+REPORT_LIMIT = 64 << 20  # report.json is a few MB at most (as tokengeo.view.runs reads it)
+
+
 def _load(path: Path) -> dict:
-    import json
-
     from tokengeo.errors import ConfigError
+    from tokengeo.io import read_json
 
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such report; pass a run's report.json") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"{path}: no such report; pass a run's report.json")
+    try:  # bounded: a FIFO is refused, deep nesting or NaN is one line, never a traceback
+        data = read_json(path, None, limit=REPORT_LIMIT, allow_nan=True)
+    except ConfigError as exc:
         raise ConfigError(f"{path}: not a readable report.json ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: not a readable report.json ({exc.strerror})") from None
     if not (isinstance(data, dict) and str(data.get("format", "")).startswith(
             "tokengeo-report/") and isinstance(data.get("claims"), list)):
         raise ConfigError(f"{path}: not a tokengeo report.json (no tokengeo-report format); "

@@ -124,8 +124,9 @@ CORPUS_BYTES_FACTOR = 200
 
 
 def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
-    """seq_len within the model's positions; the windows, one batch and the tokenised user
-    corpus fit in memory (12 layers and heads assumed where the source does not say)."""
+    """seq_len within the model's positions; the analysis ends within the time limit; the
+    windows, one batch and the tokenised user corpus fit in memory (12 layers and heads,
+    width 64 per head, assumed where the source does not say)."""
     from tokengeo.checks import check_memory
 
     limit = source.max_positions
@@ -133,6 +134,9 @@ def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
         raise ConfigError(f"seq_len={cfg.seq_len} exceeds the model's {limit} positions; use "
                           f"--seq-len <= {limit}")
     layers, heads = source.n_layers or 12, source.n_heads or 12
+    from tokengeo.probes.similarity.run import check_similarity_time
+
+    check_similarity_time(cfg, layers, source.width or 64 * heads)
     windows = 16.0 * cfg.samples * cfg.seq_len  # input and sentence ids, int64
     batch = 4.0 * 4 * cfg.batch_size * heads * cfg.seq_len**2 * layers  # (L, H, B, T, T) x 4
     check_memory(f"samples={cfg.samples}, batch_size={cfg.batch_size}, seq_len={cfg.seq_len}",

@@ -148,7 +148,7 @@ def _read_text(args: argparse.Namespace) -> tuple[str, str, int | None]:
 
 
 def _heads(args: argparse.Namespace):
-    from tokengeo.view.heads import extract_heads
+    from tokengeo.view.heads import check_page_size, extract_heads, model_heads
     from tokengeo.view.loading import check_model, encode_text, load_for_view
     from tokengeo.view.payloads import heads_payload
 
@@ -170,6 +170,9 @@ def _heads(args: argparse.Namespace):
     if args.n_laplacian is not None or args.heads is not None:
         _laplacianize(vm, args.n_laplacian, heads, args.heads)
     ids, tokens = encode_text(vm, text, max_tokens)
+    sizes = model_heads(vm.model)
+    if sizes is not None:  # the page's size, before the model runs
+        check_page_size(*sizes, len(tokens))
     maps = extract_heads(vm.model, ids, tokens, model_name=vm.name)
     print(f"{len(tokens)} tokens, {maps.shape[0]} layers x {maps.shape[1]} heads",
           file=sys.stderr)

@@ -27,6 +27,7 @@ def open_trainer(run_dir: Path, config: dict[str, Any]):
     """A :class:`~tokengeo.train.Trainer` of ``config`` in ``run_dir`` on the config's device
     (default the CPU), resuming from its last checkpoint (a run folder without one is
     started afresh): what every training cell of a suite opens."""
+    from tokengeo.outmarker import write_marker
     from tokengeo.train import TrainConfig, Trainer, latest_checkpoint
 
     run_dir = Path(run_dir)
@@ -34,6 +35,8 @@ def open_trainer(run_dir: Path, config: dict[str, Any]):
     resume = run_dir.exists() and latest_checkpoint(ckpts) is not None
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)  # a run that died before its first checkpoint
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_marker(run_dir, "train")  # what makes its files reproduce's (tokengeo.outmarker)
     cfg = TrainConfig(**{"device": "cpu", **config, "out": str(run_dir)})
     return Trainer(cfg, resume=resume, progress=False)
 
@@ -53,9 +56,9 @@ class CurveRecorder:
         self.geometry, self.split, self.examples = geometry, split, examples
 
     def points(self) -> list[dict]:
-        import json
+        from tokengeo.io import read_json
 
-        return json.loads(self.path.read_text()) if self.path.exists() else []
+        return read_json(self.path, list, allow_nan=True) if self.path.exists() else []
 
     def _write(self, point: dict) -> list[dict]:
         from tokengeo.io import write_json
@@ -225,7 +228,9 @@ def _distributed_cell(run_dir: Path, config: dict[str, Any], geometry: str | Non
         raise RuntimeError(f"torchrun training of {run_dir} on {processes} processes failed "
                            f"(exit {done.returncode}): {' | '.join(tail)}")
     run = RunDir(run_dir)
-    summary = json.loads(run.summary.read_text())
+    from tokengeo.io import read_json
+
+    summary = read_json(run.summary, dict, allow_nan=True)
     out = {"final": summary["final"], "parameters": summary["parameters"],
            "wall_time_s": summary["wall_time_s"], "step": summary["step"],
            "device": f"{config['device']} x{processes} (DDP)",

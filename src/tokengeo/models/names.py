@@ -69,6 +69,7 @@ class ModelSource:
     n_heads: int | None = None
     max_positions: int | None = None
     vocab_size: int | None = None
+    width: int | None = None  # hidden size (d_model)
     causal_lm: bool | None = None  # has an LM head (None: its config does not say)
     loader: Callable[..., Any] = field(default=None, repr=False, compare=False)
     folder: Callable[[], Path] | None = field(default=None, repr=False, compare=False)

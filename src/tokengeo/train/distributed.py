@@ -152,5 +152,10 @@ def all_gather_json(obj: Any, env: DistEnv) -> list[Any]:
     padded[: data.numel()] = data
     gathered = [torch.empty_like(padded) for _ in range(env.world_size)]
     dist.all_gather(gathered, padded)
-    return [json.loads(bytes(g[: int(s.item())].tolist()).decode())
-            for g, s in zip(gathered, sizes, strict=True)]
+    from tokengeo.io import parse_json
+
+    # bounded like every JSON tokengeo reads (depth, size); NaN stays a result (a diverged
+    # rank's loss), as in the metrics files
+    return [parse_json(bytes(g[: int(s.item())].tolist()), f"rank {rank}'s JSON",
+                       limit=max(longest, 1), allow_nan=True)
+            for rank, (g, s) in enumerate(zip(gathered, sizes, strict=True))]

@@ -78,6 +78,46 @@ def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]
     return per_layer
 
 
+# The per-head data a page may embed (P and S codes, one byte each, before compression): a
+# browser holds all of it, and the forward pass keeps ~16 bytes per entry (P, z similarity,
+# codes) on the way. 1 GiB is 4x what the largest named encoder (mpnet, 12 x 12 heads, 514
+# positions: 76 MB) needs at its full length.
+MAX_PAGE_DATA = 1 << 30
+BYTES_PER_ENTRY = 16  # memory per (layer, head, i, j) while the maps are extracted
+
+
+def model_heads(model: nn.Module) -> tuple[int, int] | None:
+    """(layers, heads) from the model's config (Hugging Face or tokengeo spellings), or None
+    where it does not say."""
+    inner = wrapped_hf_model(model) or model
+    cfg = getattr(inner, "config", None)
+    sizes = []
+    for keys in (("num_hidden_layers", "n_layer", "n_layers"),
+                 ("num_attention_heads", "n_head", "n_heads")):
+        value = next((getattr(cfg, k) for k in keys if isinstance(getattr(cfg, k, None), int)),
+                     None)
+        sizes.append(value)
+    return None if None in sizes else (sizes[0], sizes[1])
+
+
+def check_page_size(n_layers: int, n_heads: int, n_tokens: int) -> None:
+    """Refuse, before the forward pass, a page whose per-head data (``2 L H T^2`` bytes of P
+    and S codes) exceeds :data:`MAX_PAGE_DATA`, or whose extraction would not fit in memory;
+    the message states the estimate and the longest text that fits (``--max-tokens``)."""
+    from tokengeo.checks import check_memory
+
+    entries = float(n_layers) * n_heads * n_tokens * n_tokens
+    fits = int((MAX_PAGE_DATA / (2.0 * n_layers * n_heads)) ** 0.5)
+    fix = f"give a shorter text (--max-tokens {fits} or less)"
+    if 2 * entries > MAX_PAGE_DATA:
+        raise ConfigError(f"{n_tokens} tokens x {n_layers} layers x {n_heads} heads: the page "
+                          f"would embed {2 * entries / 2**20:,.0f} MB of per-head data "
+                          f"(L H T^2 entries of P and S), more than the "
+                          f"{MAX_PAGE_DATA >> 20:,} MB a page may hold; {fix}")
+    check_memory(f"the maps of {n_tokens} tokens x {n_layers} layers x {n_heads} heads",
+                 BYTES_PER_ENTRY * entries, fix)
+
+
 @torch.no_grad()
 def extract_heads(model: nn.Module, input_ids: torch.Tensor, tokens: list[str], *,
                   model_name: str = "") -> HeadMaps:

@@ -45,7 +45,7 @@ from tokengeo.experiments.suite import Suite, SuiteContext
 def _check_analysis(table: dict, where: str) -> None:
     from tokengeo.errors import ConfigError
     from tokengeo.experiments.settings import fields_of
-    from tokengeo.probes.similarity.run import SimilarityConfig
+    from tokengeo.probes.similarity.run import SimilarityConfig, check_similarity_time
 
     fields_of(SimilarityConfig)(table, where)
     for key in ("model", "corpus"):
@@ -54,6 +54,9 @@ def _check_analysis(table: dict, where: str) -> None:
                               f"{'models' if key == 'model' else 'corpora'} setting; remove it")
     try:
         SimilarityConfig(**table).validate()
+        # each shard's time, for the largest model the suite names (BERT-base, 12 x 768)
+        check_similarity_time(SimilarityConfig(**table), 12, 768,
+                              fix=f"use fewer {where}.samples or a shorter seq_len")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 

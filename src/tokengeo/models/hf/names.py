@@ -19,7 +19,8 @@ from tokengeo.models.hf import mpnet, pretrained
 SIZE_KEYS = {"n_layers": ("num_hidden_layers", "n_layer"),
              "n_heads": ("num_attention_heads", "n_head"),
              "max_positions": ("max_position_embeddings", "n_positions"),
-             "vocab_size": ("vocab_size",)}
+             "vocab_size": ("vocab_size",),
+             "width": ("hidden_size", "n_embd")}
 CAUSAL_ARCHITECTURES = ("ForCausalLM", "LMHeadModel")  # how transformers names causal LMs
 MAX_CONFIG_BYTES = 1 << 22  # config.json files hold kilobytes; a bigger one is not a config
 
@@ -33,7 +34,7 @@ def read_hf_config(folder: Path) -> dict[str, Any]:
 
 
 def sizes_of(cfg: dict[str, Any] | None, where: str = "config.json") -> dict[str, int | None]:
-    """Layer, head, position and vocabulary counts from a Hugging Face config dict; a size
+    """Layer, head, position, vocabulary counts and width from a Hugging Face config dict; a size
     given as anything but a whole number >= 1 (or null) is a ConfigError naming it."""
     cfg = cfg or {}
     for keys in SIZE_KEYS.values():

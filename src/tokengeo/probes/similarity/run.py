@@ -55,6 +55,28 @@ class SimilarityConfig:
                               f"{self.seq_len} (every pair would be short range)")
 
 
+def similarity_operations(samples: int, seq_len: int, layers: int, width: int) -> float:
+    """Elementary operations of analysing ``samples`` windows of ``seq_len`` tokens with an
+    encoder of ``layers`` layers of width ``width``: per layer and window, the forward pass
+    (~24 T d^2 for the projections and MLP, ~4 T^2 d for the attention) and the head-output
+    similarities (~2 T^2 d, every head's (T, T) cosine matrix, Halevi et al. 2025)."""
+    t, d = float(seq_len), float(width)
+    return float(samples) * layers * (24.0 * t * d * d + 6.0 * t * t * d)
+
+
+def check_similarity_time(cfg: SimilarityConfig, layers: int, width: int, *,
+                          fix: str = "use fewer --samples, a shorter --seq-len or a smaller "
+                                     "--model") -> None:
+    """Refuse, before anything loads, an analysis that would run for more than the time
+    limit of :func:`tokengeo.checks.check_time`, stating the estimate and ``fix``."""
+    from tokengeo.checks import check_time
+
+    check_time(f"similarity of samples={cfg.samples} windows of seq_len={cfg.seq_len} "
+               f"through {layers} layers of width {width}",
+               similarity_operations(cfg.samples, cfg.seq_len, layers, width),
+               fix)
+
+
 SIMILARITY_MODELS = ("named", "folder")  # what --model takes (tokengeo.models.names)
 
 
