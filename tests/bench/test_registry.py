@@ -118,3 +118,15 @@ def test_flags_of_fields_the_device_chooses_take_their_annotated_type():
     assert cfg.kernel == "compose" and cfg.n_heads == 4  # the CPU default fills the rest
     with pytest.raises(ConfigError, match="kernel='lean' was renamed kernel='in_place'"):
         parse_config(LaplacianBenchConfig, argv=["--kernel", "lean"])
+
+
+def test_interleaved_times_take_a_timer_round_robin():
+    """One round-robin loop serves the wall clock and the CUDA-event timer alike."""
+    from tokengeo.bench.measure import interleaved_times
+
+    calls: list[str] = []
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    seconds = iter(range(1, 100))
+    times = interleaved_times(fns, repeats=3, warmup=1, timer=lambda fn: (fn(), next(seconds))[1])
+    assert calls == ["a", "b"] + ["a", "b"] * 3  # warm-up, then alternating
+    assert times == {"a": [1, 3, 5], "b": [2, 4, 6]}

@@ -105,22 +105,30 @@ def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
 def interleaved_times(
     fns: dict[str, Callable[[], object]], *, repeats: int, warmup: int = 2,
     device: torch.device | None = None,
+    timer: Callable[[Callable[[], object]], float] | None = None,
 ) -> dict[str, list[float]]:
     """Seconds of every call of each function, timed round-robin ``repeats`` times (so a
-    drift in machine load hits all of them alike), after ``warmup`` untimed calls each."""
-    sync = (lambda: torch.cuda.synchronize(device)) if device and device.type == "cuda" else (
-        lambda: None)
+    drift in machine load hits all of them alike), after ``warmup`` untimed calls each.
+    ``timer(fn)``: seconds of one call (default: the wall clock, synchronised on CUDA;
+    :func:`cuda_seconds` times on the GPU's own clock)."""
+    if timer is None:
+        sync = (lambda: torch.cuda.synchronize(device)) if device and device.type == "cuda" \
+            else (lambda: None)
+
+        def timer(fn: Callable[[], object]) -> float:
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            return time.perf_counter() - t0
+
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(timer(fn))
     return times
 
 
@@ -157,14 +165,8 @@ def interleaved_cuda_medians(
 ) -> dict[str, float]:
     """Median CUDA-event milliseconds per call of each function, timed round-robin (see
     :func:`interleaved_times`)."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            times[name].append(1e3 * cuda_seconds(fn))
-    return {k: statistics.median(v) for k, v in times.items()}
+    times = interleaved_times(fns, repeats=repeats, warmup=warmup, timer=cuda_seconds)
+    return {k: 1e3 * statistics.median(v) for k, v in times.items()}
 
 
 def cuda_peak_mb(fn: Callable[[], object]) -> float:
