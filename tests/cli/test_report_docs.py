@@ -74,3 +74,22 @@ def test_an_unknown_block_is_refused(tmp_path, capsys):
                                     "<!-- tokengeo:end nonsense -->\n")
     assert main(["report", str(PUBLISHED), "--check-docs", "--root", str(root)]) == 2
     assert "unknown block 'nonsense'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--check-docs", "--root", "{tmp}/missing"], "not a folder"),
+    (["--write-docs", "--check-docs"], "not allowed with"),
+])
+def test_bad_report_arguments_are_one_line_and_write_nothing(tmp_path, capsys, argv, message):
+    root = _docs_copy(tmp_path)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    try:
+        code = main(["report", str(PUBLISHED), *argv])
+    except SystemExit as exc:  # argparse's own refusals exit from the parser
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "missing").exists()
