@@ -127,9 +127,11 @@ def training_peaks(cfg, batches: list[int], seq_len: int,
         raise TypeError("training_peaks needs an LTransformerConfig")
     request = {"config": asdict(cfg), "batches": batches, "seq_len": seq_len}
     env = {**os.environ, MMAP_ENV: PRECISE_MMAP}
+    from tokengeo.lifetime import die_with_parent
+
     done = subprocess.run([sys.executable, "-m", "tokengeo.bench.train_memory"],
                           input=json.dumps(request), capture_output=True, text=True, env=env,
-                          check=False)
+                          check=False, preexec_fn=die_with_parent)  # dies with this process
     if done.returncode != 0:
         raise RuntimeError(f"the training-memory measurement failed: {done.stderr[-2000:]}")
     from tokengeo.io import parse_json

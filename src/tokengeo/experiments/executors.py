@@ -44,6 +44,7 @@ import torch
 
 from tokengeo.errors import ConfigError, DataNotFoundError, MissingDependencyError
 from tokengeo.experiments.cells import Cell
+from tokengeo.lifetime import die_with_parent
 
 EXECUTORS = ("serial", "process", "ray")
 
@@ -199,24 +200,11 @@ def worker_gpu_env(index: int, gpus: Sequence[str]) -> dict[str, str]:
 def _guard_worker(driver: int) -> None:
     """Make this worker die with ``driver`` (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _parent_death_signal()
+    die_with_parent()
     if os.getppid() != driver:  # the driver died before the guard was set
         os._exit(1)
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True,
                      name="tokengeo-driver-watchdog").start()
-
-
-def _parent_death_signal() -> bool:
-    """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return False
 
 
 def _watch_driver(driver: int) -> None:

@@ -221,8 +221,11 @@ def _distributed_cell(run_dir: Path, config: dict[str, Any], geometry: str | Non
         config_file.write_text(json.dumps({k: v for k, v in config.items() if k != "out"}))
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
         env.update(_node_gpus_env())
+        from tokengeo.lifetime import die_with_parent
+
         done = subprocess.run(torchrun_command(config_file, run_dir, processes, resume),
-                              env=env, capture_output=True, text=True)
+                              env=env, capture_output=True, text=True,
+                              preexec_fn=die_with_parent)  # dies with the worker
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise RuntimeError(f"torchrun training of {run_dir} on {processes} processes failed "
