@@ -124,7 +124,10 @@ def memory(args: SimilarityBenchConfig) -> list[dict]:
         # a fixed mmap threshold returns freed blocks to the OS at once, so RSS tracks the
         # live tensors instead of the allocator's free lists
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-        res = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+        from tokengeo.lifetime import die_with_parent
+
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env,
+                             preexec_fn=die_with_parent)  # dies with this process
         out.append(parse_json(res.stdout.strip().splitlines()[-1] if res.stdout.strip()
                               else "", "the memory child's output line", dict))
     return out
