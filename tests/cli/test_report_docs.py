@@ -93,3 +93,43 @@ def test_bad_report_arguments_are_one_line_and_write_nothing(tmp_path, capsys, a
     assert len(err) == 1 and message in err[0]
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
     assert not (tmp_path / "missing").exists()
+
+
+def _with_smoothing_table(data: dict, suite: str) -> dict:
+    data = json.loads(json.dumps(data))
+    data["tables"].append({
+        "suite": suite, "caption": "smoothing sign per block: (a test table)",
+        "header": ["block", "k=4 laplacian dVar/Var", "k=4 laplacian Rayleigh"],
+        "rows": [["block 1", "0.021 ± 0.01", "0.3 ± 0.1"],
+                 ["block 2", "-0.04 ± 0.02", "-0.2 ± 0.1"]]})
+    return data
+
+
+def test_the_smoothing_block_names_the_blocks_that_smooth_and_sharpen():
+    from tokengeo.experiments.docblocks import render
+
+    data = _with_smoothing_table(json.loads(PUBLISHED.read_text()), "laplacian-images")
+    body = render(data, "smoothing:laplacian-images")
+    assert "| block 2 | -0.04 ± 0.02 |" in body
+    line = next(x for x in body.splitlines() if x.startswith("- k=4 laplacian"))
+    assert "smooth) in block 2;" in line and "sharpen) in block 1" in line
+
+
+def test_a_run_without_the_smoothing_table_says_so():
+    from tokengeo.experiments.docblocks import render
+
+    body = render(json.loads(PUBLISHED.read_text()), "smoothing:laplacian-language")
+    assert "no smoothing-sign table" in body
+
+
+def test_the_smoothing_block_reads_the_mechanism_table_by_row():
+    from tokengeo.experiments.docblocks import render
+
+    data = json.loads(PUBLISHED.read_text())
+    data["tables"].append({
+        "suite": "laplacian-mechanism", "caption": "smoothing sign of the chosen heads per block",
+        "header": ["variant", "block 1", "block 2"],
+        "rows": [["(1, −1)", "-0.5 ± 0.1", "0.25 ± 0.1"]]})
+    body = render(data, "smoothing:laplacian-mechanism")
+    assert "- (1, −1): mean derivative negative (the heads smooth) in block 1; positive " \
+           "(they sharpen) in block 2" in body

@@ -10,7 +10,9 @@ A block in a Markdown file is delimited by two HTML comments (invisible once ren
 Names (:data:`RENDERERS`): ``run`` (mode, commit, claim count), ``tally`` (claims each paper
 makes, per verdict), ``kinds`` (all claims per kind), ``claims:SUITE`` (the suite's claims:
 paper's value, measurement, verdict, against the paper's effect), ``findings:SUITE`` (its
-paper and stand-in claims that reached a verdict, one line each). :func:`write_docs`
+paper and stand-in claims that reached a verdict, one line each), ``smoothing:SUITE`` (the
+smoothing-sign table of a Laplacian suite, and per column the blocks where the mean over
+seeds is negative, the head kind smoothing there, or positive). :func:`write_docs`
 re-renders every block under a folder; :func:`check_docs` names the first block that
 differs. The prose around the blocks says nothing numeric about the run.
 """
@@ -133,9 +135,51 @@ def render_findings(data: dict, suite: str) -> str:
     return "\n".join(lines) or "- (no paper or stand-in claim of this suite reached a verdict)"
 
 
+SMOOTHING_CAPTION = "smoothing sign"  # the captions smoothing_table() and the mechanism's write
+
+
+def _leading_number(cell: str) -> float:
+    """The mean of a ``"mean ± std"`` table cell."""
+    return float(cell.split("±")[0])
+
+
+def _sign_line(name: str, means: list[tuple[str, float]]) -> str:
+    smooth = ", ".join(b for b, m in means if m < 0) or "none"
+    sharpen = ", ".join(b for b, m in means if m > 0) or "none"
+    return (f"- {name}: mean derivative negative (the heads smooth) in {smooth}; positive "
+            f"(they sharpen) in {sharpen}")
+
+
+def _signs(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Per ``dVar/Var`` column (a sweep's table: blocks are rows), or per row (the
+    mechanism's: variants are rows, blocks columns), where the mean is negative or positive."""
+    columns = [j for j, name in enumerate(header) if name.endswith("dVar/Var")]
+    if columns:
+        return [_sign_line(header[j].removesuffix(" dVar/Var"),
+                           [(row[0], _leading_number(row[j])) for row in rows])
+                for j in columns]
+    return [_sign_line(row[0], [(header[j], _leading_number(row[j]))
+                                for j in range(1, len(header))]) for row in rows]
+
+
+def render_smoothing(data: dict, suite: str) -> str:
+    _suite_claims(data, suite)  # the suite must be in the run
+    tables = [t for t in data.get("tables", []) if t["suite"] == suite
+              and t["caption"].startswith(SMOOTHING_CAPTION)]
+    if not tables:
+        return (f"(this run of {suite} has no smoothing-sign table: it predates the "
+                "measurement, or its cells did not run)")
+    out = []
+    for t in tables:
+        out += [f"*{t['caption']}*", "", _table(t["header"], t["rows"]), "",
+                "Means over seeds, not tests (the claims above judge them):",
+                *_signs(t["header"], t["rows"])]
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, Callable[[dict, str], str]] = {
     "run": render_run, "tally": render_tally, "kinds": render_kinds,
-    "claims": render_claims, "findings": render_findings,
+    "claims": render_claims, "findings": render_findings, "smoothing": render_smoothing,
 }
 
 
@@ -144,7 +188,7 @@ def render(data: dict, name: str) -> str:
     kind, _, arg = name.partition(":")
     if kind not in RENDERERS:
         raise ConfigError(f"unknown block {name!r}; blocks are {sorted(RENDERERS)} "
-                          "(claims and findings take :SUITE)")
+                          "(claims, findings and smoothing take :SUITE)")
     return RENDERERS[kind](data, arg)
 
 
