@@ -133,3 +133,31 @@ def test_the_smoothing_block_reads_the_mechanism_table_by_row():
     body = render(data, "smoothing:laplacian-mechanism")
     assert "- (1, −1): mean derivative negative (the heads smooth) in block 1; positive " \
            "(they sharpen) in block 2" in body
+
+
+def test_the_compare_block_lists_the_tally_and_each_changed_verdict(tmp_path):
+    from tokengeo.experiments.docblocks import render
+
+    old = json.loads(PUBLISHED.read_text())
+    new = json.loads(PUBLISHED.read_text())
+    first = new["claims"][0]
+    was = first["verdict"]
+    first["verdict"] = "inconclusive" if was != "inconclusive" else "reproduced"
+    paper = next(iter(new["tally"]["papers"]))
+    new["tally"]["papers"][paper]["reproduced"] += 5
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "report.json").write_text(json.dumps(old))
+    body = render(new, "compare:old/report.json", tmp_path)
+    n_old = old["tally"]["papers"][paper]["reproduced"]
+    assert f"| {paper} | {n_old} → {n_old + 5} |" in body
+    rows = [x for x in body.splitlines() if x.startswith(f"| {first['suite']} |")]
+    assert len(rows) == 1 and f"| {was.split(':')[0]} | {first['verdict']} |" in rows[0]
+    assert "of the earlier run only: 0; of this run only: 0" in body
+
+
+def test_the_compare_block_refuses_a_missing_report(tmp_path):
+    from tokengeo.errors import ConfigError
+    from tokengeo.experiments.docblocks import render
+
+    with pytest.raises(ConfigError, match="compare:nowhere.json names no report.json"):
+        render(json.loads(PUBLISHED.read_text()), "compare:nowhere.json", tmp_path)

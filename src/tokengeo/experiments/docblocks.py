@@ -10,7 +10,9 @@ A block in a Markdown file is delimited by two HTML comments (invisible once ren
 Names (:data:`RENDERERS`): ``run`` (mode, commit, claim count), ``tally`` (claims each paper
 makes, per verdict), ``kinds`` (all claims per kind), ``claims:SUITE`` (the suite's claims:
 paper's value, measurement, verdict, against the paper's effect), ``findings:SUITE`` (its
-paper and stand-in claims that reached a verdict, one line each), ``smoothing:SUITE`` (the
+paper and stand-in claims that reached a verdict, one line each), ``compare:PATH`` (the
+tally against an earlier run's report.json at PATH under the root, and every claim whose
+verdict changed), ``smoothing:SUITE`` (the
 smoothing-sign table of a Laplacian suite, and per column the blocks where the mean over
 seeds is negative, the head kind smoothing there, or positive). :func:`write_docs`
 re-renders every block under a folder; :func:`check_docs` names the first block that
@@ -177,18 +179,67 @@ def render_smoothing(data: dict, suite: str) -> str:
     return "\n".join(out)
 
 
-RENDERERS: dict[str, Callable[[dict, str], str]] = {
+def _all_claims(claims: list[dict], parent: str = "") -> dict[tuple[str, str], tuple]:
+    """(suite, text) -> (verdict, the finding it is a member of) over every claim and member."""
+    out = {}
+    for c in claims:
+        out[(c["suite"], c["claim"])] = (_verdict(c), parent)
+        out.update(_all_claims(c.get("members") or [], parent or c["claim"]))
+    return out
+
+
+def _earlier_report(path: str, root: Path) -> dict:
+    from tokengeo.io import read_json
+
+    file = Path(root) / path
+    if not path or not file.is_file():
+        raise ConfigError(f"block compare:{path} names no report.json under {root}; give "
+                          "the earlier run's report.json, relative to the docs' root")
+    return read_json(file, dict, allow_nan=True)
+
+
+def render_compare(data: dict, path: str, root: Path = Path(".")) -> str:
+    """This run against an earlier one (``compare:PATH``, PATH its report.json relative to
+    the root): the tally of both, then every claim (or family member) of the same suite and
+    text whose verdict changed, and how many claims each run has that the other does not."""
+    old = _earlier_report(path, root)
+    papers = list(dict.fromkeys([*old["tally"]["papers"], *data["tally"]["papers"]]))
+    rows = [[p, *(f"{old['tally']['papers'].get(p, {}).get(v, 0)} → "
+                  f"{data['tally']['papers'].get(p, {}).get(v, 0)}" for v in VERDICT_COLUMNS)]
+            for p in papers]
+    before, after = _all_claims(old["claims"]), _all_claims(data["claims"])
+    changed = [[key[0], _cell(key[1]), before[key][0], after[key][0],
+                _cell(after[key][1]) or "—"]
+               for key in before if key in after and before[key][0] != after[key][0]]
+    return "\n".join([
+        f"Tally of the paper and stand-in claims, earlier run (commit "
+        f"`{(old.get('commit') or 'unknown')[:7]}`) → this run:", "",
+        _table(["paper", *VERDICT_COLUMNS], rows), "",
+        f"Claims and family members of the same suite and wording in both runs: "
+        f"{sum(k in after for k in before)}; of the earlier run only: "
+        f"{sum(k not in after for k in before)}; of this run only: "
+        f"{sum(k not in before for k in after)}. Those whose verdict changed:", "",
+        _table(["suite", "claim", "earlier", "now", "now a member of"], changed)
+        if changed else "(none)"])
+
+
+RENDERERS: dict[str, Callable[..., str]] = {
     "run": render_run, "tally": render_tally, "kinds": render_kinds,
     "claims": render_claims, "findings": render_findings, "smoothing": render_smoothing,
+    "compare": render_compare,
 }
+NEEDS_ROOT = {"compare"}
 
 
-def render(data: dict, name: str) -> str:
-    """The body of block ``name`` (``kind`` or ``kind:argument``)."""
+def render(data: dict, name: str, root: Path = Path(".")) -> str:
+    """The body of block ``name`` (``kind`` or ``kind:argument``); ``root``: the folder the
+    docs are under (``compare`` reads the earlier report relative to it)."""
     kind, _, arg = name.partition(":")
     if kind not in RENDERERS:
         raise ConfigError(f"unknown block {name!r}; blocks are {sorted(RENDERERS)} "
-                          "(claims, findings and smoothing take :SUITE)")
+                          "(claims, findings and smoothing take :SUITE, compare :PATH)")
+    if kind in NEEDS_ROOT:
+        return RENDERERS[kind](data, arg, root)
     return RENDERERS[kind](data, arg)
 
 
@@ -199,9 +250,9 @@ def doc_files(root: Path) -> list[Path]:
     return sorted({p for g in DOC_GLOBS for p in root.glob(g) if p.is_file()})
 
 
-def rendered(text: str, data: dict) -> str:
+def rendered(text: str, data: dict, root: Path = Path(".")) -> str:
     """``text`` with every block re-rendered from ``data``."""
-    return BLOCK.sub(lambda m: (f"{BEGIN.format(m['name'])}\n{render(data, m['name'])}\n"
+    return BLOCK.sub(lambda m: (f"{BEGIN.format(m['name'])}\n{render(data, m['name'], root)}\n"
                                 f"{END.format(m['name'])}"), text)
 
 
@@ -212,7 +263,7 @@ def check_docs(data: dict, root: Path) -> list[str]:
     for path in doc_files(root):
         text = path.read_text(encoding="utf-8")
         for m in BLOCK.finditer(text):
-            if m["body"] != render(data, m["name"]) + "\n":
+            if m["body"] != render(data, m["name"], root) + "\n":
                 differs.setdefault(m["name"], []).append(path.relative_to(root).as_posix())
     return [f"block {name} differs from report.json in {', '.join(files)}"
             for name, files in differs.items()]
@@ -225,7 +276,7 @@ def write_docs(data: dict, root: Path) -> list[Path]:
     changed = []
     for path in doc_files(root):
         text = path.read_text(encoding="utf-8")
-        new = rendered(text, data)
+        new = rendered(text, data, root)
         if new != text:
             write_text(path, new)
             changed.append(path)
