@@ -133,7 +133,7 @@ def test_nested_holm_size_is_outer_times_inner():
     rng = random.Random(3)
     blocks = [_single(rng, f"b{i}") for i in range(4)]
     inner = family("s", "every block", blocks, rule="all", label="every block")
-    outer = family("s", "finding", [_single(rng, "k=H"), inner, _single(rng, "t")])
+    family("s", "finding", [_single(rng, "k=H"), inner, _single(rng, "t")])
     assert inner.holm_size == 3
     assert [b.holm_size for b in blocks] == [12] * 4
 
