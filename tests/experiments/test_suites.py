@@ -127,7 +127,9 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     assert all(c.verdict in allowed or c.verdict.startswith(("not testable here: the "
                                                              "precondition", tiny))
                for c in out.claims), [c.verdict for c in out.claims]
-    measured = [m for c in out.claims for m in (c.members or [c])]  # a family's members
+    # the leaves of every row: a family's members, a finding's nested readings
+    measured = [m for c in out.claims
+                for m in ([d for d in c.descendants() if not d.is_family] or [c])]
     assert all(c.measured is not None or c.verdict.startswith(tiny) for c in measured)
     data = json.loads(path.with_name("report.json").read_text())
     validate_report(data)
