@@ -151,3 +151,24 @@ def test_nested_any_of_all_reproduced_by_the_inner_family():
     assert outer.verdict == REPRODUCED
     assert outer.verdict_raw == REPRODUCED
     assert outer.to_dict()["members"][1]["members"][0]["label"] == "b0"
+
+
+def test_report_shows_nested_members_as_parent_child_rows(tmp_path):
+    """The finding's detail table lists each reading, then a nested family's members as
+    ``parent › child`` rows, in report.md and report.html; only the finding is tallied."""
+    from tokengeo.experiments.report import SuiteOutput, render_html, render_markdown
+    from tokengeo.experiments.summary import report_json
+
+    rng = random.Random(7)
+    blocks = family("s", "every block", [_single(rng, f"block {i}") for i in (1, 2)],
+                    rule="all", label="every block at k=H")
+    finding = family("s", "Laplacian heads do X", [_single(rng, "k=H"), blocks],
+                     kind="paper")
+    suites = [SuiteOutput("s", "Suite", "Paper", [finding], paper_key="P")]
+    md = render_markdown(suites, "r", [], tmp_path)
+    assert "| every block at k=H › block 1 |" in md and "| every block at k=H |" in md
+    html = render_html(suites, "r", [], tmp_path)
+    assert "every block at k=H › block 2" in html
+    data = report_json(suites, "quick", "0", None)
+    assert sum(data["tally"]["papers"]["P"].values()) == 1
+    assert data["claims"][0]["members"][1]["members"][1]["label"] == "block 2"
