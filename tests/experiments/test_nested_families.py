@@ -136,6 +136,8 @@ def test_nested_holm_size_is_outer_times_inner():
     family("s", "finding", [_single(rng, "k=H"), inner, _single(rng, "t")])
     assert inner.holm_size == 3
     assert [b.holm_size for b in blocks] == [12] * 4
+    family("s", "again", [inner, _single(rng, "t")])  # regrouped: sizes follow, not compound
+    assert inner.holm_size == 2 and [b.holm_size for b in blocks] == [8] * 4
 
 
 def test_nested_any_of_all_reproduced_by_the_inner_family():

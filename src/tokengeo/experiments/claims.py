@@ -408,6 +408,14 @@ def _combine(verdicts: list[str], rule: str) -> str:
     return REPRODUCED if all(hit) else NOT_REPRODUCED if any(miss) else INCONCLUSIVE
 
 
+def _set_holm_size(members: list[Claim], outer: int) -> None:
+    """A member's power is at Holm's first step, 2.5% / m; an inner family's members at
+    2.5% / (outer m · their own m), the Bonferroni-conservative level of the closure."""
+    for m in members:
+        m.holm_size = outer * len(members)
+        _set_holm_size(m.members, m.holm_size)
+
+
 def family(suite: str, text: str, members: list[Claim], rule: str = "any",
            **fields) -> Claim:
     """One row for a family of related claims; fields default to the first member's."""
@@ -417,10 +425,5 @@ def family(suite: str, text: str, members: list[Claim], rule: str = "any",
     base = {"source": first.source, "paper_value": first.paper_value,
             "quantity": quantity, "region": first.region, "kind": first.kind,
             "proxy": first.proxy, "paper_effect": first.paper_effect, "margin": first.margin}
-    for m in members:
-        # its power is at Holm's first step, 2.5% / m; an inner family's members at
-        # 2.5% / (m · their own m), the Bonferroni-conservative level of the closure
-        m.holm_size = len(members)
-        for inner in m.descendants():
-            inner.holm_size *= len(members)
+    _set_holm_size(members, 1)
     return Claim(suite, text, **{**base, **fields}, members=members, rule_of_family=rule)
