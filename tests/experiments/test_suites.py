@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.claim_tree import repeated_findings
 from helpers.report_audit import audit
 from test_report_json import validate_report
 
@@ -119,6 +120,8 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     path, outputs = reproduce(cfg, log=lambda m: None)
     (out,) = outputs
     assert out.claims, "a suite must state claims"
+    # one tallied row per finding (issue 40 item 11): its readings are members, not rows
+    assert repeated_findings(out.claims) == {}, suite
     allowed = ("reproduced", "not reproduced", "inconclusive", "no change")
     # a claim whose sanity precondition fails at this micro size is not judged (DINO's
     # segmentation claims when its 2-step backbone does not beat a random one)
