@@ -5,6 +5,7 @@ settings checks."""
 from pathlib import Path
 
 import pytest
+from helpers.claim_tree import every_claim, repeated_findings
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -44,7 +45,7 @@ def _results(ks, seg, linear, random_seg) -> dict[str, CellResult]:
 
 
 def _by_text(claims) -> dict[str, object]:
-    return {c.text: c for c in claims}
+    return every_claim(claims)
 
 
 def _claims(ks, seg, linear, random_seg, **overrides):
@@ -77,18 +78,26 @@ def test_claims_at_half_and_all_but_one_head_and_the_trends_over_every_k():
     assert claims["k=3: fewer components explain 99% of patch-token variance"].measured.mean \
         == 0.0
     assert not [c for c in claims.values() if c.verdict.startswith("not run")]
+    # one tallied row for the linear probe: readings at H − 1, H/2 and over k
+    row = claims["Laplacian heads raise linear-probe accuracy"]
+    assert [m.label for m in row.members] == ["k=3", "k=2", "trend over k"]
+    assert row.verdict == "not reproduced" and row.kind == "stand-in"
+    rows = dino._claims(_settings(ks), dino._sweep(_settings(ks)).results(
+        _results(ks, lambda k, s: 0.7, lambda k, s: 0.8 + 0.001 * s, lambda k, s: 0.6)))
+    assert repeated_findings(rows) == {}
 
 
 def test_a_k_the_settings_leave_out_is_reported_not_run_naming_it():
     claims = _claims([0, 3], lambda k, s: 0.7 + 0.01 * k + 0.001 * s, lambda k, s: 0.8,
                      lambda k, s: 0.6)
-    half = claims["k=2 of 4 Laplacian heads raise linear-probe accuracy"]
-    assert half.verdict.startswith("not run") and "k = 2 is not among ks = [0, 3]" in \
-        half.verdict
-    trend = claims["Linear-probe accuracy rises with the number k of Laplacian heads"]
-    assert trend.verdict.startswith("not run") and "at least 3 ks" in trend.verdict
+    # the readings that did not run are left out of the finding and named in its detail
+    row = claims["Laplacian heads raise linear-probe accuracy"]
+    assert [m.label for m in row.members] == ["k=3"]
+    assert "k=2: the claim at k = 2: k = 2 is not among ks = [0, 3]" in row.detail
+    assert "trend over k: a trend over k needs at least 3 ks" in row.detail
     last = claims["k=3 of 4 Laplacian heads raise linear-probe accuracy"]
     assert last.verdict == "no change"  # the fake linear probe is flat in k: judged, not "not run"
+    assert row.verdict == "inconclusive"  # its only reading shows no change
 
 
 def test_a_skipped_suite_keeps_its_own_reason_for_every_claim():

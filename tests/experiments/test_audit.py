@@ -78,3 +78,60 @@ def test_the_alpha_ranking_carries_its_runs_and_the_audit_recomputes_it(tmp_path
     rank = next(c for c in bad["claims"] if c["claim"].startswith("the ranking of the α"))
     rank["interval"]["values_b"] = rank["interval"]["values_a"]  # the same ranking twice
     assert any("permutation z" in p for p in audit(bad).problems)
+
+
+def _nested_report(tmp_path) -> dict:
+    """A micro laplacian-images run (the fake cells of its tests): one row per finding, its
+    readings nested families (issue 40 item 11)."""
+    from test_laplacian_images import SETTINGS, _results
+
+    from tokengeo.experiments.report import SuiteOutput
+    from tokengeo.experiments.suite import SuiteContext
+    from tokengeo.experiments.suites import laplacian_images as images
+    from tokengeo.experiments.suites import laplacian_sweep as lap
+
+    ctx = SuiteContext.under(tmp_path, images.NAME)
+
+    def rows(sign: float) -> list:
+        sweep = lap.results(images.NAME, SETTINGS, _results(sign=sign), ctx,
+                            images.GEOMETRY_KIND, images.FIELDS)
+        return images.claims(SETTINGS, sweep)
+
+    reversed_rows = [c for c in rows(-1.0) if c.members]  # the readings fail
+    for c in reversed_rows:
+        c.text += " (reversed)"
+    out = [SuiteOutput(images.NAME, images.TITLE, images.PAPER, rows(1.0),
+                       paper_key=images.PAPER_KEY),
+           SuiteOutput("rev", "reversed", images.PAPER, reversed_rows, paper_key="Z")]
+    write_report(tmp_path / "r", out, "r", ["pre"], mode="quick")
+    return json.loads((tmp_path / "r" / "report.json").read_text())
+
+
+def test_the_audit_recomputes_nested_findings(tmp_path):
+    data = _nested_report(tmp_path)
+    validate_report(data)
+    nested = [c for c in data["claims"] if any(m.get("members") for m in c.get("members", []))]
+    assert len(nested) >= 10
+    a = audit(data)
+    assert a.problems == []
+    inner = sum(1 for c in nested for m in c["members"] if m.get("members"))
+    assert a.families >= len(nested) + inner and a.taken == 0
+    assert {c["verdict"] for c in nested} >= {"reproduced", "not reproduced"}
+
+
+def test_the_audit_catches_a_changed_nested_verdict(tmp_path):
+    data = _nested_report(tmp_path)
+    row = next(c for c in data["claims"] if c["verdict"] == "not reproduced"
+               and any(m.get("members") for m in c["members"]))
+    inner = next(m for m in row["members"] if m.get("members"))
+    bad = copy.deepcopy(data)
+    bad_inner = next(m for m in next(c for c in bad["claims"] if c["claim"] == row["claim"])
+                     ["members"] if m["label"] == inner["label"])
+    bad_inner["members"][0]["verdict_holm"] = "reproduced"
+    assert any("Holm" in p for p in audit(bad).problems)
+    bad = copy.deepcopy(data)
+    bad_inner = next(m for m in next(c for c in bad["claims"] if c["claim"] == row["claim"])
+                     ["members"] if m["label"] == inner["label"])
+    bad_inner["verdict"] = "inconclusive" if inner["verdict"] != "inconclusive" \
+        else "reproduced"
+    assert any("family verdict" in p and inner["label"] in p for p in audit(bad).problems)

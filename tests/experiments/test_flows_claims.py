@@ -68,3 +68,31 @@ def test_an_exponent_is_quoted_only_where_a_power_law_fits():
     assert shape.startswith("not a power law") and "−" not in shape and "-3.50" in shape
     # stochastic slopes: overlapping intervals within the tolerance still fit
     assert flows.power_law_shape(_slopes([-1.0, -1.5], exact=False), 0.3) is None
+
+
+def _ou_cell(residuals, g2):
+    from tokengeo.experiments.cells import CellResult
+
+    return CellResult("k", {"summary": {"residual_T": residuals, "terms_T": {"G2_int": g2},
+                                        "stationarity_T": [0.0]}})
+
+
+def test_only_the_h1_identity_is_judged_the_signed_residual_beyond_is_reported():
+    """Issue 40 items 6 and 11: the H = 1 identity is the tallied claim; the signed residual
+    at H > 1 (no identity stated there) is a table and the identity claim's detail, never a
+    tallied `paper` row."""
+    settings = {"heads": [1, 4], "residual_heads": [1, 2, 10], "residual_tolerance": 0.05}
+    results = {"ou-H1": _ou_cell([1e-4, -2e-4], [1.0, 1.0]),
+               "ou-H2": _ou_cell([-0.3, -0.1], [1.0, 2.0])}
+    new = flows._new_claims({**settings, "control_heads": [1, 4]}, results)
+    assert not [c for c in new if "residual" in c.text]
+    title, header, rows = flows._residual_table(settings, results)
+    assert [r[:2] for r in rows] == [["H=1", "judged (the identity claim)"],
+                                     ["H=2", "reported, not judged"],
+                                     ["H=10", "cell missing"]]
+    assert rows[1][2] == f"{(-0.3 - 0.05) / 2:+.3e}"
+    signed = {1: flows._residual_signed(settings, results)[1],
+              2: flows._residual_signed(settings, results)[2]}
+    claim = flows._balance_claim(signed, 0.05)
+    assert claim.kind == "paper" and claim.verdict == REPRODUCED
+    assert "H > 1 (not judged" in claim.detail and "-3.00e-01" in claim.detail

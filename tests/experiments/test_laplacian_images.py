@@ -3,6 +3,7 @@ claim per metric, the k = H headline, the ks between as a family, per-layer fami
 the settings rule that the ks hold 0, H // 2 and H."""
 
 import pytest
+from helpers.claim_tree import every_claim, repeated_findings
 from helpers.smoothing_rows import fake_smoothing
 
 from tokengeo.errors import ConfigError
@@ -59,7 +60,7 @@ def _summary(tmp_path, results):
 
 
 def _by_text(out) -> dict:
-    return {c.text: c for c in out.claims}
+    return every_claim(out.claims)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def test_every_metric_gets_headline_family_trend_and_per_layer_claims(summary):
         assert trend.verdict == "reproduced"
     assert texts[f"k={HEADS} (all heads Laplacian): {images.ACCURACY.text}"].paper_effect \
         == pytest.approx(images.IMAGENET_GAIN / 100)
-    layer = [c for c in out.claims if "(per layer)" in c.text]
+    layer = [c for c in texts.values() if "(per layer)" in c.text]
     assert len(layer) == len(images.GEOMETRY)
     assert all([m.label for m in c.members] == ["block 1", "block 2", "block 3"]
                for c in layer)
@@ -100,12 +101,30 @@ def test_a_reversed_trend_is_not_reproduced(tmp_path):
 
 def test_per_layer_family_reads_each_block_not_the_final_tokens(tmp_path):
     out = _summary(tmp_path, _results(late_only=True))
-    within = next(c for c in out.claims
+    within = next(c for c in _by_text(out).values()
                   if c.text.startswith(f"k={HEADS}: within-sequence") and c.members)
     verdicts = [m.verdict for m in within.members]
     assert verdicts[-1] == "reproduced" and verdicts[0] != "reproduced"
     assert within.verdict != "reproduced"  # "after every block" fails at block 1
     assert within.members[-1].measured.mean == pytest.approx(-0.02 * HEADS, abs=0.002)
+
+
+def test_one_tallied_row_per_finding_its_readings_nested(summary):
+    """Issue 40 item 11: each metric is one row, an "any" family of its readings; the ks
+    below H an "any" family, the blocks an "all" family inside it."""
+    assert repeated_findings(summary.claims) == {}
+    rows = {c.text: c for c in summary.claims}
+    for m in [images.ACCURACY, *images.GEOMETRY]:
+        row = rows[m.text]
+        assert row.rule_of_family == "any" and row.verdict == "reproduced"
+        labels = [x.label for x in row.members]
+        assert labels == ["k=H", "some k<H", "trend over k",
+                          *(["every block at k=H"] if m is not images.ACCURACY else [])]
+        assert row.members[1].rule_of_family == "any"
+        assert row.members[-1].rule_of_family == ("any" if m is images.ACCURACY else "all")
+        assert row.paper_effect == row.members[0].paper_effect
+    blocks = rows[images.GEOMETRY[0].text].members[-1]
+    assert [b.holm_size for b in blocks.members] == [4 * LAYERS] * LAYERS
 
 
 def test_tables_hold_every_k_and_every_block(summary):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers.claim_tree import every_claim
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -76,7 +77,7 @@ def _results(learned_ab, control_within: float, slope: float) -> dict[str, CellR
 def _claims(tmp_path, results) -> dict[str, object]:
     ctx = SuiteContext(tmp_path, tmp_path / "figures")
     out = mech.summarise(SETTINGS, results, ctx)
-    return {c.text: c for c in out.claims}, out
+    return every_claim(out.claims), out
 
 
 def test_claims_read_the_known_answers(tmp_path):
@@ -87,12 +88,17 @@ def test_claims_read_the_known_answers(tmp_path):
                                                abs=0.5)
     nearer = next(c for t, c in claims.items() if t.startswith("learned mixed heads end"))
     assert nearer.verdict == "reproduced"  # 26.6° from attention, 18.4° from the Laplacian
-    trend = next(c for t, c in claims.items() if t.startswith("within-sequence variance"))
+    trend = next(c for t, c in claims.items() if t.startswith("within-sequence variance share of the last"))
     assert trend.verdict == "reproduced" and trend.measured.mean == pytest.approx(-0.2)
     assert "per t" in trend.detail and "t = 0, 0.25, 0.75, 1" in trend.quantity
     every_depth = next(c for t, c in claims.items() if t.startswith("within-sequence share"))
     assert len(every_depth.members) == LAYERS  # depths 1..L; depth 1 is flat here
     assert every_depth.members[-1].verdict == "reproduced"
+    # one row for the finding: the last layer's trend and every depth, its readings
+    rows = [c for c in out.claims if "within-sequence" in c.text and "path" in c.text]
+    assert len(rows) == 1 and [m.label for m in rows[0].members] == ["last layer",
+                                                                      "every block"]
+    assert rows[0].members == [trend, every_depth] and rows[0].verdict == "reproduced"
     acc = next(c for t, c in claims.items() if t.startswith("test accuracy rises"))
     assert acc.verdict == "reproduced"
     needs = next(c for t, c in claims.items() if t.startswith("the smoothing needs"))
@@ -107,7 +113,7 @@ def test_claims_say_no_when_heads_turn_the_other_way(tmp_path):
     claims, _ = _claims(tmp_path, _results((0.4, 0.8), 0.5, 0.2))
     turn = next(c for t, c in claims.items() if t.startswith("mixed heads started"))
     assert turn.verdict == "not reproduced"  # (0.4, 0.8): towards V + P V (45°)
-    trend = next(c for t, c in claims.items() if t.startswith("within-sequence variance"))
+    trend = next(c for t, c in claims.items() if t.startswith("within-sequence variance share of the last"))
     assert trend.verdict == "not reproduced"
     needs = next(c for t, c in claims.items() if t.startswith("the smoothing needs"))
     assert needs.verdict == "not reproduced"  # Laplacian 1.0 > control 0.5

@@ -33,9 +33,13 @@ METRIC = lap.KMetric("PCs per seq.", geometry_metric("components_99_per_sequence
                      geometry_key="components_99_per_sequence")
 
 
-def test_k_claims_give_headline_family_and_trend_for_a_ratio_metric():
-    head, between, trend = lap.k_claims("t", _sweep(), SETTINGS, METRIC, kind="stand-in",
-                                        proxy="a char GPT")
+def test_k_finding_nests_headline_family_and_trend_for_a_ratio_metric():
+    row = lap.k_finding("t", _sweep(), SETTINGS, METRIC, kind="stand-in",
+                        proxy="a char GPT")
+    assert row.text == METRIC.text and row.rule_of_family == "any"
+    assert row.kind == "stand-in" and row.verdict == "reproduced"
+    head, between, trend = row.members
+    assert [m.label for m in row.members] == [lap.AT_H, lap.BELOW_H, lap.TREND]
     assert head.text.startswith("k=2 (all heads Laplacian)")
     assert head.measured.mean == pytest.approx(math.log(RATIO), abs=0.003)
     assert head.paper_effect == pytest.approx(math.log(0.786)) and head.kind == "stand-in"
@@ -44,6 +48,23 @@ def test_k_claims_give_headline_family_and_trend_for_a_ratio_metric():
     assert between.members[0].measured.mean == pytest.approx(0.5 * math.log(RATIO), abs=0.003)
     assert trend.verdict == "reproduced" and trend.measured.mean < 0
     assert all(c.proxy == "a char GPT" for c in (head, trend, *between.members))
+
+
+def test_k_finding_with_blocks_nests_the_all_family():
+    row = lap.k_finding("t", _sweep(), SETTINGS, METRIC, blocks=True)
+    blocks = row.members[-1]
+    assert blocks.label == lap.EVERY_BLOCK and blocks.rule_of_family == "all"
+    assert [b.holm_size for b in blocks.members] == [4 * 2, 4 * 2]  # outer 4 × inner 2
+
+
+def test_a_reading_that_did_not_run_is_left_out_and_named():
+    ran = lap.k_finding("t", _sweep(), SETTINGS, METRIC)
+    missing = lap.k_finding("t", _sweep(), SETTINGS, METRIC)
+    missing.members[2].not_run = "no trend here"
+    row = lap.finding("t", "x", missing.members)
+    assert [m.label for m in row.members] == [lap.AT_H, lap.BELOW_H]
+    assert "trend over k: no trend here" in row.detail
+    assert row.verdict == ran.verdict == "reproduced"
 
 
 def test_layer_claim_has_one_member_per_block_read_from_the_layers():

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.claim_tree import repeated_findings
 from helpers.report_audit import audit
 from test_report_json import validate_report
 
@@ -119,6 +120,8 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     path, outputs = reproduce(cfg, log=lambda m: None)
     (out,) = outputs
     assert out.claims, "a suite must state claims"
+    # one tallied row per finding (issue 40 item 11): its readings are members, not rows
+    assert repeated_findings(out.claims) == {}, suite
     allowed = ("reproduced", "not reproduced", "inconclusive", "no change")
     # a claim whose sanity precondition fails at this micro size is not judged (DINO's
     # segmentation claims when its 2-step backbone does not beat a random one)
@@ -127,7 +130,9 @@ def test_suite_runs_at_micro_size(suite, tmp_path, monkeypatch):
     assert all(c.verdict in allowed or c.verdict.startswith(("not testable here: the "
                                                              "precondition", tiny))
                for c in out.claims), [c.verdict for c in out.claims]
-    measured = [m for c in out.claims for m in (c.members or [c])]  # a family's members
+    # the leaves of every row: a family's members, a finding's nested readings
+    measured = [m for c in out.claims
+                for m in ([d for d in c.descendants() if not d.is_family] or [c])]
     assert all(c.measured is not None or c.verdict.startswith(tiny) for c in measured)
     data = json.loads(path.with_name("report.json").read_text())
     validate_report(data)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.claim_tree import every_claim
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -97,13 +98,14 @@ def test_images_suite_judges_nc2_and_per_image_spectra(tmp_path):
     ctx = SuiteContext.under(tmp_path, "laplacian-images")
     out = laplacian_images.summarise(settings, _fake_image_results(settings, closer), ctx)
     head = "k=2 (all heads Laplacian): "
-    by_text = {c.text: c for c in out.claims}
+    by_text = every_claim(out.claims)  # the k = H readings are members of their findings
     nc2 = next(c for t, c in by_text.items() if t.startswith(head) and "simplex ETF" in t)
     per_image = next(c for t, c in by_text.items() if t.startswith(head) and "each image" in t)
     assert nc2.verdict == "reproduced" and per_image.verdict == "reproduced"
     farther = {0: closer[2], 1: closer[1], 2: closer[0]}
     out = laplacian_images.summarise(settings, _fake_image_results(settings, farther), ctx)
-    nc2 = next(c for c in out.claims if c.text.startswith(head) and "simplex ETF" in c.text)
+    nc2 = next(c for t, c in every_claim(out.claims).items()
+               if t.startswith(head) and "simplex ETF" in t)
     assert nc2.verdict == "not reproduced"
     header = out.tables[0][1]
     assert {"NC2 norm std/mean", "NC2 |cos+1/(C-1)|", "PCs 99% per image"} <= set(header)
@@ -125,7 +127,8 @@ def test_dino_quick_and_full_keep_none_and_all_but_one_head(tmp_path):
     assert dino.backbone_config(full).patch_size == 4  # 7 x 7 = 49 patch tokens
     plan = plan_suite("dino", ReproduceConfig(out=tmp_path, mode="quick"))
     assert len(plan.cells) == 2 * len(quick["ks"]) * len(quick["seeds"])  # DINO + random
-    claims = dino._claims(quick, dino._sweep(quick).results({}, skipped="not yet"))
+    claims = every_claim(dino._claims(quick, dino._sweep(quick).results(
+        {}, skipped="not yet"))).values()  # the k readings are members of one finding
     assert any(f"k={H - 1} of {H} Laplacian heads raise linear-probe accuracy" in c.text
                for c in claims)
     assert not any("segmentation" in c.text for c in claims)  # dropped (issue 42)

@@ -6,6 +6,10 @@ verdict, Holm verdict, family verdict and the tally, written against the documen
 what it could check from the JSON alone. A format-1 report (before intervals carried their
 values) is checked from each t interval's mean, std and n; a test whose values it lacks
 (sign-flip) is taken as stored and counted as such.
+
+Families nest: a member that is itself a family enters its parent's Holm step with its own
+pair of p-values (:func:`family_p`: for "all" the largest member p_in and the smallest
+Holm-adjusted p_out, for "any" the reverse), recomputed here from its members.
 """
 
 from __future__ import annotations
@@ -269,31 +273,70 @@ def _claim_verdict(c: dict, a: Audit, name: str) -> str:
     return v
 
 
-def _family(c: dict, a: Audit, name: str) -> str:
+def _single_p(c: dict) -> tuple[float, float] | None:
+    if c.get("not_run") or c["interval"] is None:
+        return None
+    return p_in_out(_format1(c["interval"]), region(c))
+
+
+def _is_judged(c: dict, v: str) -> bool:
+    """A member takes part in its family's adjusted side: a family always; a single claim
+    unless it has one noisy value or no change in every seed."""
+    if c.get("members"):
+        return True
+    iv = c["interval"]
+    spread = iv["n"] >= 2 or iv["method"] in ("exact", "deterministic", "worst run")
+    return spread and v != NOCH
+
+
+def family_p(pairs: list[tuple[float, float]], judged: list[bool],
+             rule: str) -> tuple[float, float]:
+    """A family's (p_in, p_out): for "all", p_in is the largest member p_in (Berger's
+    intersection-union test; an unjudged member counts 1) and p_out the smallest
+    Holm-adjusted p_out of a judged member; for "any" the reverse."""
+    def big(ps):
+        return max(p if j else 1.0 for p, j in zip(ps, judged, strict=True))
+
+    def adj(ps):
+        return min((p for p, j in zip(holm(ps), judged, strict=True) if j), default=1.0)
+
+    p_in, p_out = [p for p, _ in pairs], [q for _, q in pairs]
+    return (big(p_in), adj(p_out)) if rule == "all" else (adj(p_in), big(p_out))
+
+
+def _family(c: dict, a: Audit, name: str) -> tuple[str, tuple[float, float] | None]:
+    """The family's verdict and p pair, recomputed from its members (recursively: a
+    member that is itself a family is judged the same way and enters with its pair)."""
     members = c["members"]
-    raw = [_claim_verdict(m, a, f"{name} [{m.get('label')}]") for m in members]
+    judged = [_judge(m, a, f"{name} [{m.get('label')}]") for m in members]
+    raw = [v for v, _ in judged]
     if c.get("not_run"):
-        return c["verdict"]
-    ps = [p_in_out(m["interval"], region(m)) for m in members]
+        return c["verdict"], None
+    ps = [p for _, p in judged]
     if any(p is None for p in ps):  # a member's test lacks its values: take Holm as stored
         adjusted = [m["verdict_holm"] for m in members]
         a.taken += 1
+        pair = None
     else:
         p_in, p_out = holm([p[0] for p in ps]), holm([p[1] for p in ps])
-        adjusted = []
-        for m, v, pi, po in zip(members, raw, p_in, p_out, strict=True):
-            iv = m["interval"]
-            spread = iv["n"] >= 2 or iv["method"] in ("exact", "deterministic", "worst run")
-            adjusted.append(v if v == NOCH or not spread else
-                            R if pi < SIDE else NR if po < SIDE else INC)
+        ok = [_is_judged(m, v) for m, v in zip(members, raw, strict=True)]
+        adjusted = [(R if pi < SIDE else NR if po < SIDE else INC) if j else v
+                    for v, j, pi, po in zip(raw, ok, p_in, p_out, strict=True)]
         for m, h in zip(members, adjusted, strict=True):
             a.holm += 1
             a.check(h == m["verdict_holm"],
                     f"{name} [{m.get('label')}]: Holm {m['verdict_holm']!r}, recomputed {h!r}")
+        pair = family_p(ps, ok, c["family_rule"])
     v = family_verdict(raw, adjusted, c["family_rule"])
     a.families += 1
     a.check(v == c["verdict"], f"{name}: family verdict {c['verdict']!r}, recomputed {v!r}")
-    return v
+    return v, pair
+
+
+def _judge(c: dict, a: Audit, name: str) -> tuple[str, tuple[float, float] | None]:
+    if c.get("members"):
+        return _family(c, a, name)
+    return _claim_verdict(c, a, name), _single_p(c)
 
 
 def audit(report: dict) -> Audit:
@@ -304,7 +347,7 @@ def audit(report: dict) -> Audit:
     kinds = {k: dict.fromkeys(buckets, 0) for k in report["tally"]["kinds"]}
     for i, c in enumerate(report["claims"]):
         name = f"claims[{i}] {c['claim'][:60]}"
-        v = _family(c, a, name) if c.get("members") else _claim_verdict(c, a, name)
+        v, _ = _judge(c, a, name)
         bucket = ("not run" if v.startswith("not run") else
                   NOT_TESTABLE if v.startswith(NOT_TESTABLE) else v)
         kinds.setdefault(c["kind"], dict.fromkeys(buckets, 0))[bucket] += 1

@@ -14,6 +14,37 @@ a detail table, and one verdict (:func:`family_verdict`):
 * ``any`` (some member must hold): the reverse — *reproduced* only when some member's
   Holm-adjusted verdict is; *not reproduced* when every member is, unadjusted;
 * otherwise *inconclusive*. ``verdict_raw`` keeps the unadjusted combination for the reader.
+
+**Nested families.** Every claim carries a pair of p-values (:meth:`Claim.p_pair`): ``p_in``
+tests "inside the region" (the claim holds), ``p_out`` "outside it" (it fails). A single
+claim's are :func:`~tokengeo.experiments.stats.p_inside` / ``p_outside`` of its interval; a
+member that cannot be judged (one noisy value, or "no change" in every seed) counts as
+(1, 1) on its family's own side. A family's pair follows from its rule, the same rule as its
+verdict:
+
+* ``all``: ``p_in = max`` of the members' ``p_in`` (Berger 1982: the intersection–union test
+  of "every member holds" at level α rejects when each member's does), ``p_out`` = the
+  smallest Holm-adjusted member ``p_out`` (Holm 1979; ``min(1, m · min p_out)``, Holm's first
+  step, when every member is judged);
+* ``any``: the reverse, ``p_in`` = the smallest Holm-adjusted member ``p_in``,
+  ``p_out = max`` of the members' ``p_out``.
+
+A family whose members are families is judged by exactly the same rule on its members'
+pairs: Holm across the members' ``p_in`` (``p_out``) through
+:func:`~tokengeo.experiments.verdicts.holm`, the unadjusted side on the members' own
+verdicts. This is valid by closure: an inner family's pair is itself a valid p-value for
+its hypothesis at every level (an IUT max, or a Bonferroni-bounded Holm minimum), so the
+outer Holm/Bonferroni step over m such p-values controls the family-wise error of the whole
+tree at 2.5% per side; an inner family's members are then effectively tested at
+2.5% / (outer m · inner m) at most, which is why their ``holm_size`` (the power numbers) is
+that product (Bonferroni-conservative). For a flat family nothing changes: the members'
+pairs are their intervals' p-values, as before.
+
+**Findings.** A paper's claim ("Laplacian heads raise test accuracy") is one tallied row:
+an ``any`` family whose members are its pre-specified readings (at k = H, at some k < H, as
+a trend over k, at every block). The claim holds when some reading holds after the
+multiplicity adjustment, and fails when every reading fails; the readings are shown, never
+tallied, in its detail table.
 """
 
 from __future__ import annotations
@@ -24,15 +55,19 @@ from dataclasses import dataclass, field
 from tokengeo.experiments import power
 from tokengeo.experiments.stats import (
     INCONCLUSIVE,
+    NO_CHANGE,
     NOT_REPRODUCED,
     NOT_TESTABLE,
     REPRODUCED,
     Interval,
     Region,
+    p_inside,
+    p_outside,
     standard_error,
     verdict,
+    verdict_from_p,
 )
-from tokengeo.experiments.verdicts import holm_verdicts, vs_paper
+from tokengeo.experiments.verdicts import holm, vs_paper
 
 CLAIM_KINDS = ("paper", "stand-in", "sanity", "construction", "new")
 TALLIED_KINDS = ("paper", "stand-in")  # the headline tally per paper
@@ -123,11 +158,37 @@ class Claim:
         missing = self._missing()
         if missing or not self.is_family:
             return missing or self.verdict
-        return _combine([m.verdict for m in self.members], self.rule_of_family)
+        return _combine([m.verdict_raw for m in self.members], self.rule_of_family)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the claim takes part in its family's adjusted side: a family always; a
+        single claim unless it has one noisy value or no change in every seed."""
+        if self.is_family:
+            return True
+        iv = self.measured
+        return iv is not None and iv.has_spread and verdict(iv, self.region) != NO_CHANGE
+
+    def p_pair(self) -> tuple[float, float]:
+        """(p_in, p_out): the p-values of "inside the region" and "outside it" (a family's
+        from its members' by its rule; see the module docstring)."""
+        if not self.is_family:
+            return p_inside(self.measured, self.region), p_outside(self.measured, self.region)
+        pairs = [m.p_pair() for m in self.members]
+        judged = [m.judged for m in self.members]
+        return family_p([p for p, _ in pairs], [q for _, q in pairs], judged,
+                        self.rule_of_family)
+
+    def _holm_pairs(self) -> tuple[list[float], list[float]]:
+        pairs = [m.p_pair() for m in self.members]
+        return holm([p for p, _ in pairs]), holm([q for _, q in pairs])
 
     def member_holm(self) -> list[str]:
-        """The members' verdicts, Holm-adjusted across the family."""
-        return holm_verdicts([(m.measured, m.region) for m in self.members])
+        """The members' verdicts, Holm-adjusted across the family (both tests, on the
+        members' p pairs; a member that is not judged keeps its own verdict)."""
+        p_in, p_out = self._holm_pairs()
+        return [verdict_from_p(pi, po) if m.judged else m.verdict
+                for m, pi, po in zip(self.members, p_in, p_out, strict=True)]
 
     @property
     def vs_paper(self) -> str | None:
@@ -220,6 +281,11 @@ class Claim:
                 how = ("some member must hold: reproduced if some member is reproduced "
                        "after Holm's adjustment; not reproduced if every member is")
             first = self.members[0]
+            if any(m.is_family for m in self.members):
+                return (f"{how}; inconclusive otherwise. Each member (a reading of the "
+                        "claim) by its own rule, a family member by its family's rule on its "
+                        "own members (the members' table); Holm across members on their "
+                        "p-value pairs")
             each = first.rule if _shared_quantity(self.members) else (
                 f"reproduced if the 95% interval of its own quantity (the members' table) "
                 f"lies {first.region.text}; not reproduced if it lies outside; inconclusive "
@@ -235,18 +301,20 @@ class Claim:
 
     def measured_text(self) -> str:
         if self.is_family:
-            done = [m for m in self.members if m.measured is not None]
+            done = [m for m in self.members if m.measured is not None or m.is_family]
             if not done:
                 return "—"
-            return "; ".join(f"{m.label}: {m.measured.fmt()}" for m in done)
+            return "; ".join(f"{m.label}: {m.measured.fmt() if m.measured else m.verdict}"
+                             for m in done)
         return self.measured.fmt() if self.measured is not None else "—"
 
     def paper_effect_text(self) -> str:
         if self.paper_effect is None:
             return ""
-        scale = self.measured.scale if self.measured else (
-            self.members[0].measured.scale if self.members and self.members[0].measured
-            else "linear")
+        first = self
+        while first.measured is None and first.members:
+            first = first.members[0]
+        scale = first.measured.scale if first.measured else "linear"
         if scale == "log":
             return f"×{math.exp(self.paper_effect):.3g}"
         return f"{self.paper_effect:+.3g}"
@@ -272,6 +340,10 @@ class Claim:
                               for m, h in zip(self.members, self.members_holm(),
                                               strict=True)]
         return out
+
+    def descendants(self) -> list[Claim]:
+        """Every member below this claim, depth first."""
+        return [d for m in self.members for d in (m, *m.descendants())]
 
     def _not_run(self) -> str | None:
         missing = self._missing()
@@ -311,6 +383,22 @@ def family_verdict(raw: list[str], holm: list[str], rule: str) -> str:
     return NOT_REPRODUCED if all(v == NOT_REPRODUCED for v in raw) else INCONCLUSIVE
 
 
+def family_p(p_in: list[float], p_out: list[float], judged: list[bool],
+             rule: str) -> tuple[float, float]:
+    """A family's (p_in, p_out) from its members' (see the module docstring): the rule's
+    unadjusted side is the largest member p-value (an unjudged member counts as 1), its
+    adjusted side the smallest Holm-adjusted p-value of a judged member (1 if none)."""
+    def largest(ps: list[float]) -> float:
+        return max((p if j else 1.0) for p, j in zip(ps, judged, strict=True))
+
+    def adjusted(ps: list[float]) -> float:
+        return min((p for p, j in zip(holm(ps), judged, strict=True) if j), default=1.0)
+
+    if rule == "all":
+        return largest(p_in), adjusted(p_out)
+    return adjusted(p_in), largest(p_out)
+
+
 def _combine(verdicts: list[str], rule: str) -> str:
     """A family's verdict from its members' (``any`` or ``all`` of them)."""
     hit = [v == REPRODUCED for v in verdicts]
@@ -318,6 +406,14 @@ def _combine(verdicts: list[str], rule: str) -> str:
     if rule == "any":
         return REPRODUCED if any(hit) else NOT_REPRODUCED if all(miss) else INCONCLUSIVE
     return REPRODUCED if all(hit) else NOT_REPRODUCED if any(miss) else INCONCLUSIVE
+
+
+def _set_holm_size(members: list[Claim], outer: int) -> None:
+    """A member's power is at Holm's first step, 2.5% / m; an inner family's members at
+    2.5% / (outer m · their own m), the Bonferroni-conservative level of the closure."""
+    for m in members:
+        m.holm_size = outer * len(members)
+        _set_holm_size(m.members, m.holm_size)
 
 
 def family(suite: str, text: str, members: list[Claim], rule: str = "any",
@@ -329,6 +425,5 @@ def family(suite: str, text: str, members: list[Claim], rule: str = "any",
     base = {"source": first.source, "paper_value": first.paper_value,
             "quantity": quantity, "region": first.region, "kind": first.kind,
             "proxy": first.proxy, "paper_effect": first.paper_effect, "margin": first.margin}
-    for m in members:
-        m.holm_size = len(members)  # its power is at Holm's first step, 2.5% / m
+    _set_holm_size(members, 1)
     return Claim(suite, text, **{**base, **fields}, members=members, rule_of_family=rule)

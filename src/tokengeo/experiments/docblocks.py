@@ -112,8 +112,10 @@ def _suite_claims(data: dict, suite: str) -> list[dict]:
 def _family_measured(c: dict) -> str:
     if not c.get("members"):
         return measured_text(c["interval"])
-    return "; ".join(f"{m.get('label', '')}: {measured_text(m['interval'])}"
-                     for m in c["members"] if m["interval"] is not None) or "—"
+    return "; ".join(  # a nested family (a finding's reading) shows its verdict
+        f"{m.get('label', '')}: "
+        + (measured_text(m["interval"]) if m["interval"] is not None else m["verdict"])
+        for m in c["members"] if m["interval"] is not None or m.get("members")) or "—"
 
 
 def render_claims(data: dict, suite: str) -> str:

@@ -75,13 +75,25 @@ def _claim_blocks(c) -> list[Block]:
                       f"({c.quantity}): {c.measured_text()}. {verdicts}."
                       + (f" {c.detail}" if c.detail else ""))]
     if c.is_family:
-        holm = c.members_holm()
-        rows = [[m.label, m.measured_text(), m.verdict, h, m.vs_paper or ""]
-                for m, h in zip(c.members, holm, strict=True)]
+        rows = member_rows(c)
         out.append(_table("members", ["member", "measured", "verdict", "Holm", "vs paper"],
                           rows))
     out.append(Block("rule", f"Rule: {c.rule}"))
     return out
+
+
+def member_rows(c, parent: str = "") -> list[list[str]]:
+    """The members' table of a family: one row per member, a nested family's members
+    after it labelled ``parent › child`` (their Holm column within their own family)."""
+    rows = []
+    for m, h in zip(c.members, c.members_holm(), strict=True):
+        label = f"{parent} › {m.label}" if parent else m.label
+        rows.append([label, m.measured_text() if not m.is_family
+                     else f"{m.rule_of_family} of {len(m.members)}: {m.verdict_raw} unadjusted",
+                     m.verdict, h, m.vs_paper or ""])
+        if m.is_family:
+            rows += member_rows(m, label)
+    return rows
 
 
 def _referee_blocks(s: SuiteOutput) -> list[Block]:

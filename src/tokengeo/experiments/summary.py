@@ -142,7 +142,7 @@ def _undecided(suites: list[SuiteOutput]) -> list[tuple[str, Claim]]:
         for c in s.claims:
             if c.kind not in TALLIED_KINDS:
                 continue
-            for m in (c.members or [c]):
+            for m in ([d for d in c.descendants() if not d.is_family] or [c]):
                 if m.verdict == INCONCLUSIVE:
                     out.append((s.name, m))
     return out

@@ -43,7 +43,9 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 
 def holm_verdicts(members: Sequence[tuple[Interval, Region]]) -> list[str]:
-    """Each member's verdict with both tests Holm-adjusted across the family."""
+    """Each member's verdict with both tests Holm-adjusted across a flat family (members
+    that are single intervals). :meth:`tokengeo.experiments.claims.Claim.member_holm` is the
+    same rule on the members' p-value pairs, so it also takes families as members."""
     p_in = holm([p_inside(iv, r) for iv, r in members])
     p_out = holm([p_outside(iv, r) for iv, r in members])
     out = []

@@ -11,10 +11,11 @@ sequence means with the geometry of Neural Collapse" (NC2: class means of the se
 means approach a simplex ETF, Papyan et al. 2020), and "lead to faster-decaying spectra"
 (fewer principal components per image).
 
-Claims, per metric (:func:`~tokengeo.experiments.suites.laplacian_sweep.k_claims`): k = H
-against k = 0 (the headline), the ks between as a family, the trend over every k; for the
-geometry also k = H against k = 0 after every block
-(:func:`~tokengeo.experiments.suites.laplacian_sweep.layer_claim`).
+Claims: one tallied row per metric
+(:func:`~tokengeo.experiments.suites.laplacian_sweep.k_finding`), an "any" family over its
+readings: k = H against k = 0 (the headline), the ks between (an "any" family), the trend
+over every k; for the geometry also k = H against k = 0 after every block (an "all" family,
+:func:`~tokengeo.experiments.suites.laplacian_sweep.layer_claim`).
 
 Settings: ``ks``, ``seeds``, ``geometry_examples``, ``cell_cost`` (estimated 1-thread CPU
 seconds of one cell, a scheduling hint), ``train`` (TrainConfig fields).
@@ -113,10 +114,8 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
 def claims(settings: dict, sweep) -> list:
     """Accuracy over k; each geometry metric over k and, at k = H, after every block."""
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
-    out = lap.k_claims(NAME, sweep, settings, ACCURACY, **stand_in)
-    for m in GEOMETRY:
-        out += lap.k_claims(NAME, sweep, settings, m, **stand_in)
-        out.append(lap.layer_claim(NAME, sweep, settings, m, **stand_in))
+    out = [lap.k_finding(NAME, sweep, settings, ACCURACY, **stand_in)]
+    out += [lap.k_finding(NAME, sweep, settings, m, blocks=True, **stand_in) for m in GEOMETRY]
     out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
     return out
 

@@ -9,8 +9,11 @@ representations and next-token separability ("linguistic collapse": CDNV and nea
 accuracy of tokens grouped by the token that follows), at the final norm and at every
 block's output.
 
-Claims at k = H (all heads Laplacian) and k = H/2 against k = 0, paired by seed, and trend
-claims over every k (the mean per-seed slope on k, Page's L in the detail).
+One tallied row per finding (:func:`~tokengeo.experiments.suites.laplacian_sweep.finding`),
+an "any" family over its readings: k = H (all heads Laplacian) against k = 0, paired by
+seed; some k < H (an "any" family); the trend over every k (the mean per-seed slope on k,
+Page's L in the detail); for CDNV and NM accuracy also every block's output at k = H and at
+k = H/2 ("all" families).
 
 Components for 99% of the variance are counted as the paper does (per validation window,
 its tokens centred by the window's mean, then averaged over windows:
@@ -118,54 +121,87 @@ def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
     return lap.cells(NAME, settings, ctx, GEOMETRY_KIND, FIELDS)
 
 
-def separability_claims(sweep: SweepResults, treated: str, layers: int,
-                        stand_in: dict) -> list[Claim]:
-    """CDNV and nearest-mean accuracy at ``treated`` against k = 0: one claim at the final
-    norm (the tokens the LM head reads), one family over the blocks' outputs ("all": the
-    paper's per-layer figures show the effect through depth)."""
-    out = []
-    for name, key, higher in SEPARABILITY:
-        word = "falls" if not higher else "rises"
-        out.append(difference_claim(
-            NAME, sweep, f"{treated}: {name} {word} at the final norm", SRC,
-            "stronger linguistic collapse", treated, k_label(0), name, geo(key), higher,
-            **stand_in))
-        members = [difference_claim(
-            NAME, sweep, f"{treated}: {name} {word} at block {i + 1}", SRC,
-            "stronger linguistic collapse, per layer", treated, k_label(0),
-            f"{name} (block {i + 1})", lap.layer_metric(key, i), higher, label=f"block {i + 1}",
-            **stand_in) for i in range(layers)]
-        out.append(family(NAME, f"{treated}: {name} {word} at every block's output",
-                          members, rule="all"))
-    return out
+def _between(settings: dict, heads: int) -> list[int]:
+    return [k for k in sorted(settings["ks"]) if 0 < k < heads]
+
+
+def _at_k(sweep: SweepResults, k: int, text: str, paper: str, metric: str, get: Callable,
+          higher: bool, stand_in: dict, **fields) -> Claim:
+    return difference_claim(NAME, sweep, f"{k_label(k)}: {text}", SRC, paper, k_label(k),
+                            k_label(0), metric, get, higher, label=k_label(k),
+                            **stand_in, **fields)
+
+
+def _blocks(sweep: SweepResults, k: int, name: str, key: str, word: str, higher: bool,
+            layers: int, stand_in: dict, label: str) -> Claim:
+    """``name`` at every block's output, k against k = 0 (rule "all": the paper's
+    per-layer figures show the effect through depth)."""
+    members = [difference_claim(
+        NAME, sweep, f"{k_label(k)}: {name} {word} at block {i + 1}", SRC,
+        "stronger linguistic collapse, per layer", k_label(k), k_label(0),
+        f"{name} (block {i + 1})", lap.layer_metric(key, i), higher, label=f"block {i + 1}",
+        **stand_in) for i in range(layers)]
+    return family(NAME, f"{k_label(k)}: {name} {word} at every block's output", members,
+                  rule="all", label=label)
+
+
+def _trend(sweep: SweepResults, settings: dict, heads: int, trend: tuple,
+           stand_in: dict, label: str = "") -> Claim:
+    text, metric, key, higher = trend
+    by_k = {k: k_label(k) for k in sorted(settings["ks"])}
+    return trend_claim(NAME, sweep, f"with more Laplacian heads (k = 0 … {heads}), {text}",
+                       SRC, "improves with Laplacian heads", by_k, metric, _getter(key),
+                       higher, label=label, **stand_in)
+
+
+def _finding(settings: dict, sweep: SweepResults, heads: int, text: str, paper: str,
+             metric: str, get: Callable, higher: bool, trend: tuple, stand_in: dict,
+             extra: list[Claim] = (), ratio: bool = False,
+             paper_effect: float | None = None) -> Claim:
+    """One tallied row (:func:`~tokengeo.experiments.suites.laplacian_sweep.finding`):
+    readings k = H (with the paper's effect), some k < H (an "any" family), the trend over
+    k, and ``extra``."""
+    below = [_at_k(sweep, k, text, paper, metric, get, higher, stand_in, ratio=ratio)
+             for k in _between(settings, heads)]
+    readings = [
+        _at_k(sweep, heads, text, paper, metric, get, higher, stand_in, ratio=ratio,
+              paper_effect=paper_effect),
+        family(NAME, f"{text}, at k < H (some of k = "
+               f"{', '.join(str(k) for k in _between(settings, heads))})", below,
+               rule="any", label=lap.BELOW_H),
+        _trend(sweep, settings, heads, trend, stand_in, label=lap.TREND), *extra]
+    readings[0].label = lap.AT_H
+    return lap.finding(NAME, text, readings)
 
 
 def claims(settings: dict, sweep: SweepResults) -> list[Claim]:
+    """One tallied row per finding: validation loss, components for 99%, CDNV and NM
+    accuracy (each with its per-block readings at k = H and k = H/2), and the
+    within-sequence share's trend."""
     heads, layers = model_shape(settings)
-    full, half = k_label(heads), k_label(heads // 2)
+    half = heads // 2
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
-    out = []
-    for lab in (full, half):
-        out.append(difference_claim(
-            NAME, sweep, f"{lab}: Laplacian heads lower the validation loss", SRC,
-            "better downstream averages with Laplacian heads", lab, k_label(0), "val loss",
-            val_loss, higher=False, **stand_in))
-    out.append(difference_claim(
-        NAME, sweep, f"{full} (all heads Laplacian): fewer components for 99% of variance",
-        SRC, "547.7 → 430.4 components (mean per sequence), ×0.786", full, k_label(0),
-        "PCs for 99% per sequence", geo(PER_SEQUENCE), higher=False, ratio=True,
-        paper_effect=math.log(COMPONENTS_RATIO), **stand_in))
-    out.append(difference_claim(
-        NAME, sweep, f"{half}: fewer components for 99% of variance", SRC,
-        "fewer components (faster-decaying spectra)", half, k_label(0),
-        "PCs for 99% per sequence", geo(PER_SEQUENCE), higher=False, ratio=True, **stand_in))
-    for lab in (full, half):
-        out += separability_claims(sweep, lab, layers, stand_in)
-    by_k = {k: k_label(k) for k in sorted(settings["ks"])}
-    for text, metric, key, higher in TRENDS:
-        out.append(trend_claim(NAME, sweep, f"with more Laplacian heads (k = 0 … {heads}), "
-                               f"{text}", SRC, "improves with Laplacian heads", by_k, metric,
-                               _getter(key), higher, **stand_in))
+    trends = {t[1]: t for t in TRENDS}
+    out = [
+        _finding(settings, sweep, heads, "Laplacian heads lower the validation loss",
+                 "better downstream averages with Laplacian heads", "val loss", val_loss,
+                 False, trends["val loss"], stand_in),
+        _finding(settings, sweep, heads, "fewer components for 99% of variance",
+                 "547.7 → 430.4 components (mean per sequence), ×0.786 at k = H; fewer "
+                 "components (faster-decaying spectra)", "PCs for 99% per sequence",
+                 geo(PER_SEQUENCE), False, trends["PCs 99% per seq."], stand_in,
+                 ratio=True, paper_effect=math.log(COMPONENTS_RATIO)),
+    ]
+    for (name, key, higher), trend in zip(SEPARABILITY, (trends["CDNV"], trends["NM acc"]),
+                                          strict=True):
+        word = "falls" if not higher else "rises"
+        blocks = [_blocks(sweep, k, name, key, word, higher, layers, stand_in,
+                          lap.EVERY_BLOCK if k == heads else f"every block at k={k}")
+                  for k in (heads, half)]
+        out.append(_finding(settings, sweep, heads, f"{name} {word} at the final norm",
+                            "stronger linguistic collapse", name, geo(key), higher, trend,
+                            stand_in, extra=blocks))
+    out.append(_trend(sweep, settings, heads, trends["within-seq share"], stand_in))
     out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
     return out
 

@@ -4,8 +4,9 @@ table and figure, and the claims over k and over blocks (Zhang & Papyan, arXiv 2
 accuracy rises nearly monotonically with k, the best ViT has all heads Laplacian; the
 geometry figures are per layer).
 
-For one metric (:class:`KMetric`), :func:`k_claims` gives the k = H headline, the ks
-between as a family and the trend over every k; :func:`layer_claim` the per-block family;
+For one metric (:class:`KMetric`), :func:`k_finding` gives ONE tallied row, an "any" family
+over its readings: the k = H headline, the ks between as a family, the trend over every k and,
+optionally, the per-block family (:func:`layer_claim`); :func:`finding` builds such a row;
 :func:`layer_table` / :func:`layer_figure` the metric by block and k. ``laplacian_images``
 and ``laplacian_language`` choose their task's metrics."""
 
@@ -202,34 +203,62 @@ def _difference(suite: str, res: SweepResults, m: KMetric, k: int, text: str,
                             paper_effect=paper_effect, **fields)
 
 
-def k_claims(suite: str, res: SweepResults, settings: dict, m: KMetric,
-             **fields) -> list[Claim]:
-    """The claims over k of one metric, at the final layer, paired by seed with k = 0:
+# the readings of one finding, as its members' labels
+AT_H, BELOW_H, TREND, EVERY_BLOCK = "k=H", "some k<H", "trend over k", "every block at k=H"
 
-    1. k = H (all heads Laplacian, the paper's headline setting) against k = 0, with the
-       paper's effect when it gives one;
-    2. a family over every k with 0 < k < H (k = H // 2 among them) against k = 0, rule
-       "any" (Holm across the ks beside it);
-    3. the trend of the metric over every k in the settings
-       (:func:`~tokengeo.experiments.sweep.trend_claim`: mean per-seed slope, Page's L).
+
+def finding(suite: str, text: str, readings: list[Claim], **fields) -> Claim:
+    """One tallied row for one claim of the paper: an ``any`` family over its pre-specified
+    readings (each labelled; a reading may itself be a family). The paper's "Laplacian heads
+    do X" holds when some reading holds after Holm's adjustment across the readings, and
+    fails when every reading fails (:mod:`tokengeo.experiments.claims`). A reading that did
+    not run while others did is left out and named in the detail (a missing reading tests
+    nothing); when none ran, the finding is not run."""
+    ran = [r for r in readings if not r.verdict.startswith("not run")]
+    left = [r for r in readings if r not in ran] if ran else []
+    out = family(suite, text, ran or readings, rule="any", **fields)
+    if left:
+        out.detail = " ".join([out.detail, "Left out (not run): " + "; ".join(
+            f"{r.label}: {r.verdict.removeprefix('not run: ')}" for r in left) + "."]).strip()
+    return out
+
+
+def k_finding(suite: str, res: SweepResults, settings: dict, m: KMetric, blocks: bool = False,
+              **fields) -> Claim:
+    """One finding per metric (``m.text``), paired by seed with k = 0, at the final layer:
+    its readings (members, rule "any") are
+
+    1. ``k=H``: k = H (all heads Laplacian, the paper's headline setting) against k = 0,
+       with the paper's effect when it gives one;
+    2. ``some k<H``: an "any" family over every k with 0 < k < H (k = H // 2 among them);
+    3. ``trend over k``: the trend of the metric over every k in the settings
+       (:func:`~tokengeo.experiments.sweep.trend_claim`: mean per-seed slope, Page's L);
+    4. with ``blocks``, ``every block at k=H``: the "all" family over the blocks'
+       outputs (:func:`layer_claim`).
 
     ``fields``: further :class:`Claim` fields of every claim (kind, proxy)."""
     heads, half = headline_ks(settings)
     ks = sorted(settings["ks"])
-    out = [_difference(suite, res, m, heads, f"{k_label(heads)} (all heads Laplacian): {m.text}",
-                       paper_effect=m.paper_effect, **fields)]
+    readings = [_difference(suite, res, m, heads,
+                            f"{k_label(heads)} (all heads Laplacian): {m.text}",
+                            paper_effect=m.paper_effect, label=AT_H, **fields)]
     between = [k for k in ks if 0 < k < heads]
-    members = [_difference(suite, res, m, k, f"{k_label(k)}: {m.text}", **fields) for k in between]
-    out.append(family(suite, f"{m.text}, at k < H (some of k = "
-                      f"{', '.join(map(str, between))}; H/2 = {half})", members, rule="any"))
-    out.append(trend_claim(suite, res, f"{m.text} as k grows ({m.name} trend over k = "
-                           f"{', '.join(map(str, ks))})", m.source, m.paper,
-                           {k: k_label(k) for k in ks}, m.name, m.get, m.higher, **fields))
-    return out
+    members = [_difference(suite, res, m, k, f"{k_label(k)}: {m.text}", **fields)
+               for k in between]
+    readings.append(family(suite, f"{m.text}, at k < H (some of k = "
+                           f"{', '.join(map(str, between))}; H/2 = {half})", members,
+                           rule="any", label=BELOW_H))
+    readings.append(trend_claim(suite, res, f"{m.text} as k grows ({m.name} trend over k = "
+                                f"{', '.join(map(str, ks))})", m.source, m.paper,
+                                {k: k_label(k) for k in ks}, m.name, m.get, m.higher,
+                                label=TREND, **fields))
+    if blocks:
+        readings.append(layer_claim(suite, res, settings, m, label=EVERY_BLOCK, **fields))
+    return finding(suite, m.text, readings, paper_effect=m.paper_effect)
 
 
 def layer_claim(suite: str, res: SweepResults, settings: dict, m: KMetric,
-                k: int | None = None, rule: str = "all", **fields) -> Claim:
+                k: int | None = None, rule: str = "all", label: str = "", **fields) -> Claim:
     """A family over the blocks of the model: ``m`` of block l's output at k (default H)
     against k = 0, one member per block, paired by seed (the paper's geometry figures are
     per layer). Rule "all": the effect holds after every block."""
@@ -242,7 +271,8 @@ def layer_claim(suite: str, res: SweepResults, settings: dict, m: KMetric,
                            **fields)
                for layer in range(depth(settings))]
     where = "after every block" if rule == "all" else "after some block"
-    return family(suite, f"{k_label(k)}: {m.text}, {where} (per layer)", members, rule=rule)
+    return family(suite, f"{k_label(k)}: {m.text}, {where} (per layer)", members, rule=rule,
+                  label=label)
 
 
 def layer_table(res: SweepResults, settings: dict, name: str, key: str) -> tuple:
