@@ -164,7 +164,8 @@ def test_a_missing_cell_leaves_every_claim_not_run(tmp_path):
 def test_summary_tables_hold_every_k_and_every_layer(tmp_path):
     ctx = SuiteContext.under(tmp_path, lang.NAME)
     out = lang.summarise(SETTINGS, fake_results(PAPER_WAY), ctx)
-    (_, header, rows), (_, layer_header, layer_rows) = out.tables
+    (_, header, rows), (_, layer_header, layer_rows), (caption, *_) = out.tables
+    assert caption.startswith("smoothing sign per block")
     assert [r[0] for r in rows] == [f"k={k}" for k in range(H + 1)]
     assert "val loss" in header and "CDNV" in header
     assert layer_header[1:] == [f"{m} b{i + 1}" for m in ("CDNV", "NM") for i in range(L)]
