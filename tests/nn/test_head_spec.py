@@ -186,12 +186,12 @@ def test_in_place_combine_and_pv_recovery_equal_the_reference():
     assert torch.allclose(back, pv, atol=1e-14)
 
 
-@pytest.mark.parametrize("on_device", [True, False], ids=["whole", "per-run"])
+@pytest.mark.parametrize("on_device", [True, False], ids=["device-path", "cpu-path"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fixed_kinds_formulas_are_exact(dtype, on_device):
-    """Heads of several fixed kinds: the device path's whole-tensor passes (z ← b z + a V,
-    P V = b (z − a V), dq ← b dq, dv ← b dv + a g) and the CPU's per-run passes give
-    bitwise the same, what the kinds' formulas give."""
+    """Heads of several fixed kinds: the whole-tensor passes with (H, Dh) coefficient rows
+    (z ← b z + a V, P V = b (z − a V), dq ← b dq, dv ← b dv + a g), on either path, give
+    bitwise what the kinds' per-run formulas give."""
     with device_path() if on_device else contextlib.nullcontext():
         fixed_kinds_formulas_are_exact(dtype)
 
