@@ -17,8 +17,10 @@ Heads of several fixed kinds (e.g. half Laplacian) take whole-tensor passes with
 coefficients laid out as (H, Dh) rows, ``z ← b z + a V`` and ``P V = b (z − a V)``, bitwise
 what the per-run passes give (products by 0 and ±1) in fewer operations: on a GPU each is a
 launch (the host's cost per call, which bounds short sequences there, is in docs/kernels.md);
-on a CPU a pass over a slice of heads iterates over every (token, slice) row, a few dozen
-elements each, and costs more than a pass over whole rows (:func:`whole_tensor_passes`).
+on a CPU, for cache-sized tensors, a pass over a slice of heads iterates over every
+(token, slice) row, a few dozen elements each, and costs more than a pass over whole rows.
+Larger tensors on a CPU take the per-run passes, which move fewer bytes
+(:func:`whole_tensor_passes`).
 
 Where P V goes in the backward:
 
@@ -84,13 +86,21 @@ def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
     return t.narrow(dim, h0, h1 - h0)
 
 
-def whole_tensor_passes(runs: HeadRuns) -> bool:
-    """Whether the kernels take whole-tensor passes: heads of several fixed kinds. Each
-    pass reads the coefficients as (H, Dh) rows (:func:`coefficient_rows`), so its inner
-    loop runs over whole (H·Dh) token rows: on a CPU a pass over a slice of heads, or one
-    broadcasting (H, 1) coefficients, loops over rows of Dh or h·Dh elements and costs
-    several times more at small widths (docs/kernels.md, "Whole-tensor passes")."""
-    return len(runs.runs) > 1 and not runs.mixed
+# Tensors up to this size take whole-tensor passes on a CPU: about a core's cache, where a
+# pass costs its loop overhead per row more than its bytes (docs/kernels.md).
+WHOLE_PASS_BYTES = 1 << 20
+
+
+def whole_tensor_passes(runs: HeadRuns, t: torch.Tensor) -> bool:
+    """Whether the kernels take whole-tensor passes for ``t`` (B, ·, ·, Dh): heads of several
+    fixed kinds, on the device path (each pass a launch) or, on a CPU, for tensors of at most
+    :data:`WHOLE_PASS_BYTES`. Each pass reads the coefficients as (H, Dh) rows
+    (:func:`coefficient_rows`), so its inner loop runs over whole (H·Dh) token rows; a pass
+    over a slice of heads loops over (token, slice) rows of h·Dh elements, which at cache-sized
+    tensors costs more than its bytes, while larger tensors are bound by the bytes, which
+    the per-run passes halve (docs/kernels.md, "Whole-tensor passes")."""
+    return len(runs.runs) > 1 and not runs.mixed and (
+        on_device_path(t) or t.numel() * t.element_size() <= WHOLE_PASS_BYTES)
 
 
 def coefficient_rows(runs: HeadRuns, head_dim: int, like: torch.Tensor
@@ -114,7 +124,7 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
     """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
     # The mixed branch below over all heads, written out: the loop's slicing costs more
     # host time per call (docs/kernels.md, "Whole-tensor passes").
-    if whole_tensor_passes(runs):  # two whole passes: z ← b z + a V, exact for fixed kinds
+    if whole_tensor_passes(runs, z):  # two whole passes: z ← b z + a V, exact for fixed kinds
         ar, br = coefficient_rows(runs, z.shape[-1], z)  # (H, Dh)
         z.mul_(br).addcmul_(ar, v)
         return
@@ -129,7 +139,7 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
 def pv_into(dst, z, v, pv_mixed, runs: HeadRuns, a=None, b=None) -> None:
     """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh).
     ``a``, ``b`` (H,): the coefficients (heads of fixed kinds read their rows instead)."""
-    if whole_tensor_passes(runs):  # P V = b (z − a V): exact, b = ±1 and a ∈ {0, 1}
+    if whole_tensor_passes(runs, z):  # P V = b (z − a V): exact, b = ±1 and a ∈ {0, 1}
         ar, br = coefficient_rows(runs, z.shape[-1], z)  # (H, Dh)
         torch.addcmul(z, ar, v, value=-1, out=dst).mul_(br)
         return
@@ -161,7 +171,7 @@ def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
     is read and written once either way.
     """
     outs = grads if outs is None else outs
-    if whole_tensor_passes(runs):  # the mixed branch below, all heads, no slicing
+    if whole_tensor_passes(runs, g):  # the mixed branch below, all heads, no slicing
         ar, br = coefficient_rows(runs, g.shape[-1], g)
         ah, bh = ar.unsqueeze(1), br.unsqueeze(1)  # (H, 1, Dh): rows of (B, H, T, Dh)
         torch.mul(grads[0], bh, out=outs[0])
