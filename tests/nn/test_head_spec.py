@@ -186,13 +186,21 @@ def test_in_place_combine_and_pv_recovery_equal_the_reference():
     assert torch.allclose(back, pv, atol=1e-14)
 
 
-@pytest.mark.parametrize("on_device", [True, False], ids=["whole", "per-run"])
+@pytest.mark.parametrize("path", ["device", "cpu-small", "cpu-large"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_fixed_kinds_formulas_are_exact(dtype, on_device):
-    """Heads of several fixed kinds: the device path's whole-tensor passes (z ← b z + a V,
-    P V = b (z − a V), dq ← b dq, dv ← b dv + a g) and the CPU's per-run passes give
-    bitwise the same, what the kinds' formulas give."""
-    with device_path() if on_device else contextlib.nullcontext():
+def test_fixed_kinds_formulas_are_exact(dtype, path, monkeypatch):
+    """Heads of several fixed kinds: the whole-tensor passes with (H, Dh) coefficient rows
+    (z ← b z + a V, P V = b (z − a V), dq ← b dq, dv ← b dv + a g; the device path and small
+    CPU tensors) and the CPU's per-run passes (tensors above WHOLE_PASS_BYTES) give bitwise
+    what the kinds' formulas give."""
+    from tokengeo.nn.kernels import in_place
+
+    t = torch.zeros(2, 5, 5, 3, dtype=dtype)
+    if path == "cpu-large":
+        monkeypatch.setattr(in_place, "WHOLE_PASS_BYTES", 0)
+    with device_path() if path == "device" else contextlib.nullcontext():
+        assert in_place.whole_tensor_passes(HeadRuns.of(("laplacian", "attention")), t) == (
+            path != "cpu-large")
         fixed_kinds_formulas_are_exact(dtype)
 
 

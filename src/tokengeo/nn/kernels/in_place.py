@@ -13,11 +13,14 @@ and, for mixed heads only, their ``P V``. The backward needs ``P V`` (the SDPA k
     P V = V − z        for Laplacian heads,
     P V = saved copy   for mixed heads.
 
-On CUDA, heads of several fixed kinds (e.g. half Laplacian) take whole-tensor passes with
-the (H,) coefficients, ``z ← b z + a V`` and ``P V = b (z − a V)``, bitwise what the
-per-run passes give (products by 0 and ±1) in fewer launches (the host's cost per call, which
-bounds short sequences on a GPU, is in docs/kernels.md). On a CPU the kernels work run by
-run, which moves fewer bytes (:func:`whole_tensor_passes`).
+Heads of several fixed kinds (e.g. half Laplacian) take whole-tensor passes with the
+coefficients laid out as (H, Dh) rows, ``z ← b z + a V`` and ``P V = b (z − a V)``, bitwise
+what the per-run passes give (products by 0 and ±1) in fewer operations: on a GPU each is a
+launch (the host's cost per call, which bounds short sequences there, is in docs/kernels.md);
+on a CPU, for cache-sized tensors, a pass over a slice of heads iterates over every
+(token, slice) row, a few dozen elements each, and costs more than a pass over whole rows.
+Larger tensors on a CPU take the per-run passes, which move fewer bytes
+(:func:`whole_tensor_passes`).
 
 Where P V goes in the backward:
 
@@ -41,11 +44,12 @@ qkv's gradient (the copy ``unbind``'s backward would make anyway).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 
 import torch
 
-from tokengeo.nn.heads import ATTENTION, LAPLACIAN, MIXED, HeadRuns
+from tokengeo.nn.heads import ATTENTION, KIND_COEFFICIENTS, LAPLACIAN, MIXED, HeadRuns
 from tokengeo.nn.kernels.compose import compose
 from tokengeo.nn.kernels.pv_roundtrip import with_pv_in_z
 from tokengeo.nn.kernels.sdpa_ops import sdpa_backward, sdpa_forward
@@ -57,8 +61,8 @@ _DEVICE_PATH_EVERYWHERE = False  # set by device_path(): the CUDA path's Python 
 
 def on_device_path(t: torch.Tensor) -> bool:
     """Whether the kernel takes its device (CUDA) path for ``t``: P V rebuilt into a buffer
-    of its own in the backward, whole-tensor passes for several fixed kinds. On a CPU it
-    writes P V into z or into qkv's gradient instead, and works run by run."""
+    of its own in the backward. On a CPU it writes P V into z or into qkv's gradient
+    instead."""
     return t.is_cuda or _DEVICE_PATH_EVERYWHERE
 
 
@@ -82,12 +86,38 @@ def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
     return t.narrow(dim, h0, h1 - h0)
 
 
+# Tensors up to this size take whole-tensor passes on a CPU: about a core's cache, where a
+# pass costs its loop overhead per row more than its bytes (docs/kernels.md).
+WHOLE_PASS_BYTES = 1 << 20
+
+
 def whole_tensor_passes(runs: HeadRuns, t: torch.Tensor) -> bool:
-    """Whether the kernels take whole-tensor passes: heads of several fixed kinds, on the
-    device path (:func:`on_device_path`), where each pass is a kernel launch and the host's
-    cost per call bounds short sequences. On a CPU the per-run passes, which move fewer
-    bytes, are faster (docs/kernels.md, "Whole-tensor passes")."""
-    return len(runs.runs) > 1 and not runs.mixed and on_device_path(t)
+    """Whether the kernels take whole-tensor passes for ``t`` (B, ·, ·, Dh): heads of several
+    fixed kinds, on the device path (each pass a launch) or, on a CPU, for tensors of at most
+    :data:`WHOLE_PASS_BYTES`. Each pass reads the coefficients as (H, Dh) rows
+    (:func:`coefficient_rows`), so its inner loop runs over whole (H·Dh) token rows; a pass
+    over a slice of heads loops over (token, slice) rows of h·Dh elements, which at cache-sized
+    tensors costs more than its bytes, while larger tensors are bound by the bytes, which
+    the per-run passes halve (docs/kernels.md, "Whole-tensor passes")."""
+    return len(runs.runs) > 1 and not runs.mixed and (
+        on_device_path(t) or t.numel() * t.element_size() <= WHOLE_PASS_BYTES)
+
+
+def coefficient_rows(runs: HeadRuns, head_dim: int, like: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b) of heads of fixed kinds as (H, Dh) rows (head h's coefficient repeated over its
+    Dh values), in ``like``'s dtype and device: built once per signature (the kinds imply
+    the values)."""
+    return _rows(runs, head_dim, like.dtype, like.device)
+
+
+@functools.lru_cache(maxsize=256)
+def _rows(runs: HeadRuns, head_dim: int, dtype: torch.dtype, device: torch.device):
+    with torch.inference_mode(False), torch.no_grad():
+        ab = torch.tensor([KIND_COEFFICIENTS[kind] for h0, h1, kind in runs.runs
+                           for _ in range(h0, h1)], dtype=dtype)  # (H, 2)
+        rows = ab.to(device).T.unsqueeze(-1).expand(2, -1, head_dim).contiguous()
+    return rows[0], rows[1]  # (H, Dh) each
 
 
 def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
@@ -95,7 +125,8 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
     # The mixed branch below over all heads, written out: the loop's slicing costs more
     # host time per call (docs/kernels.md, "Whole-tensor passes").
     if whole_tensor_passes(runs, z):  # two whole passes: z ← b z + a V, exact for fixed kinds
-        z.mul_(b.view(1, 1, -1, 1)).addcmul_(a.view(1, 1, -1, 1), v)
+        ar, br = coefficient_rows(runs, z.shape[-1], z)  # (H, Dh)
+        z.mul_(br).addcmul_(ar, v)
         return
     for h0, h1, kind in runs.runs:
         zr, vr = _heads(z, h0, h1), _heads(v, h0, h1)  # (B, T, h, Dh)
@@ -107,10 +138,10 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
 
 def pv_into(dst, z, v, pv_mixed, runs: HeadRuns, a=None, b=None) -> None:
     """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh).
-    ``a``, ``b`` (H,): the coefficients, read for heads of several fixed kinds."""
+    ``a``, ``b`` (H,): the coefficients (heads of fixed kinds read their rows instead)."""
     if whole_tensor_passes(runs, z):  # P V = b (z − a V): exact, b = ±1 and a ∈ {0, 1}
-        shape = (1, 1, -1, 1)
-        torch.addcmul(z, a.view(shape), v, value=-1, out=dst).mul_(b.view(shape))
+        ar, br = coefficient_rows(runs, z.shape[-1], z)  # (H, Dh)
+        torch.addcmul(z, ar, v, value=-1, out=dst).mul_(br)
         return
     for h0, h1, kind in runs.runs:
         out = _heads(dst, h0, h1)
@@ -141,7 +172,8 @@ def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
     """
     outs = grads if outs is None else outs
     if whole_tensor_passes(runs, g):  # the mixed branch below, all heads, no slicing
-        bh, ah = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
+        ar, br = coefficient_rows(runs, g.shape[-1], g)
+        ah, bh = ar.unsqueeze(1), br.unsqueeze(1)  # (H, 1, Dh): rows of (B, H, T, Dh)
         torch.mul(grads[0], bh, out=outs[0])
         torch.mul(grads[1], bh, out=outs[1])
         torch.mul(grads[2], bh, out=outs[2]).addcmul_(ah, g)
