@@ -91,3 +91,17 @@ def test_changed_settings_recompute_only_the_changed_cells(conf, tmp_path):
         "[quick]\nseeds = 4\nsettings = ['base', 'treated']\n")
     rp.reproduce(cfg, log=lambda m: None)
     assert CALLS == ["base-3", "treated-3"]  # seeds 0-2 unchanged: read from disk
+
+
+def test_report_json_says_what_the_cells_cost_and_keeps_it_when_read_from_cache(conf,
+                                                                                tmp_path):
+    import json
+
+    cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=conf)
+    rp.reproduce(cfg, log=lambda m: None)
+    first = json.loads((tmp_path / "out" / "report.json").read_text())["cells"]
+    assert first["fake"]["cells"] == 9 and first["fake"]["timed"] == 6  # 3 not run
+    assert first["all"] == first["fake"] and first["fake"]["core_hours"] >= 0
+    rp.reproduce(cfg, log=lambda m: None)  # every computed cell read from disk
+    again = json.loads((tmp_path / "out" / "report.json").read_text())["cells"]
+    assert again == first

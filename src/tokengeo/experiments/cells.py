@@ -208,9 +208,7 @@ class CellStore:
             envelope["seconds"] = round(float(seconds), 3)
         write_json(self.path(cell), envelope, indent=1, allow_nan=True)
 
-    def measured_seconds(self, cell: Cell) -> float | None:
-        """The wall seconds recorded with the cell's cached result, or None (no usable cached
-        result, or none recorded)."""
+    def _envelope(self, cell: Cell) -> dict | None:
         p = self.path(cell)
         if not p.is_file():
             return None
@@ -219,6 +217,21 @@ class CellStore:
                               allow_nan=True)
         except (ConfigError, OSError, ValueError):  # UnicodeDecodeError is a ValueError
             return None
-        seconds = data.get("seconds") if check_envelope(data, cell) is None else None
+        return data if check_envelope(data, cell) is None else None
+
+    def measured_seconds(self, cell: Cell) -> float | None:
+        """The wall seconds recorded with the cell's cached result, or None (no usable cached
+        result, or none recorded)."""
+        data = self._envelope(cell)
+        seconds = data.get("seconds") if data is not None else None
         ok = isinstance(seconds, int | float) and not isinstance(seconds, bool)
         return float(seconds) if ok and 0 <= seconds < float("inf") else None
+
+    def timing(self, cell: Cell) -> tuple[float, float] | None:
+        """(wall seconds, finish time as a POSIX timestamp) of a cached cell: the seconds
+        recorded with it and its file's modification time (it is written once, when the cell
+        finishes); None when either is missing."""
+        seconds = self.measured_seconds(cell)
+        if seconds is None:
+            return None
+        return seconds, self.path(cell).stat().st_mtime

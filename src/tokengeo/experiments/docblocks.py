@@ -12,7 +12,8 @@ makes, per verdict), ``kinds`` (all claims per kind), ``claims:SUITE`` (the suit
 paper's value, measurement, verdict, against the paper's effect), ``findings:SUITE`` (its
 paper and stand-in claims that reached a verdict, one line each), ``compare:PATH`` (the
 tally against an earlier run's report.json at PATH under the root, and every claim whose
-verdict changed), ``smoothing:SUITE`` (the
+verdict changed), ``cells`` (per suite: the cells, their core-hours, the longest cell and
+the span they ran in, from the wall seconds stored with each cell), ``smoothing:SUITE`` (the
 smoothing-sign table of a Laplacian suite, and per column the blocks where the mean over
 seeds is negative, the head kind smoothing there, or positive). :func:`write_docs`
 re-renders every block under a folder; :func:`check_docs` names the first block that
@@ -181,6 +182,30 @@ def render_smoothing(data: dict, suite: str) -> str:
     return "\n".join(out)
 
 
+def _span(t: dict) -> str:
+    if not t["first_start"]:
+        return "—"
+    return f"{t['first_start'].replace('T', ' ')} – {t['last_finish'].replace('T', ' ')}"
+
+
+def render_cells(data: dict, _arg: str) -> str:
+    """Per suite: cells, their core-hours, the longest cell and the span they ran in."""
+    times = data.get("cells")
+    if not times:
+        return "(this run's report.json predates the cell times: it holds none)"
+    rows = [[suite, f"{t['timed']} of {t['cells']}" if t["timed"] != t["cells"]
+             else str(t["cells"]), f"{t['core_hours']:.2f}",
+             "—" if t["longest_seconds"] is None else f"{t['longest_seconds']:.0f}", _span(t)]
+            for suite, t in times.items() if suite != "all"]
+    if "all" in times:
+        t = times["all"]
+        rows.append(["**all**", str(t["cells"]), f"{t['core_hours']:.2f}",
+                     "—" if t["longest_seconds"] is None else f"{t['longest_seconds']:.0f}",
+                     _span(t)])
+    return _table(["suite", "cells (timed)", "core-hours", "longest cell (s)",
+                   "first start – last finish (UTC)"], rows)
+
+
 def _all_claims(claims: list[dict], parent: str = "") -> dict[tuple[str, str], tuple]:
     """(suite, text) -> (verdict, the finding it is a member of) over every claim and member."""
     out = {}
@@ -228,7 +253,7 @@ def render_compare(data: dict, path: str, root: Path = Path(".")) -> str:
 RENDERERS: dict[str, Callable[..., str]] = {
     "run": render_run, "tally": render_tally, "kinds": render_kinds,
     "claims": render_claims, "findings": render_findings, "smoothing": render_smoothing,
-    "compare": render_compare,
+    "compare": render_compare, "cells": render_cells,
 }
 NEEDS_ROOT = {"compare"}
 

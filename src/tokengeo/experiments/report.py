@@ -258,14 +258,15 @@ def render_markdown(suites: list[SuiteOutput], title: str, preamble: list[str], 
 
 
 def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: list[str],
-                 mode: str = "quick") -> Path:
+                 mode: str = "quick", cells: dict | None = None) -> Path:
     """Write ``report.json``, ``report.md`` and ``report.html`` under ``out``; return the
-    HTML path."""
+    HTML path. ``cells``: the run's cell times per suite
+    (:func:`tokengeo.experiments.cell_times.cell_times`), kept in report.json."""
     from tokengeo import __version__
 
     out = Path(out)
-    write_json(out / "report.json", report_json(suites, mode, __version__, source_commit()),
-               indent=1)
+    write_json(out / "report.json",
+               report_json(suites, mode, __version__, source_commit(), cells=cells), indent=1)
     write_text(out / "report.md", render_markdown(suites, title, preamble, out))
     path = out / "report.html"
     write_text(path, render_html(suites, title, preamble, out))

@@ -281,8 +281,11 @@ def reproduce(cfg: ReproduceConfig, log=None,
         "apart.",
         SCALE[cfg.mode],
     ]
+    from tokengeo.experiments.cell_times import cell_times
+
+    times = cell_times({p.name: p.cells for p in plans}, store)
     path = write_report(cfg.out, outputs, "tokengeo reproduction report", preamble,
-                        mode=cfg.mode)
+                        mode=cfg.mode, cells=times)
     return path, outputs
 
 

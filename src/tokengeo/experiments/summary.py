@@ -202,14 +202,19 @@ def deciding_lines(s: SuiteOutput) -> list[str]:
 
 # ---------------------------------------------------------------------- JSON
 def report_json(suites: list[SuiteOutput], mode: str, version: str,
-                commit: str | None) -> dict:
+                commit: str | None, cells: dict | None = None) -> dict:
+    """report.json (``report.schema.json``); ``cells``: the cell times per suite, when the
+    run knows them (:mod:`tokengeo.experiments.cell_times`)."""
     claims = [c.to_dict(s.paper_name) for s in suites for c in s.claims]
     tables = [{"suite": s.name, "caption": cap, "header": list(h), "rows": r}
               for s in suites for cap, h, r in s.tables]
-    return _finite({
+    out = {
         "format": JSON_FORMAT, "tokengeo": version, "commit": commit, "mode": mode,
         "claims": claims, "tables": tables, "tally": tally(suites),
-        "power": [dict(zip(POWER_HEADER, r, strict=True)) for r in power_rows(suites)]})
+        "power": [dict(zip(POWER_HEADER, r, strict=True)) for r in power_rows(suites)]}
+    if cells is not None:
+        out["cells"] = cells
+    return _finite(out)
 
 
 def _finite(obj):
