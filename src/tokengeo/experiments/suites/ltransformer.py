@@ -85,8 +85,11 @@ PAPER_WIDTH = 768
 PAPER_768 = dict(d_model=768, p=4, n_heads=3, n_layers=4)  # 28.4M -> 7.1M encoder, -41 %
 LONG = "long"  # label prefix of the long-task runs
 FULL_ONLY = "runs only with `tokengeo reproduce --full` (not in these settings: {what})"
-NO_WIDTHS = ("not in these settings: no widths are trained (the time budget, costed in "
-             "ltransformer.toml's note); add `widths` to run it")
+NO_WIDTHS = ("not in these settings: no widths are trained (5 seeds of the fair and L pair "
+             "cost ~1,500 core-s at d = 256 and ~5,500 at d = 512, ltransformer.toml's note: "
+             "past --full's 2 h 30 min on 2 cores); add `widths` to a copy of "
+             "ltransformer.toml and run `tokengeo reproduce --full --only ltransformer "
+             "--config-dir DIR` to run it")
 
 
 def _acc(r) -> float:
