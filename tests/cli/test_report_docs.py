@@ -161,3 +161,17 @@ def test_the_compare_block_refuses_a_missing_report(tmp_path):
 
     with pytest.raises(ConfigError, match="compare:nowhere.json names no report.json"):
         render(json.loads(PUBLISHED.read_text()), "compare:nowhere.json", tmp_path)
+
+
+def test_the_table_block_renders_a_suite_table_by_its_caption():
+    from tokengeo.errors import ConfigError
+    from tokengeo.experiments.docblocks import render
+
+    data = json.loads(PUBLISHED.read_text())
+    data["tables"].append({"suite": "laplacian-images", "caption": "along training, by k (x)",
+                           "header": ["setting", "step"], "rows": [["k=0", "750"]]})
+    body = render(data, "table:laplacian-images:along-training")
+    assert body.startswith("*along training, by k (x)*") and "| k=0 | 750 |" in body
+    assert "no table whose caption starts" in render(data, "table:laplacian-images:nothing")
+    with pytest.raises(ConfigError, match="names no caption"):
+        render(data, "table:laplacian-images")

@@ -13,7 +13,9 @@ paper's value, measurement, verdict, against the paper's effect), ``findings:SUI
 paper and stand-in claims that reached a verdict, one line each), ``compare:PATH`` (the
 tally against an earlier run's report.json at PATH under the root, and every claim whose
 verdict changed), ``cells`` (per suite: the cells, their core-hours, the longest cell and
-the span they ran in, from the wall seconds stored with each cell), ``smoothing:SUITE`` (the
+the span they ran in, from the wall seconds stored with each cell),
+``table:SUITE:CAPTION-START`` (a suite's tables by the start of their caption, hyphens for
+spaces), ``smoothing:SUITE`` (the
 smoothing-sign table of a Laplacian suite, and per column the blocks where the mean over
 seeds is negative, the head kind smoothing there, or positive). :func:`write_docs`
 re-renders every block under a folder; :func:`check_docs` names the first block that
@@ -182,6 +184,23 @@ def render_smoothing(data: dict, suite: str) -> str:
     return "\n".join(out)
 
 
+def render_table(data: dict, arg: str) -> str:
+    """``table:SUITE:CAPTION-START``: the suite's tables whose caption starts with
+    CAPTION-START, its hyphens read as spaces (``table:laplacian-images:along-training``)."""
+    suite, _, start = arg.partition(":")
+    _suite_claims(data, suite)  # the suite must be in the run
+    if not start:
+        raise ConfigError(f"block table:{arg} names no caption; write "
+                          "table:SUITE:CAPTION-START (hyphens for spaces)")
+    words = start.replace("-", " ")
+    tables = [t for t in data.get("tables", []) if t["suite"] == suite
+              and t["caption"].startswith(words)]
+    if not tables:
+        return f"(this run of {suite} has no table whose caption starts with \"{words}\")"
+    return "\n\n".join(f"*{t['caption']}*\n\n{_table(t['header'], t['rows'])}"
+                         for t in tables)
+
+
 def _span(t: dict) -> str:
     if not t["first_start"]:
         return "—"
@@ -253,7 +272,7 @@ def render_compare(data: dict, path: str, root: Path = Path(".")) -> str:
 RENDERERS: dict[str, Callable[..., str]] = {
     "run": render_run, "tally": render_tally, "kinds": render_kinds,
     "claims": render_claims, "findings": render_findings, "smoothing": render_smoothing,
-    "compare": render_compare, "cells": render_cells,
+    "compare": render_compare, "cells": render_cells, "table": render_table,
 }
 NEEDS_ROOT = {"compare"}
 
