@@ -179,7 +179,7 @@ def render_smoothing(data: dict, suite: str) -> str:
     out = []
     for t in tables:
         out += [f"*{t['caption']}*", "", _table(t["header"], t["rows"]), "",
-                "Means over seeds, not tests (the claims above judge them):",
+                "Means over seeds, not tests (the suite's claims judge them):",
                 *_signs(t["header"], t["rows"])]
     return "\n".join(out)
 
@@ -283,7 +283,8 @@ def render(data: dict, name: str, root: Path = Path(".")) -> str:
     kind, _, arg = name.partition(":")
     if kind not in RENDERERS:
         raise ConfigError(f"unknown block {name!r}; blocks are {sorted(RENDERERS)} "
-                          "(claims, findings and smoothing take :SUITE, compare :PATH)")
+                          "(claims, findings and smoothing take :SUITE, table "
+                          ":SUITE:CAPTION-START, compare :PATH)")
     if kind in NEEDS_ROOT:
         return RENDERERS[kind](data, arg, root)
     return RENDERERS[kind](data, arg)
