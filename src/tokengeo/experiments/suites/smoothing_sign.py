@@ -67,6 +67,11 @@ def missing_rows(res: SweepResults, label: str) -> str | None:
     return None
 
 
+def _named(head_kind: str) -> str:
+    """How a claim names heads of ``head_kind``: "Laplacian" is a name, the others are not."""
+    return "Laplacian" if head_kind == LAPLACIAN else head_kind
+
+
 def layer_family(suite: str, res: SweepResults, label: str, head_kind: str, depth: int,
                  text: str, heads: str = "", **fields) -> Claim:
     """A family over blocks, rule "all": per block, the mean over seeds of the per-seed
@@ -76,8 +81,9 @@ def layer_family(suite: str, res: SweepResults, label: str, head_kind: str, dept
     missing = missing_rows(res, label)
     for layer in range(depth):
         get = head_mean(head_kind, layer)
-        claim = Claim(suite, f"{label}, block {layer + 1}: {heads or head_kind} heads smooth "
-                      "the residual stream", SOURCE, PAPER,
+        who = heads or _named(head_kind)
+        claim = Claim(suite, f"{label}, block {layer + 1}: {who} heads smooth the residual "
+                      "stream", SOURCE, PAPER,
                       f"mean over {head_kind} heads of d/dε Var_w(X + ε O_h) / Var_w(X) at "
                       f"block {layer + 1}'s input, held-out inputs, mean over seeds",
                       Region.below(0.0), label=f"block {layer + 1}", **fields)
