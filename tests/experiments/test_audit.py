@@ -32,9 +32,8 @@ def test_the_audit_recomputes_the_published_report():
     validate_report(data)
     a = audit(data)
     assert a.problems == []
-    # format 1 holds no values for its 10 sign-flip intervals: those are taken as stored, as
-    # is the one "not testable here" claim (its precondition's verdict is recomputed)
-    assert a.intervals >= 130 and a.verdicts >= 165 and a.families == 24 and a.taken <= 13
+    # the 2026-12-06 run: every interval carries its values, so none is taken as stored
+    assert a.intervals >= 170 and a.verdicts >= 195 and a.families >= 50 and a.taken == 0
 
 
 def test_the_audit_catches_a_changed_value_a_verdict_and_the_tally(tmp_path):
@@ -72,6 +71,7 @@ def test_the_alpha_ranking_carries_its_runs_and_the_audit_recomputes_it(tmp_path
     # one row per run (5 seeds), one accuracy per α (identity, linear, harmonic)
     assert [len(iv["values_a"]), len(iv["values_b"])] == [5, 5]
     assert {len(r) for r in iv["values_a"] + iv["values_b"]} == {3}
+    validate_report(data)  # the schema takes a unit that is a run's row (the 2026-12-06 run)
     a = audit(data)
     assert a.problems == []
     bad = copy.deepcopy(data)

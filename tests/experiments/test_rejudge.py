@@ -5,7 +5,9 @@ from pathlib import Path
 
 from tokengeo.experiments.rejudge import rejudge_families
 
-PUBLISHED = Path(__file__).parents[2] / "docs" / "results" / "report.json"
+# The format-1 run of 2026-12-05, re-judged in place (issue 40) and kept when the run of
+# 2026-12-06 replaced it in docs/results/; re-judging applies to such flat reports only.
+PUBLISHED = Path(__file__).parents[2] / "docs" / "results-2026-12-05" / "report.json"
 
 
 def _report(rule, raw, holm, verdict):
