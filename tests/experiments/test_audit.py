@@ -135,3 +135,22 @@ def test_the_audit_catches_a_changed_nested_verdict(tmp_path):
     bad_inner["verdict"] = "inconclusive" if inner["verdict"] != "inconclusive" \
         else "reproduced"
     assert any("family verdict" in p and inner["label"] in p for p in audit(bad).problems)
+
+
+def _not_run_papers_claims(claims: list[dict]):
+    for c in claims:
+        if c["kind"] in ("paper", "stand-in") and str(c["verdict"]).startswith("not run"):
+            yield c
+        yield from _not_run_papers_claims(c.get("members") or [])
+
+
+def test_every_not_run_claim_of_the_published_run_names_its_cost_and_command():
+    """Issue 46: a paper or stand-in claim of the published full run is "not run" only with a
+    reason that names its cost and the command that runs it."""
+    data = json.loads(PUBLISHED.read_text())
+    not_run = list(_not_run_papers_claims(data["claims"]))
+    assert not_run  # the run's budget cuts (DINO, the L-Transformer's widths)
+    for c in not_run:
+        reason = c["verdict"]
+        assert "core-s" in reason or "core-h" in reason or " s for " in reason, c["claim"]
+        assert "tokengeo reproduce" in reason or "make run" in reason, c["claim"]

@@ -167,6 +167,8 @@ def test_suite_claims_give_the_known_answers():
         "reproduced"
     parity = by_text["accuracy within 1 point of the fair encoder at d = 768"]
     assert "not trained in these settings" in parity.verdict
+    # issue 46: a "not run" stand-in names the command that runs it
+    assert "tokengeo reproduce --full --only ltransformer --config-dir" in parity.verdict
     long = by_text["long inputs: the L-Transformer (some α): accuracy within 1 point of the "
                    "fair encoder"]
     assert long.verdict == "reproduced"  # harmonic is 0.5 point above

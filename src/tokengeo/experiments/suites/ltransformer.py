@@ -371,7 +371,10 @@ def parity_768_claim(settings: dict, sweep: SweepResults, eff: CellResult | None
               f"{PAPER_WIDTH}", SRC, "AG News 91.47 → 91.52 (d = 768)",
               "test accuracy(L) − test accuracy(fair), paired by seed", Region.above(-tol),
               kind="stand-in", proxy=MAIN_PROXY)
-    c.not_run = f"d = {PAPER_WIDTH} is not trained in these settings ({_cost_768(settings, eff)})"
+    c.not_run = (f"d = {PAPER_WIDTH} is not trained in these settings "
+                 f"({_cost_768(settings, eff)}); add {PAPER_WIDTH} to `widths` in a copy of "
+                 "ltransformer.toml and run `tokengeo reproduce --full --only ltransformer "
+                 "--config-dir DIR` to run it")
     return c
 
 
