@@ -36,9 +36,12 @@ def summarise_timings(cells: list[Cell], timings: list[tuple[float, float] | Non
 
 
 def cell_times(cells_by_suite: dict[str, list[Cell]], store: CellStore) -> dict:
-    """Per suite and in all (``"all"``), :func:`summarise_timings` of its stored cells."""
-    out = {suite: summarise_timings(cells, [store.timing(c) for c in cells])
+    """Per suite and in all (``"all"``), :func:`summarise_timings` of its stored cells (each
+    cell's file is read once)."""
+    timings = {suite: [store.timing(c) for c in cells]
+               for suite, cells in cells_by_suite.items()}
+    out = {suite: summarise_timings(cells, timings[suite])
            for suite, cells in cells_by_suite.items()}
-    every = [c for cells in cells_by_suite.values() for c in cells]
-    out["all"] = summarise_timings(every, [store.timing(c) for c in every])
+    out["all"] = summarise_timings([c for cells in cells_by_suite.values() for c in cells],
+                                   [t for suite in cells_by_suite for t in timings[suite]])
     return out

@@ -207,20 +207,24 @@ def _span(t: dict) -> str:
     return f"{t['first_start'].replace('T', ' ')} – {t['last_finish'].replace('T', ' ')}"
 
 
+def _cells_row(name: str, t: dict, counted: str | None = None) -> list[str]:
+    """One row of the cells block; ``counted`` (default: "timed of cells" where some cells
+    have no recorded time) replaces the count."""
+    if counted is None:
+        counted = (str(t["cells"]) if t["timed"] == t["cells"]
+                   else f"{t['timed']} of {t['cells']}")
+    longest = "—" if t["longest_seconds"] is None else f"{t['longest_seconds']:.0f}"
+    return [name, counted, f"{t['core_hours']:.2f}", longest, _span(t)]
+
+
 def render_cells(data: dict, _arg: str) -> str:
     """Per suite: cells, their core-hours, the longest cell and the span they ran in."""
     times = data.get("cells")
     if not times:
         return "(this run's report.json predates the cell times: it holds none)"
-    rows = [[suite, f"{t['timed']} of {t['cells']}" if t["timed"] != t["cells"]
-             else str(t["cells"]), f"{t['core_hours']:.2f}",
-             "—" if t["longest_seconds"] is None else f"{t['longest_seconds']:.0f}", _span(t)]
-            for suite, t in times.items() if suite != "all"]
+    rows = [_cells_row(suite, t) for suite, t in times.items() if suite != "all"]
     if "all" in times:
-        t = times["all"]
-        rows.append(["**all**", str(t["cells"]), f"{t['core_hours']:.2f}",
-                     "—" if t["longest_seconds"] is None else f"{t['longest_seconds']:.0f}",
-                     _span(t)])
+        rows.append(_cells_row("**all**", times["all"], counted=str(times["all"]["cells"])))
     return _table(["suite", "cells (timed)", "core-hours", "longest cell (s)",
                    "first start – last finish (UTC)"], rows)
 
