@@ -4,7 +4,9 @@
 keyword ``simulate`` of commit 630b88f (before the FlowConfig refactor, issue 43), one
 thread, float64 except one float32 run: Euler with weight noise, RK4, stochastic Heun,
 general (non-symmetric) frozen heads without energy, a layer schedule, float32 and a preset.
-The refactor only moved code, so the new path must give the same bits.
+The refactor only moved code, so the new path must give the same numbers. The file was written
+on one CPU: it is compared at the dtype's tolerance (``helpers.saved``), never bit for bit,
+because another CPU's kernels may round the last bit differently.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.saved import assert_close_to_saved
 
 from tokengeo.errors import ConfigError
 from tokengeo.flows import FlowConfig, simulate
@@ -26,6 +29,7 @@ FIELDS = ("t", "E", "G2", "dE_int", "ito_int", "G2_int", "mart_int", "residual",
           "x", "weights")
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+saved_reference = pytest.mark.saved_reference
 
 
 def sphere(P, n, d, seed):
@@ -69,8 +73,9 @@ def cases() -> dict:
     return out
 
 
+@saved_reference
 @pytest.mark.parametrize("name", list(cases()))
-def test_config_api_gives_the_keyword_api_bits(name):
+def test_config_api_gives_the_keyword_api_numbers(name):
     reference = np.load(REFERENCE, allow_pickle=False)
     x0, weights, config = cases()[name]
     result = simulate(x0, weights, config)
@@ -81,7 +86,10 @@ def test_config_api_gives_the_keyword_api_bits(name):
         assert (got is None) == (key not in reference.files), key
         if got is not None:
             want = torch.from_numpy(reference[key])
-            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+            # the residual is E(t) - E(0) + the integrals: its rounding is that of E
+            scale = float(np.nanmax(np.abs(reference[f"{name}/E"]), initial=0.0)) \
+                if field == "residual" else None
+            assert_close_to_saved(got, want, key, computed_in=config.dtype, scale=scale)
             compared += 1
     assert compared >= 9
 
