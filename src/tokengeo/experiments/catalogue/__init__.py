@@ -13,8 +13,9 @@ Halevi et al.), each a list of ``[[claim]]`` tables::
     tests = ["laplacian-images:Laplacian heads raise test accuracy"]
     not_tested = ""                     # required (why: cost, scale, data) when tests = []
 
-A test names a report row as ``"<suite>:<claim text>"``; a reading inside a row as
-``"<suite>:<claim text> › <member label>"``. A tallied row (kind ``paper`` or ``stand-in``)
+A test names a report row as ``"<suite>:<claim text>"`` (the row's text in the shipped
+settings; rows are matched to entries by the id they carry, since a text may name the run's
+own k or p). A tallied row (kind ``paper`` or ``stand-in``)
 carries the id of exactly one entry in its ``catalogue`` field, and no two tallied rows carry
 the same id (:func:`check_report`); rows of kind ``new``, ``construction`` or ``sanity`` may
 carry one too (an entry tested by a construction check) and are never tallied.
@@ -40,7 +41,6 @@ PAPERS = {  # file stem -> the paper
 FIELDS = {"id": str, "section": str, "statement": str, "value": str, "tests": list,
           "not_tested": str}
 ID = re.compile(r"^(?P<paper>[a-z]+)\.[a-z0-9]+(?:-[a-z0-9]+)*$")
-MEMBER = " › "  # "<suite>:<row> › <member label>"
 TALLIED = ("paper", "stand-in")
 MAX_BYTES = 1_000_000
 
@@ -121,29 +121,26 @@ def load(folder: Path = FOLDER) -> list[Entry]:
     return entries
 
 
-def _rows(claims: list[dict]) -> dict[str, dict]:
-    """``"<suite>:<claim>"`` (and ``… › <label>`` for every member) → the row."""
-    out: dict[str, dict] = {}
+def suites_of(entry: Entry) -> set[str]:
+    """The suites whose rows test ``entry``."""
+    return {t.split(":", 1)[0] for t in entry.tests}
 
-    def walk(c: dict, name: str) -> None:
-        out[name] = c
-        for m in c.get("members") or ():
-            walk(m, f"{name}{MEMBER}{m.get('label', '')}")
 
-    for c in claims:
-        walk(c, f"{c['suite']}:{c['claim']}")
-    return out
+def check_suites(entries: list[Entry], suites: set[str]) -> list[str]:
+    """Every test names one of ``suites`` (the suite names ``tokengeo reproduce`` runs)."""
+    return [f"{e.id}: test {t!r} names no suite (suites: {sorted(suites)})"
+            for e in entries for t in e.tests if t.split(":", 1)[0] not in suites]
 
 
 def check_report(entries: list[Entry], claims: list[dict]) -> list[str]:
     """What breaks the catalogue's contract in report rows ``claims`` (report.json's
     ``claims``): a tallied row without an id, an unknown id, an id two tallied rows carry,
-    a row its entry does not list, and an entry's test (in a suite the rows hold) that no
-    row answers. Empty: the rows keep the contract."""
+    a row in a suite its entry does not list, and an entry tested in a suite the report
+    holds whose id no row carries. Empty: the rows keep the contract. (Rows are matched
+    by id: a row's text may name the run's own settings, k = H or p.)"""
     by_id = {e.id: e for e in entries}
-    rows = _rows(claims)
     suites = {c["suite"] for c in claims}
-    problems, tallied = [], {}
+    problems, tallied, carried = [], {}, set()
     for c in claims:
         name, cid = f"{c['suite']}:{c['claim']}", c.get("catalogue")
         if c["kind"] in TALLIED and not cid:
@@ -153,18 +150,25 @@ def check_report(entries: list[Entry], claims: list[dict]) -> list[str]:
         if cid not in by_id:
             problems.append(f"row {name!r} names unknown catalogue entry {cid!r}")
             continue
+        carried.add(cid)
         if c["kind"] in TALLIED:
             if cid in tallied:
                 problems.append(f"catalogue entry {cid!r} is tallied twice: {tallied[cid]!r}"
                                 f" and {name!r}")
             tallied[cid] = name
-        if name not in by_id[cid].tests:
-            problems.append(f"row {name!r} names {cid!r}, whose tests do not list it")
+        if c["suite"] not in suites_of(by_id[cid]):
+            problems.append(f"row {name!r} names {cid!r}, whose tests name no row of "
+                            f"suite {c['suite']!r}")
     for e in entries:
-        for t in e.tests:
-            if t.split(":", 1)[0] in suites and t not in rows:
-                problems.append(f"{e.id}: test {t!r} names no row of this report")
+        if suites_of(e) & suites and e.id not in carried:
+            problems.append(f"{e.id}: tested in {sorted(suites_of(e) & suites)}, but no "
+                            "row of this report carries its id")
     return problems
+
+
+def rows_of(entry: Entry, claims: list[dict]) -> list[dict]:
+    """The report rows that carry ``entry``'s id."""
+    return [c for c in claims if c.get("catalogue") == entry.id]
 
 
 def coverage(entries: list[Entry]) -> dict[str, dict[str, int]]:

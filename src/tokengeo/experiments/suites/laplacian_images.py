@@ -24,6 +24,7 @@ seconds of one cell, a scheduling hint), ``train`` (TrainConfig fields).
 from __future__ import annotations
 
 from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.decidability import sweep_tests
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.suites import laplacian_sweep as lap
@@ -190,4 +191,5 @@ def add_curves(out: SuiteOutput, sweep, settings: dict, fig_dir) -> None:
                    "geometry", "nc1", "NC1", f"neural collapse (NC1, test) along training, {model}")
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check)
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check,
+              planned=sweep_tests(GEOMETRY))

@@ -37,6 +37,7 @@ from dataclasses import asdict, replace
 
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
+from tokengeo.experiments.decidability import PlannedTest, seed_t
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import PERMUTATION_Z, Interval, Region, mean_interval
@@ -458,7 +459,8 @@ def efficiency_claims(settings: dict, eff: CellResult | None) -> list[Claim]:
     one_over_p = family(NAME, f"encoder parameters and projection/FFN FLOPs ≈ 1/p (p = {p})",
                         [params, flops], rule="all", region=band,
                         catalogue="ltransformer.one-over-p")
-    return [one_over_p, total, memory_claim(eff, settings), wall_clock_claim(eff)]
+    return [equivalence_claim(), one_over_p, total, memory_claim(eff, settings),
+            wall_clock_claim(eff)]
 
 
 PEAK_REDUCTION = 0.85  # the paper: −15 % peak GPU memory at d = 768
@@ -506,7 +508,8 @@ def memory_claim(eff: CellResult | None, settings: dict | None = None) -> Claim:
         members.append(c)
     if not members:
         c = Claim(NAME, "peak training memory L / fair", SRC, paper, quantity,
-                  Region.ratio_below(1.0), paper_effect=effect, **kind)
+                  Region.ratio_below(1.0), paper_effect=effect,
+                  catalogue="ltransformer.memory-d768", **kind)
         c.not_run = (eff.not_run if eff is not None and eff.not_run else
                      "the efficiency cell has no training peaks (cached before issue 42)")
         return c
@@ -517,6 +520,43 @@ def memory_claim(eff: CellResult | None, settings: dict | None = None) -> Claim:
     return family(NAME, f"peak training memory of the L-Transformer below its fair encoder's "
                   f"(d = {d}, every batch size)", members, rule="all",
                   catalogue="ltransformer.memory-d768", detail=note)
+
+
+EQUIVALENCE_TOL = 1e-12  # float64 relative difference of two exact computations
+
+
+def equivalence_claim() -> Claim:
+    """The equivalence at the layer level, checked on random float64 inputs: the L-linear
+    map X ⋆_L W = ((X ×₃ Z) △ (W ×₃ Z)) ×₃ Z⁻¹ (the tensor algebra's reference,
+    :func:`~tokengeo.nn.lproduct.l_product`) equals p independent standard linear maps of
+    width d/p applied by the model's module
+    (:class:`~tokengeo.nn.lproduct.SliceLinear`, with the transformed slices Ŵ_k as its
+    weights) to the transformed slices X̂_k, mapped back by Z⁻¹ (DCT, p = 4). Judged on the
+    largest relative difference (exact: it is deterministic)."""
+    import torch
+
+    from tokengeo.nn.lproduct import SliceLinear, l_product, mode3_product
+    from tokengeo.nn.transforms import dct_matrix
+
+    p, tokens, width, width_out = 4, 7, 5, 3
+    g = torch.Generator().manual_seed(0)
+    z = dct_matrix(p)
+    x = torch.randn(tokens, width, p, generator=g, dtype=torch.float64)  # (T, d_s, p)
+    w = torch.randn(width, width_out, p, generator=g, dtype=torch.float64)  # (d_s, d_out, p)
+    reference = l_product(x, w, z)  # (T, d_out, p)
+    layer = SliceLinear(p, width, width_out, bias=False).double()
+    with torch.no_grad():
+        layer.weight.copy_(mode3_product(w, z).permute(2, 0, 1))  # (p, d_s, d_out): Ŵ_k
+        y_hat = layer(mode3_product(x, z).permute(2, 0, 1))  # (p, T, d_out): X̂_k Ŵ_k
+    y = mode3_product(y_hat.permute(1, 2, 0), torch.linalg.inv(z))  # (T, d_out, p)
+    err = float((y - reference).abs().max() / reference.abs().max())
+    return Claim(NAME, "an L-linear layer is p independent linear maps of width d/p in the "
+                 "transform domain", SRC, "spectrally equivalent to p parallel transformers",
+                 "largest |SliceLinear path − L-product| / largest |L-product| (float64, DCT, "
+                 "p = 4)", Region.below(EQUIVALENCE_TOL), kind="construction",
+                 measured=Interval.exact_value(err), catalogue="ltransformer.equivalence",
+                 detail="the attention and FFN of an L-block are built from such maps "
+                        "applied slice by slice (tokengeo.nn.lblock)")
 
 
 TIMING_MARGIN = math.log(1.05)  # step-time ratios within 5 % of 1 are not told apart
@@ -733,4 +773,16 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     return out
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+def planned(suite: str, settings: dict) -> list[PlannedTest]:
+    """t intervals over seeds, and the α ranking: a relabelling test of the main task's
+    runs against the long task's (symmetric in the tasks)."""
+    out = seed_t(suite, settings)
+    if len(settings.get("alphas", [])) >= 2 and "long_train" in settings:
+        n = len(settings["seeds"])
+        out.append(PlannedTest(f"{suite}: the ranking of the α strategies depends on the "
+                               "data set", "relabelling", n, n, "seeds per task",
+                               symmetric=True))
+    return out
+
+
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, planned=planned)
