@@ -558,6 +558,20 @@ def referee(settings: dict) -> Referee:
              ("replication", "one corpus pass", "inputs (bootstrap over inputs)")])
 
 
+def _not_measured(rows: list[Claim], settings: dict, analyses: dict,
+                  missing: list[str]) -> list[Claim]:
+    """One not-run row per paper claim (:data:`CATALOGUE`) that no row measures, naming
+    the main model's reason (the first missing analysis when the main model ran)."""
+    main_model, main_corpus = settings["models"][0], next(iter(settings["corpora"]))
+    carried = {c.catalogue for c in rows}
+    why = next((m for m in missing if m and m.startswith(f"{main_model} on {main_corpus}")),
+               next((m for m in missing if m), "not run"))
+    return [Claim(NAME, f"{start} [{main_model}]", SRC, "—", "—", Region.above(0),
+                  not_run=why, kind="stand-in", catalogue=cid,
+                  proxy=_proxy(main_model, main_corpus))
+            for start, cid in CATALOGUE.items() if cid not in carried]
+
+
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
     n_boot = int(settings.get("n_boot", DEFAULT_BOOT))
     main_model, main_corpus = settings["models"][0], next(iter(settings["corpora"]))
@@ -566,20 +580,14 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     for model in settings["models"]:
         a = analyses.get((model, main_corpus))
         if a is None:
-            why = next((m for m in missing if m.startswith(f"{model} on {main_corpus}")),
-                       missing[0] if missing else "not run")
-            if model == main_model:  # every paper claim the suite tests, not run
-                claims += [Claim(NAME, f"{start} [{model}]", SRC, "—", "—", Region.above(0),
-                                 not_run=why, kind="stand-in", catalogue=cid,
-                                 proxy=_proxy(model, main_corpus))
-                           for start, cid in CATALOGUE.items()]
             continue
         claims += _contrast_claims(a, n_boot)
         if a.attention is not None:
             claims += _attention_claims(a, n_boot)
         if model == main_model:
             claims += _shard_claims(a)
-    claims = merged(per_finding(claims)) if analyses else claims
+    claims = merged(per_finding(claims))
+    claims += _not_measured(claims, settings, analyses, missing)
     main = analyses.get((main_model, main_corpus))
     figures = [Path(f) for f in main.values[0]["figures"]] if main else []
     out = SuiteOutput(NAME, TITLE, PAPER, claims, figures=figures, paper_key=PAPER_KEY,
