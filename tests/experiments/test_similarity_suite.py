@@ -164,6 +164,14 @@ def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
     data = _json.loads((tmp_path / "r" / "report.json").read_text())
     a = audit(data)
     assert a.problems == [] and a.families == 6 + 4  # 4 inner per-model families
+    # self-sufficient: every interval carries the per-unit values it was computed from
+
+    def leaves(c):
+        return [d for m in c.get("members", []) for d in leaves(m)] or [c]
+
+    empty = [c["claim"] for row in data["claims"] for c in leaves(row)
+             if c["interval"] is not None and not c["interval"].get("values")]
+    assert empty == []
     assert sum(data["tally"]["papers"][out.paper_key].values()) == len(out.claims)
 
 

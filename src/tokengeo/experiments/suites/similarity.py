@@ -348,6 +348,7 @@ def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
                       f"layers (per input), bootstrap over {b.n} inputs", Region.above(0),
                       _boot_interval(b, excess), a.model, a.corpus))
     rep = repetition_head(a.inputs, n_boot=n_boot)
+    measured_shares = a.inputs.repeated / a.inputs.top_k  # (N, L, H); odd inputs measure
     L = a.inputs.n_layers
     where = next(k for k, layers in g.items() if rep.layer in layers)
     out.append(_claim(
@@ -355,7 +356,9 @@ def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
         "a head identifies repetitions (L11H8, a final-layer head)",
         f"repeated-token share of the top pairs of the head chosen on the even inputs, on "
         f"the {rep.share.n} odd inputs, bootstrap over inputs",
-        Region.above(REPETITION_SHARE), _boot_interval(rep.share), a.model, a.corpus,
+        Region.above(REPETITION_SHARE),
+        _boot_interval(rep.share, measured_shares[1::2, rep.layer, rep.head]), a.model,
+        a.corpus,
         f"the head: layer {rep.layer} of 0–{L - 1}, head {rep.head}, a {where}-layer head "
         f"(share {rep.selection_share:.3f} on the inputs it was chosen on; "
         f"{LAYER_MAPPING.get(a.model, 'no BERT mapping')})"))
