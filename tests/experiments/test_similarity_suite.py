@@ -92,10 +92,11 @@ def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_p
     # the second model: 3 layer contrasts, sentence preference, repetition head, and the
     # AUC difference for the 2 relations these windows have (no word pieces: no same_word)
     minilm = [c for c in out.claims if "[minilm]" in c.text]
-    assert len(mpnet) == 4 and all("not installed" in c.not_run for c in mpnet)
+    assert len(mpnet) == 5 and all("not installed" in c.not_run for c in mpnet)
     assert {c.catalogue for c in mpnet} == {
         "similarity.distinct-token-per-head", "similarity.noise",
-        "similarity.separator-attention", "similarity.high-attention-regions"}
+        "similarity.separator-attention", "similarity.high-attention-regions",
+        "similarity.long-range-struggle"}
     # 3 layer contrasts, the same-sentence share with its chance contrast (one row), the
     # repetition head, the relations beyond attention (one row)
     assert len(minilm) == 6 and all(c.measured is not None or c.members for c in minilm)
@@ -146,6 +147,14 @@ def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
     for f in per_model:
         assert f.rule_of_family == "all" and [m.label for m in f.members] == ["mpnet",
                                                                               "minilm"]
+    far = next(c for c in out.claims if c.catalogue == "similarity.long-range-struggle")
+    final = suite._groups(3)["final"]
+    want = []
+    for shard in range(2):  # the main model's shards: final layers' long share − chance
+        r = results[suite._key("mpnet", "prose", shard)].value["result"]
+        heads = [v for layer in final for v in r["top_long_range_share"][layer]]
+        want.append(sum(heads) / len(heads) - r["long_range_chance"])
+    assert far.region.high == 0 and far.measured.values == pytest.approx(tuple(want))
     same = next(f for f in families if f.catalogue == "similarity.same-sentence-preference")
     assert [m.label for m in same.members] == ["share > 1/3", "above chance"]
     assert same.members[0].region.low == pytest.approx(1 / 3)

@@ -101,6 +101,7 @@ PAPER = ("Halevi et al., \"Self-attention vector output similarities reveal how 
 PAPER_KEY = "Halevi et al. (head-output similarity)"
 SRC = "Halevi et al. 2025"
 FIELDS = ("result.layer_summary", "result.input_distinct_share", "result.noise_chance",
+          "result.top_long_range_share", "result.long_range_chance",
           "inputs.within", "inputs.repeated", "figures")  # read by summarise
 MODEL_NAMES = {"mpnet": "all-mpnet-base-v2 (MPNet-base sentence encoder, 12 x 12)",
                "minilm": "all-MiniLM-L6-v2 (MiniLM sentence encoder, 6 x 12)",
@@ -245,6 +246,7 @@ SAME_SENTENCE_33 = "top similarities fall within the same sentence more than a t
 SAME_SENTENCE_CHANCE = ("top similarities prefer the same sentence, above the distance-matched "
                         "chance")
 BEYOND_ATTENTION = "output similarity carries information attention does not"
+LONG_RANGE = "final layers put fewer top similarities at long range than chance"
 # (row text start, how its readings combine, the row's text) of findings read several ways
 MERGED = [
     ((SAME_SENTENCE_33, SAME_SENTENCE_CHANCE), "all",
@@ -263,6 +265,7 @@ CATALOGUE = {  # row text start -> the catalogue entry the row tests
     "high similarities include noise": "similarity.noise",
     "final layers' attention concentrates": "similarity.separator-attention",
     "high-similarity pairs sit in high-attention": "similarity.high-attention-regions",
+    LONG_RANGE: "similarity.long-range-struggle",
 }
 
 
@@ -439,6 +442,13 @@ def _shard_claims(a: Analysis) -> list[Claim]:
          lambda r: _mean([x - c for x, c in zip(r["input_distinct_share"],
                                                 r["input_distinct_chance"], strict=True)])),
     ]
+    specs.append((
+        LONG_RANGE, "structural insights",
+        "strong within sentences, weak on long-range relations",
+        "share of the final layers' top pairs at distance >= T/4 − the share of all pairs "
+        "there (mean over heads)", Region.below(0),
+        lambda r: _mean(_heads(r, "top_long_range_share", g["final"]))
+        - r["long_range_chance"]))
     noise_chance = _mean([r["noise_chance"] for r in a.results])
     specs.append((
         "high similarities include noise: unrelated token pairs, fewer than by chance",
