@@ -98,8 +98,9 @@ def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_p
         "similarity.separator-attention", "similarity.high-attention-regions",
         "similarity.long-range-struggle"}
     # 3 layer contrasts, the same-sentence share with its chance contrast (one row), the
-    # repetition head, the relations beyond attention (one row)
-    assert len(minilm) == 6 and all(c.measured is not None or c.members for c in minilm)
+    # repetition head, the relations beyond attention (one row), and beyond attention and
+    # distance (one row)
+    assert len(minilm) == 7 and all(c.measured is not None or c.members for c in minilm)
     minilm = [d for c in minilm for d in ([c, *c.descendants()])]
     texts = " ".join(c.text for c in minilm)
     for relation in ("same_sentence", "repetition"):
@@ -135,10 +136,10 @@ def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
         results[key] = CellResult(key, _shard_value(3, 6, seed=seed))
     out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "fig"))
     families = [c for c in out.claims if c.members]
-    # the 6 findings measured on both models: one row each, the models its members (the
-    # same-sentence finding's two readings and the relations beyond attention: one row
-    # each, whose members are the per-model families)
-    assert len(families) == 6
+    # the 7 findings measured on both models: one row each, the models its members (the
+    # same-sentence finding's two readings and the relations beyond attention, and beyond
+    # attention and distance: one row each, whose members are the per-model families)
+    assert len(families) == 7
     per_model = [f if not f.members[0].members else g for f in families
                  for g in (f.members or [f])]
     for f in families:
@@ -172,7 +173,7 @@ def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
     write_report(tmp_path / "r", [out], "r", ["pre"], mode="full")
     data = _json.loads((tmp_path / "r" / "report.json").read_text())
     a = audit(data)
-    assert a.problems == [] and a.families == 6 + 4  # 4 inner per-model families
+    assert a.problems == [] and a.families == 7 + 6  # 6 inner per-model families
     # self-sufficient: every interval carries the per-unit values it was computed from
 
     def leaves(c):

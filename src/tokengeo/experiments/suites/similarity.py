@@ -247,12 +247,14 @@ SAME_SENTENCE_CHANCE = ("top similarities prefer the same sentence, above the di
                         "chance")
 BEYOND_ATTENTION = "output similarity carries information attention does not"
 LONG_RANGE = "final layers put fewer top similarities at long range than chance"
+BEYOND_DISTANCE = "output similarity carries information attention and token distance do not"
 # (row text start, how its readings combine, the row's text) of findings read several ways
 MERGED = [
     ((SAME_SENTENCE_33, SAME_SENTENCE_CHANCE), "all",
      "top similarities prefer the same sentence: a share above 33 % and above the "
      "distance-matched chance"),
     ((BEYOND_ATTENTION,), "any", BEYOND_ATTENTION + " (some relation)"),
+    ((BEYOND_DISTANCE,), "any", BEYOND_DISTANCE + " (some relation)"),
 ]
 CATALOGUE = {  # row text start -> the catalogue entry the row tests
     CONTRASTS[0][0]: "similarity.middle-layers-short-range",
@@ -266,6 +268,7 @@ CATALOGUE = {  # row text start -> the catalogue entry the row tests
     "final layers' attention concentrates": "similarity.separator-attention",
     "high-similarity pairs sit in high-attention": "similarity.high-attention-regions",
     LONG_RANGE: "similarity.long-range-struggle",
+    BEYOND_DISTANCE: "similarity.beyond-attention-by-distance",
 }
 
 
@@ -399,6 +402,30 @@ def _attention_claims(a: Analysis, n_boot: int) -> list[Claim]:
             _boot_interval(cond, values), a.model, a.corpus,
             f"AUC_S {auc_s:.3f}, AUC_A {auc_a:.3f}; ΔAUC (S − A) {b.mean:.3f} "
             f"[{b.low:.3f}, {b.high:.3f}]; Spearman ρ(S, A) {rho:.3f}{per_head}"))
+    return out
+
+
+def _distance_claims(a: Analysis, n_boot: int) -> list[Claim]:
+    """Beyond attention *and* distance: per relation, the AUC of the similarity within
+    joint strata of attention and token distance (4 distance bins × the attention bins;
+    0.5: nothing beyond both), per input, bootstrap over inputs. Cells computed before
+    these strata lack the statistic: no claim then (its row is reported not run)."""
+    from tokengeo.probes.similarity.ranks import bootstrap_mean
+
+    out = []
+    for name in a.attention.relations:
+        if "auc_conditional_distance" not in a.attention.relations[name]:
+            continue
+        values = a.attention.per_input(name, "auc_conditional_distance")
+        cond = bootstrap_mean(values, null=0.5, n_boot=n_boot)
+        out.append(_claim(
+            f"{BEYOND_DISTANCE}: {name} ({RELATION_TEXT[name]})",
+            "output vectors vs attention maps", "output vectors carry information attention "
+            "maps miss", f"AUC of the similarity matrix for predicting {name} pairs within "
+            "joint strata of the (symmetrised) attention map and the token distance |i − j| "
+            f"(0.5: nothing beyond both; per input, mean over all heads), bootstrap over "
+            f"{cond.n} inputs", Region.above(0.5), _boot_interval(cond, values), a.model,
+            a.corpus))
     return out
 
 
@@ -596,7 +623,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
             continue
         claims += _contrast_claims(a, n_boot)
         if a.attention is not None:
-            claims += _attention_claims(a, n_boot)
+            claims += _attention_claims(a, n_boot) + _distance_claims(a, n_boot)
         if model == main_model:
             claims += _shard_claims(a)
     claims = merged(per_finding(claims))
