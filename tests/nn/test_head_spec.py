@@ -4,7 +4,6 @@ path of z = a·V + b·P V against the reference ``mix_heads`` (values and gradie
 
 from __future__ import annotations
 
-import contextlib
 
 import pytest
 import torch
@@ -21,7 +20,7 @@ from tokengeo.nn.heads import (
     HeadSpec,
     kind_of,
 )
-from tokengeo.nn.kernels import compose, device_path, laplacian_attention
+from tokengeo.nn.kernels import compose, laplacian_attention
 from tokengeo.nn.kernels.in_place import _combine_in_place, _scale_grads, pv_into
 from tokengeo.nn.reference import attention_reference, mix_heads
 
@@ -178,11 +177,11 @@ def test_in_place_combine_and_pv_recovery_equal_the_reference():
     runs = HeadRuns.of(KINDS)
     v, pv = (torch.randn(2, 5, len(KINDS), 3, dtype=torch.float64) for _ in range(2))
     z = pv.clone()
-    _combine_in_place(z, v, a, b, runs)
+    _combine_in_place(z, v, a, b, runs, False)
     assert torch.allclose(z, mix_heads(v, pv, a, b), atol=1e-14)
     mixed = torch.cat([pv[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
     back = torch.empty_like(z)
-    pv_into(back, z, v, mixed, runs)
+    pv_into(back, z, v, mixed, runs, False)
     assert torch.allclose(back, pv, atol=1e-14)
 
 
@@ -198,29 +197,29 @@ def test_fixed_kinds_formulas_are_exact(dtype, path, monkeypatch):
     t = torch.zeros(2, 5, 5, 3, dtype=dtype)
     if path == "cpu-large":
         monkeypatch.setattr(in_place, "WHOLE_PASS_BYTES", 0)
-    with device_path() if path == "device" else contextlib.nullcontext():
-        assert in_place.whole_tensor_passes(HeadRuns.of(("laplacian", "attention")), t) == (
-            path != "cpu-large")
-        fixed_kinds_formulas_are_exact(dtype)
+    device = path == "device"
+    assert in_place.whole_tensor_passes(HeadRuns.of(("laplacian", "attention")), t, device) == (
+        path != "cpu-large")
+    fixed_kinds_formulas_are_exact(dtype, device)
 
 
-def fixed_kinds_formulas_are_exact(dtype):
+def fixed_kinds_formulas_are_exact(dtype, device: bool):
     kinds = (LAPLACIAN, ATTENTION, ATTENTION, LAPLACIAN, LAPLACIAN)
     a, b = coefficients(kinds, dtype)
     runs = HeadRuns.of(kinds)
     assert len(runs.runs) == 3 and not runs.mixed
     v, pv = (torch.randn(2, 5, len(kinds), 3, dtype=dtype) for _ in range(2))
     z = pv.clone()
-    _combine_in_place(z, v, a, b, runs)
+    _combine_in_place(z, v, a, b, runs, device)
     lap = torch.tensor([k == LAPLACIAN for k in kinds]).view(1, 1, -1, 1)
     assert torch.equal(z, torch.where(lap, v - pv, pv))
     back = torch.empty_like(z)
-    pv_into(back, z, v, None, runs, a, b)
+    pv_into(back, z, v, None, runs, device)
     assert torch.equal(back, torch.where(lap, v - z, z))  # what the per-run pass writes
     grads = tuple(torch.randn(2, len(kinds), 5, 3, dtype=dtype) for _ in range(3))
     g = torch.randn(2, len(kinds), 5, 3, dtype=dtype)
     outs = tuple(torch.empty_like(t) for t in grads)
-    _scale_grads(grads, g, a, b, runs, outs=outs)
+    _scale_grads(grads, g, a, b, runs, device, outs=outs)
     lap = lap.view(1, -1, 1, 1)
     for got, want in zip(outs, (torch.where(lap, -grads[0], grads[0]),
                                 torch.where(lap, -grads[1], grads[1]),
@@ -234,7 +233,7 @@ def test_scaled_kernel_gradients_equal_the_chain_rule():
     grads = tuple(torch.randn(2, len(KINDS), 5, 3, dtype=torch.float64) for _ in range(3))
     g = torch.randn(2, len(KINDS), 5, 3, dtype=torch.float64)
     outs = tuple(torch.empty_like(t) for t in grads)
-    _scale_grads(grads, g, a, b, HeadRuns.of(KINDS), outs=outs)
+    _scale_grads(grads, g, a, b, HeadRuns.of(KINDS), False, outs=outs)
     bb, aa = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
     for got, want in zip(outs, (bb * grads[0], bb * grads[1], bb * grads[2] + aa * g),
                          strict=True):

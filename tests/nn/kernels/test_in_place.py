@@ -1,4 +1,5 @@
-"""laplacian_attention: same values and gradients as the composition a V + b SDPA(q, k, v),
+"""The in_place kernel (tokengeo.nn.kernels.in_place, through laplacian_attention): same
+values and gradients as the composition a V + b SDPA(q, k, v) on every backward route,
 with only standard SDPA's tensors saved for the backward."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError
 from tokengeo.nn.attention import build_attn_mask
-from tokengeo.nn.kernels import compose, device_path, head_runs, laplacian_attention
+from tokengeo.nn.kernels import ROUTES, compose, head_runs, laplacian_attention
+from tokengeo.nn.kernels import in_place as I
 from tokengeo.nn.kernels import pv_roundtrip as R
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -300,8 +302,6 @@ def test_kernel_choice_by_name_and_its_refusals():
         run(lean, qkv, coef, kernel="in_place", dropout_p=0.1)
     with pytest.raises(ConfigError, match="kernel='fast' is not valid"):
         run(lean, qkv, coef, kernel="fast")
-    with pytest.raises(ConfigError, match="kernel='triton' cannot run: dropout_p > 0"):
-        run(lean, qkv, coef, kernel="triton", dropout_p=0.1)
 
 
 def test_an_attention_module_plans_its_kernel_once(monkeypatch):
@@ -320,7 +320,8 @@ def test_an_attention_module_plans_its_kernel_once(monkeypatch):
     assert len(calls) == 1
     attn(torch.randn(3, 9, 16)).sum().backward()  # a new shape: planned once more
     assert len(calls) == 2
-    attn.set_kernel("compose")
+    attn = A.MultiHeadAttention(TransformerConfig(d_model=16, n_heads=4),
+                                LAYERS["half"], causal=True, kernel="compose")
     attn(x)
     assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel.name == "compose"
 
@@ -334,13 +335,33 @@ def test_the_cuda_backward_paths_give_the_same_gradients(packed, layer):
     g = torch.randn(2, 37, len(LAYERS[layer]), 16)
     z_cpu = run(lean, qkv, coef, is_causal=True, packed=packed)
     want = grads(z_cpu, qkv, coef, g)
-    with device_path():
-        z = run(lean, qkv, coef, is_causal=True, packed=packed)
+    z = run(lean, qkv, coef, is_causal=True, packed=packed, device_path=True)
     assert torch.equal(z, z_cpu)
     before = z.detach().clone()
     got = grads(z, qkv, coef, g.transpose(1, 2).contiguous().transpose(1, 2))  # strided dz
     assert torch.equal(z, before)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
+@pytest.mark.parametrize("device_path", [False, True], ids=["host", "device"])
+def test_each_backward_route_is_the_one_backward_route_names(monkeypatch, packed, device_path):
+    """backward_route decides the route from three facts, passed explicitly (no switch a
+    test flips): a double backward, a packed qkv, the device path. Each route gives the
+    composition's gradients."""
+    taken = []
+    decide = I.backward_route
+    monkeypatch.setattr(I, "backward_route", lambda **kw: taken.append(decide(**kw)) or taken[-1])
+    qkv, coef = make(LAYERS["half"], coef_grad=True)
+    g = torch.randn(2, 37, len(LAYERS["half"]), 16)
+    want = grads(run(plain, qkv, coef, is_causal=True), qkv, coef, g)
+    z = run(lean, qkv, coef, is_causal=True, packed=packed, device_path=device_path)
+    got = grads(z, qkv, coef, g)
+    assert taken == [("packed_" if packed else "") + ("device" if device_path else "host")]
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want, strict=True))
+    z = run(lean, qkv, coef, is_causal=True, packed=packed, device_path=device_path)
+    torch.autograd.grad(z, qkv, g, create_graph=True)
+    assert taken[-1] == "double" and set(taken) <= set(ROUTES)
 
 
 def full_buffers(fn, kinds, B=2, T=16, Dh=8) -> int:
