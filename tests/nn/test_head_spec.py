@@ -4,7 +4,6 @@ path of z = a·V + b·P V against the reference ``mix_heads`` (values and gradie
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 

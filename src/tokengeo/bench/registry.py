@@ -32,8 +32,9 @@ HEADER_KEYS = ("benchmark", "torch", "threads", "config", "device")
 @dataclass(frozen=True)
 class Benchmark:
     """One benchmark: ``module`` under tokengeo.bench holds ``config`` (a dataclass) and
-    ``run``; ``quick``: the config fields ``--quick`` sets (fewer repeats); ``precise_rss``: it measures peak resident memory, which needs glibc's
-    mmap threshold fixed before the process starts
+    ``run``; ``quick``: the config fields ``--quick`` sets (fewer repeats); ``precise_rss``:
+    it measures peak resident memory, which needs glibc's mmap threshold fixed before the
+    process starts
     (:func:`~tokengeo.bench.measure.ensure_precise_rss`)."""
 
     name: str

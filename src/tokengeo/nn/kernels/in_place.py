@@ -108,8 +108,8 @@ WHOLE_PASS_BYTES = 1 << 20
 
 def whole_tensor_passes(runs: HeadRuns, t: torch.Tensor, device: bool) -> bool:
     """Whether the kernels take whole-tensor passes for ``t`` (B, ·, ·, Dh): heads of several
-    fixed kinds, on the device path (``device``: each pass a launch) or, on a CPU, for tensors of at most
-    :data:`WHOLE_PASS_BYTES`. Each pass reads the coefficients as (H, Dh) rows
+    fixed kinds, on the device path (``device``: each pass a launch) or, on a CPU, for
+    tensors of at most :data:`WHOLE_PASS_BYTES`. Each pass reads the coefficients as (H, Dh) rows
     (:func:`coefficient_rows`), so its inner loop runs over whole (H·Dh) token rows; a pass
     over a slice of heads loops over (token, slice) rows of h·Dh elements, which at cache-sized
     tensors costs more than its bytes, while larger tensors are bound by the bytes, which
@@ -139,7 +139,7 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns, device: bool) -> None:
     """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
     # The mixed branch below over all heads, written out: the loop's slicing costs more
     # host time per call (docs/kernels.md, "Whole-tensor passes").
-    if whole_tensor_passes(runs, z, device):  # two whole passes: z ← b z + a V, exact for fixed kinds
+    if whole_tensor_passes(runs, z, device):  # z ← b z + a V, two passes: exact, fixed kinds
         ar, br = coefficient_rows(runs, z.shape[-1], z)  # (H, Dh)
         z.mul_(br).addcmul_(ar, v)
         return
