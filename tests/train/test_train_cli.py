@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tokengeo.cli import main
 from tokengeo.train.tasks import ImageClassification
@@ -143,6 +144,30 @@ def test_the_kernel_flag_reaches_the_model_and_is_saved_with_it(tmp_path, monkey
                  "--quiet"]) == 0
     model = tokengeo.load_model(out)
     assert {m.kernel for m in model.modules() if isinstance(m, HeadAttention)} == {"in_place"}
+    loaded = tokengeo.load_run(out)  # the kernel does not size the model: no mismatch
+    assert loaded.step == 4 and isinstance(loaded.model, torch.nn.Module)
+
+
+def test_a_run_saved_without_a_kernel_field_loads(tmp_path):
+    """A checkpoint whose model config has no ``kernel`` (saved before the field existed)
+    rebuilds with ``auto``, and load_run does not mistake the missing field for a model the
+    data sizes differently."""
+    import tokengeo
+    from tokengeo.train import sidecar as sc
+    from tokengeo.train.checkpoint import STATE_FILE, latest_checkpoint
+
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "--steps", "2", "--out", str(out)]) == 0
+    values = json.loads((out / "config.json").read_text())
+    del values["kernel"]
+    (out / "config.json").write_text(json.dumps(values))
+    state_file = latest_checkpoint(out / "checkpoints") / STATE_FILE
+    state = json.loads(state_file.read_text())
+    del state["model"]["config"]["kernel"], state["config"]["kernel"], state["digest"]
+    state["digest"] = sc.digest(state)
+    state_file.write_text(json.dumps(state))
+    assert tokengeo.load_model(out).config.kernel == "auto"
+    assert tokengeo.load_run(out).step == 2
 
 
 def test_non_finite_loss_exits_2_naming_the_step(tmp_path, capsys, monkeypatch):
