@@ -10,9 +10,12 @@ import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError
 from tokengeo.nn.attention import build_attn_mask
+from tokengeo.nn.heads import ATTENTION, KIND_COEFFICIENTS, LAPLACIAN, MIXED, HeadRuns
 from tokengeo.nn.kernels import ROUTES, compose, head_runs, laplacian_attention
 from tokengeo.nn.kernels import in_place as I
 from tokengeo.nn.kernels import pv_roundtrip as R
+from tokengeo.nn.kernels.in_place import _combine_in_place, _scale_grads, pv_into
+from tokengeo.nn.reference import mix_heads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -404,3 +407,84 @@ def test_the_composition_of_fixed_kinds_costs_what_v_minus_sdpa_costs():
     reference = full_buffers(v_minus_sdpa, LAYERS["laplacian"])
     assert full_buffers(with_runs, LAYERS["laplacian"]) == reference
     assert full_buffers(general, LAYERS["laplacian"]) > reference  # a·V, b·P V, their sum
+
+
+# ---- the kernel's passes against the formulas (heads of every kind, several runs)
+
+FORMULA_KINDS = (LAPLACIAN, ATTENTION, MIXED, LAPLACIAN, MIXED, ATTENTION)
+
+
+def formula_coefficients(kinds, dtype=torch.float64):
+    g = torch.Generator().manual_seed(3)
+    ab = [KIND_COEFFICIENTS.get(k) or tuple(torch.randn(2, generator=g).tolist())
+          for k in kinds]
+    a, b = (torch.tensor(c, dtype=dtype) for c in zip(*ab, strict=True))
+    return a, b
+
+
+def test_in_place_combine_and_pv_recovery_equal_the_reference():
+    a, b = formula_coefficients(FORMULA_KINDS)
+    runs = HeadRuns.of(FORMULA_KINDS)
+    v, pv = (torch.randn(2, 5, len(FORMULA_KINDS), 3, dtype=torch.float64) for _ in range(2))
+    z = pv.clone()
+    _combine_in_place(z, v, a, b, runs, False)
+    assert torch.allclose(z, mix_heads(v, pv, a, b), atol=1e-14)
+    mixed = torch.cat([pv[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
+    back = torch.empty_like(z)
+    pv_into(back, z, v, mixed, runs, False)
+    assert torch.allclose(back, pv, atol=1e-14)
+
+
+@pytest.mark.parametrize("path", ["device", "cpu-small", "cpu-large"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fixed_kinds_formulas_are_exact(dtype, path, monkeypatch):
+    """Heads of several fixed kinds: the whole-tensor passes with (H, Dh) coefficient rows
+    (z ← b z + a V, P V = b (z − a V), dq ← b dq, dv ← b dv + a g; the device path and small
+    CPU tensors) and the CPU's per-run passes (tensors above WHOLE_PASS_BYTES) give bitwise
+    what the kinds' formulas give."""
+    from tokengeo.nn.kernels import in_place
+
+    t = torch.zeros(2, 5, 5, 3, dtype=dtype)
+    if path == "cpu-large":
+        monkeypatch.setattr(in_place, "WHOLE_PASS_BYTES", 0)
+    device = path == "device"
+    assert in_place.whole_tensor_passes(HeadRuns.of(("laplacian", "attention")), t, device) == (
+        path != "cpu-large")
+    fixed_kinds_formulas_are_exact(dtype, device)
+
+
+def fixed_kinds_formulas_are_exact(dtype, device: bool):
+    kinds = (LAPLACIAN, ATTENTION, ATTENTION, LAPLACIAN, LAPLACIAN)
+    a, b = formula_coefficients(kinds, dtype)
+    runs = HeadRuns.of(kinds)
+    assert len(runs.runs) == 3 and not runs.mixed
+    v, pv = (torch.randn(2, 5, len(kinds), 3, dtype=dtype) for _ in range(2))
+    z = pv.clone()
+    _combine_in_place(z, v, a, b, runs, device)
+    lap = torch.tensor([k == LAPLACIAN for k in kinds]).view(1, 1, -1, 1)
+    assert torch.equal(z, torch.where(lap, v - pv, pv))
+    back = torch.empty_like(z)
+    pv_into(back, z, v, None, runs, device)
+    assert torch.equal(back, torch.where(lap, v - z, z))  # what the per-run pass writes
+    grads = tuple(torch.randn(2, len(kinds), 5, 3, dtype=dtype) for _ in range(3))
+    g = torch.randn(2, len(kinds), 5, 3, dtype=dtype)
+    outs = tuple(torch.empty_like(t) for t in grads)
+    _scale_grads(grads, g, a, b, runs, device, outs=outs)
+    lap = lap.view(1, -1, 1, 1)
+    for got, want in zip(outs, (torch.where(lap, -grads[0], grads[0]),
+                                torch.where(lap, -grads[1], grads[1]),
+                                torch.where(lap, g - grads[2], grads[2])), strict=True):
+        assert torch.equal(got, want)
+
+
+def test_scaled_kernel_gradients_equal_the_chain_rule():
+    """dq, dk ← b dq, b dk and dv ← b dv + a g, head-wise, as differentiating mix_heads."""
+    a, b = formula_coefficients(FORMULA_KINDS)
+    grads = tuple(torch.randn(2, len(FORMULA_KINDS), 5, 3, dtype=torch.float64) for _ in range(3))
+    g = torch.randn(2, len(FORMULA_KINDS), 5, 3, dtype=torch.float64)
+    outs = tuple(torch.empty_like(t) for t in grads)
+    _scale_grads(grads, g, a, b, HeadRuns.of(FORMULA_KINDS), False, outs=outs)
+    bb, aa = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
+    for got, want in zip(outs, (bb * grads[0], bb * grads[1], bb * grads[2] + aa * g),
+                         strict=True):
+        assert torch.allclose(got, want, atol=1e-14)
