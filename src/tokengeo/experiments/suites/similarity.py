@@ -598,6 +598,11 @@ def referee(settings: dict) -> Referee:
              ("replication", "one corpus pass", "inputs (bootstrap over inputs)")])
 
 
+UNMEASURED = ("no stored cell holds this statistic (cells computed before it was measured, "
+              "or a model without attention maps); delete OUT/cells/similarity to recompute "
+              "them")
+
+
 def _not_measured(rows: list[Claim], settings: dict, analyses: dict,
                   missing: list[str]) -> list[Claim]:
     """One not-run row per paper claim (:data:`CATALOGUE`) that no row measures, naming
@@ -605,7 +610,7 @@ def _not_measured(rows: list[Claim], settings: dict, analyses: dict,
     main_model, main_corpus = settings["models"][0], next(iter(settings["corpora"]))
     carried = {c.catalogue for c in rows}
     why = next((m for m in missing if m and m.startswith(f"{main_model} on {main_corpus}")),
-               next((m for m in missing if m), "not run"))
+               next((m for m in missing if m), UNMEASURED))
     return [Claim(NAME, f"{start} [{main_model}]", SRC, "—", "—", Region.above(0),
                   not_run=why, kind="stand-in", catalogue=cid,
                   proxy=_proxy(main_model, main_corpus))
