@@ -27,7 +27,7 @@ def gpt2_config(cfg: Any) -> Any:
         n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=int(cfg.mlp_ratio * cfg.d_model),
         activation_function="gelu", layer_norm_epsilon=cfg.norm_eps, resid_pdrop=0.0,
         embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=cfg.tie_weights,
-        architectures=["GPT2LMHeadModel"],
+        architectures=["GPT2LMHeadModel"], bos_token_id=None, eos_token_id=None,
     )
 
 
