@@ -71,7 +71,7 @@ def bert() -> torch.nn.Module:
     config = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=4, intermediate_size=64,
                                      max_position_embeddings=32, initializer_range=0.2)
-    config._attn_implementation = "eager"  # TransformerLens reads BERT's P from HF's eager attention
+    # sdpa by default: to_transformer_lens switches it to eager (else no hook_pattern)
     model = transformers.BertForMaskedLM(config).eval()
     _randomise(model, ("bias",), 3)
     return tokengeo.laplacianize(model, n_laplacian=2)

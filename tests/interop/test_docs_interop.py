@@ -47,7 +47,7 @@ def test_the_page_has_the_three_workflows():
     found = blocks()
     assert len(found) == 3
     assert "stack_head_results" in found[0] and "accumulated_resid" in found[0]
-    assert "patching.get_act_patch_attn_head_out_all_pos" in found[1]
+    assert "patching.get_act_patch_attn_head_out_all_pos" in found[1] and "index_df" in found[1]
     assert "NNsight" in found[2]
 
 

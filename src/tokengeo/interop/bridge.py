@@ -110,6 +110,14 @@ def _architecture(hf: nn.Module) -> str:
     raise ConfigError(f"TransformerLens has no adapter for {name}: {fix}")
 
 
+def _eager(hf: nn.Module) -> None:
+    """Switch ``hf`` to eager attention: where TransformerLens runs the model's own attention
+    (BERT), it reads ``hook_pattern`` from the attention weights, which fused kernels (sdpa,
+    flash) do not return; the bridge would then cache no pattern, without a word."""
+    if getattr(hf.config, "_attn_implementation", "eager") != "eager":
+        hf.set_attn_implementation("eager")
+
+
 def _post_ln(bridge: Any) -> bool:
     """Whether the wrapped model normalises after the residual add (BERT's post-LN)."""
     return type(bridge.original_model).__name__.startswith(("Bert", "Roberta", "Electra"))
@@ -155,8 +163,8 @@ def to_transformer_lens(model: nn.Module, *, tokenizer: Any = None, compat: bool
     (``create_model("gpt-tiny")``, converted to a GPT-2 copy). Head h of every layer writes
     ``a_h V + b_h P V`` (Zhang & Papyan, arXiv 2602.09297): ``hook_z``, ``hook_result``,
     ``stack_head_results``, ``decompose_resid``, activation patching and ablations all see
-    it. A Hugging Face model is wrapped in place (TransformerLens replaces its submodules):
-    use the returned bridge from then on. ``compat=True`` runs
+    it. A Hugging Face model is wrapped in place (TransformerLens replaces its submodules;
+    its attention is switched to eager): use the returned bridge from then on. ``compat=True`` runs
     ``enable_compatibility_mode(**compat_options)`` (LayerNorm folding, weight centering),
     with ``fold_value_biases`` off where a head is not an attention head.
     ``tokenizer``: the model's tokenizer, for ``to_tokens`` / ``to_string`` / ``generate``.
@@ -167,6 +175,7 @@ def to_transformer_lens(model: nn.Module, *, tokenizer: Any = None, compat: bool
 
     hf, mixers = _source(model)
     architecture = _architecture(hf)
+    _eager(hf)
     config = hf.config.get_text_config() if hasattr(hf.config, "get_text_config") else hf.config
     shape = head_shape(config)
     with side_effects_undone():
