@@ -227,3 +227,16 @@ def test_a_wrapped_model_is_refused_by_laplacianize_and_by_a_second_wrap(llama_f
             tokengeo.laplacianize(target, n_laplacian=1)
         with pytest.raises(ConfigError, match="already wrapped by TransformerLens"):
             to_transformer_lens(target)
+
+
+@pytest.mark.parametrize("kv_cache", [True, False], ids=["kv-cache", "no-cache"])
+def test_generate_is_the_laplacianized_models(llama_folder, kv_cache):
+    from interop.cases import all_cases
+
+    case = {c.name: c for c in all_cases(llama_folder)}["llama-mixed"]
+    tokens = case.tokens(seed=10, batch=1, length=5)
+    want = case.build().generate(tokens, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    bridge = to_transformer_lens(case.build())
+    got = bridge.generate(tokens, max_new_tokens=6, do_sample=False, stop_at_eos=False,
+                          use_past_kv_cache=kv_cache, verbose=False)
+    assert torch.equal(got, want)
