@@ -55,6 +55,11 @@ RUN_FILES = (*OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json", "curve.json
 # where every write is an atomic rename, which replaces a link to a file instead of writing
 # through it (a damaged cell there is recomputed); links elsewhere are refused
 ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
+# files another command writes into this command's folder (``tokengeo probe RUN``): each
+# is tokengeo's while its sidecar (file_marker) records its current SHA-256, so it never
+# blocks this command (``train --resume``); a user's file of that name stays foreign
+GUESTS: dict[str, dict[str, str]] = {
+    "train": {"probe.json": "probe", "pca_patch_tokens.png": "probe"}}
 # a run folder the library wrote before markers existed is recognised by these files
 SIGNATURES: dict[str, str] = {"train": "config.json", "reproduce": "cells/*"}
 
@@ -180,7 +185,8 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
             "another --out or empty it yourself")
     runs: dict[Path, bool] = {}
     foreign = [f for f in files if not _listed(f, OUTPUTS[command])
-               and not (command == "reproduce" and _run_file(out, f, runs))]
+               and not (command == "reproduce" and _run_file(out, f, runs))
+               and not is_guest(out, f, command)]
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise ConfigError(
@@ -277,6 +283,56 @@ def write_file_marker(path: str | Path, command: str, files: dict[str, list[str]
 
     write_json(file_marker(path), {"command": command, "tokengeo": __version__,
                                    "files": files}, indent=None)
+
+
+def is_guest(folder: Path, rel: str, command: str) -> bool:
+    """Whether ``rel`` in ``command``'s ``folder`` is another command's file that tokengeo
+    wrote and nobody changed (:data:`GUESTS`), or such a file's sidecar."""
+    guests = GUESTS.get(command, {})
+    for name, writer in guests.items():
+        if rel == file_marker(name).as_posix():
+            return True
+        if rel == name:
+            path = folder / name
+            return owned_file(path, name, writer, read_file_marker(path, writer))
+    return False
+
+
+def check_own_file(path: str | Path, command: str, what: str) -> Path:
+    """Refuse to write ``path`` (one file tokengeo puts into a folder it shares with the
+    user: ``RUN/probe.json``) unless it is new, or is ``command``'s own unchanged output
+    (its sidecar records its SHA-256); a folder, a link or a FIFO there is refused too.
+    ``what`` names the file in the message. Writes nothing."""
+    from tokengeo.checks import check_output_file
+
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        kind = ("a symbolic link" if path.is_symlink() else
+                "a folder" if path.is_dir() else "not a regular file")
+        raise ConfigError(f"{what} {str(path)!r} is {kind}; tokengeo writes a file there: "
+                          "move it away")
+    check_output_file(what, path)
+    if path.exists() and not owned_file(path, path.name, command,
+                                        read_file_marker(path, command)):
+        raise ConfigError(f"{what} {str(path)!r} exists and `tokengeo {command}` did not "
+                          "write it (or it changed since), so tokengeo will not replace it; "
+                          "move it away")
+    return path
+
+
+def write_own_file(path: str | Path, command: str, what: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically under the rule of :func:`check_own_file`
+    (checked again at the rename) and record it in its sidecar."""
+    import hashlib
+
+    from tokengeo.io import write_bytes
+
+    path = Path(path)
+    write_file_marker(path, command, {path.name: sorted(
+        {*read_file_marker(path, command).get(path.name, []),
+         hashlib.sha256(data).hexdigest()})})
+    write_bytes(path, data, check=lambda: check_own_file(path, command, what))
+    write_file_marker(path, command, {path.name: [hashlib.sha256(data).hexdigest()]})
 
 
 def owned_file(path: str | Path, rel: str, command: str,

@@ -2,9 +2,10 @@
 
 ==================  ====================================================================
 ``--no-figures``    write the numbers, skip the PNG figures (flow, similarity)
-``--quiet``         no progress bar (train, flow, similarity); bars show only on a terminal
-``--device``        ``auto``, ``cpu`` or ``cuda`` (train, view, similarity, probe, flow;
-                    bench: ``cuda:N`` too); ``cuda`` without one: one line, exit 2
+``--quiet``         no progress bar (train, flow, similarity, reproduce, probe, view,
+                    bench); bars show only on a terminal
+``--device``        ``auto`` (default), ``cpu`` or ``cuda`` on every command that computes
+                    (:mod:`tokengeo.devices`); ``cuda`` without one: one line, exit 2
 ``--threads N``     torch's intra-op CPU threads (train, flow, similarity, probe, view)
 ``--overwrite``     replace this command's previous output in ``--out`` (train, flow,
                     similarity); a folder the command did not write is never replaced
@@ -23,7 +24,6 @@ RENAMED = {"--no-plots": "--no-figures", "--no-progress": "--quiet",
            # view: "run" means a `tokengeo train` folder everywhere (probe RUN_DIR, --model)
            "--run": "--report (the --out folder of `tokengeo reproduce`; a `tokengeo train` "
                     "run folder is viewed with --model RUN_DIR)"}
-DEVICES = ("auto", "cpu", "cuda")
 
 
 class DefaultsHelp(argparse.HelpFormatter):
@@ -36,6 +36,16 @@ class DefaultsHelp(argparse.HelpFormatter):
                 or default in (None, False, [], "") or action.required):
             return text
         return f"{text} (default: %(default)s)"
+
+
+class LegendHelp(DefaultsHelp, argparse.RawDescriptionHelpFormatter):
+    """:class:`DefaultsHelp` that keeps the lines of the epilog (a table's legend)."""
+
+
+def add_legend(parser: argparse.ArgumentParser, legend: str) -> None:
+    """Show ``legend`` (what a printed table's columns mean) at the end of ``--help``."""
+    parser.epilog = legend
+    parser.formatter_class = LegendHelp
 
 
 class _Renamed(argparse.Action):
@@ -65,9 +75,14 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
     add_renamed(parser, "--no-progress")
 
 
-def add_device(parser: argparse.ArgumentParser, default: str | None = "auto",
-               help: str = "where the model runs (auto: cuda when available)") -> None:
-    parser.add_argument("--device", choices=DEVICES, default=default, help=help)
+def add_device(parser: argparse.ArgumentParser,
+               help: str = "where the model runs") -> None:
+    """``--device auto|cpu|cuda``, default auto, on every command (:mod:`tokengeo.devices`)."""
+    from tokengeo.devices import DEFAULT, DEVICES
+
+    parser.add_argument("--device", choices=DEVICES, default=DEFAULT,
+                        help=f"{help} (auto: cuda when this machine has a CUDA device, else "
+                             "cpu; one GPU of several: CUDA_VISIBLE_DEVICES=N)")
 
 
 def add_threads(parser: argparse.ArgumentParser) -> None:
@@ -95,13 +110,7 @@ def apply_threads(threads: int | None) -> None:
 
 
 def resolve_device(device: str | None) -> str:
-    """``auto`` -> ``cuda`` when available, else ``cpu``; ``cuda`` without one is refused."""
-    import torch
+    """``cpu`` or ``cuda`` for ``--device`` on this machine (:func:`tokengeo.devices.resolve`)."""
+    from tokengeo.devices import resolve
 
-    from tokengeo.errors import ConfigError
-
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda, but torch sees no CUDA device; use --device cpu")
-    return device
+    return resolve(device)
