@@ -38,9 +38,8 @@ def kind(device: str | None, gpus: int, *, lenient: bool = False,
     if device == "auto":
         return "cuda" if gpus > 0 else "cpu"
     if device == "cuda" and gpus == 0 and not lenient:
-        raise ConfigError(f"{what} cuda, but torch sees no CUDA device here "
-                          "(torch.cuda.is_available() is False); use --device cpu, or "
-                          "--device auto to use a GPU where there is one")
+        raise ConfigError(f"{what} cuda, but torch sees no CUDA device; use --device cpu, "
+                          "or --device auto to use a GPU where there is one")
     return device
 
 

@@ -27,6 +27,7 @@ printed (and in probe.json), over the final-layer tokens of the probed examples:
                           interpolated); decay_alpha: power-law decay of the spectrum
   cdnv_mean, next_token_nm_accuracy  language runs: class-distance normalised variance of
                           next-token classes, nearest-mean next-token accuracy
+  n_examples, n_sequences how many examples (sequences) were probed
   layers                  the same per block (in probe.json only)
   a DINO run: its teacher's k-NN / linear-probe accuracy, patch spectrum, PCA IoU"""
 
