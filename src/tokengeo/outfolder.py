@@ -55,11 +55,12 @@ def _locked(out: str | Path, command: str, resume: bool) -> Iterator[tuple[Path,
 
 @contextmanager
 def output_folder(out: str | Path, command: str, *, overwrite: bool = False,
-                  resume: bool = False) -> Iterator[Path]:
-    """Claim ``out`` for ``command`` (see the module docstring); yield the folder to write."""
+                  resume: bool = False, aside: bool = False) -> Iterator[Path]:
+    """Claim ``out`` for ``command`` (see the module docstring); yield the folder to write.
+    ``aside``: build even a new output beside ``out`` (it appears whole or not at all)."""
     with _locked(out, command, resume) as (out, lock):
         previous = check_output(out, command, overwrite=overwrite, resume=resume)
-        if not previous:
+        if not previous and not (aside and not resume):
             out.mkdir(parents=True, exist_ok=True)
             write_marker(out, command)
             yield out

@@ -10,11 +10,14 @@
 
 A file the marker does not list (a user's ``notes.txt``, a ``report.md`` in a folder no
 tokengeo command made) makes the folder refused with one line naming the file, even with
-``--overwrite``. ``--overwrite`` removes only files that the marker lists; a command that
-resumes (``reproduce``, ``train --resume``) never removes anything::
+``--overwrite``, which replaces only a folder whose every file the marker lists (another
+command's files there count when their sidecar vouches for them: :data:`GUESTS`); a command
+that resumes (``reproduce``, ``train --resume``) never removes anything::
 
-    claim_output(out, "flow", overwrite=args.overwrite)   # before anything is written
-    check_output(out, "similarity", overwrite=...)         # the same check, writing nothing
+    check_output(out, "similarity", overwrite=...)   # the rule, writing nothing
+
+Commands apply it through :func:`tokengeo.outfolder.output_folder`, which also locks the
+folder, writes the marker and makes ``--overwrite`` a swap.
 
 A symbolic link under ``--out`` is refused too: a write through it would land outside
 (only where every write is an atomic rename, a reproduce output's ``cells/``, is a linked
@@ -143,7 +146,7 @@ def _pattern(pattern: str) -> re.Pattern:
 def check_output(out: str | Path, command: str, *, overwrite: bool = False,
                  resume: bool = False) -> list[str]:
     """Refuse ``out`` unless the ``--out`` rule allows ``command`` to write there; return the
-    files an ``--overwrite`` would remove (``[]`` for a new or empty folder). Writes nothing.
+    files an ``--overwrite`` would replace (``[]`` for a new or empty folder). Writes nothing.
 
     ``resume``: the command continues a previous output of its own (no ``--overwrite``
     needed, nothing removed).
@@ -203,39 +206,12 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
     return files
 
 
-def claim_output(out: str | Path, command: str, *, overwrite: bool = False,
-                 resume: bool = False) -> Path:
-    """Apply the ``--out`` rule (:func:`check_output`), remove the previous output's files
-    when overwriting, and mark ``out`` as ``command``'s output; return ``out``."""
-    out = Path(out).expanduser()
-    doomed = check_output(out, command, overwrite=overwrite, resume=resume)
-    for rel in doomed:
-        (out / rel).unlink(missing_ok=True)
-    _remove_empty_folders(out, doomed)
-    out.mkdir(parents=True, exist_ok=True)
-    write_marker(out, command)
-    return out
-
-
-def _remove_empty_folders(out: Path, removed: list[str]) -> None:
-    """Folders that held removed files and are now empty, innermost first."""
-    parents = {p for rel in removed for p in Path(rel).parents if str(p) != "."}
-    for rel in sorted(parents, key=lambda p: -len(p.parts)):
-        try:
-            (out / rel).rmdir()
-        except OSError:
-            pass
-
-
 def remove_lone_marker(folder: Path) -> None:
     """Remove a marker that is all a folder holds (a run refused after claiming it)."""
     if (folder / MARKER).is_file() and not output_files(folder):
         entries = [p.name for p in folder.iterdir() if p.name != LOCK_NAME]
         if entries == [MARKER]:
             (folder / MARKER).unlink(missing_ok=True)
-
-
-check_replaceable = check_output  # the earlier name
 
 
 # ---- single files written beside a user's own (view's page): a sidecar marker -----------------

@@ -293,12 +293,17 @@ def _fifo(path: Path) -> Path:
     return path
 
 
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 TOML_CASES = {
     "a FIFO": lambda p: _fifo(p),
     "a folder": lambda p: p.mkdir() or p,
-    "over the bound": lambda p: p.write_text("# pad\n" * 400_000 + "steps = 0\n") or p,
-    "not UTF-8": lambda p: p.write_bytes(b'model = "\xff\xfe"\n') or p,
-    "not TOML": lambda p: p.write_text("model = \n") or p,
+    "over the bound": lambda p: _write(p, b"# pad\n" * 400_000 + b"steps = 0\n"),
+    "not UTF-8": lambda p: _write(p, b'model = "\xff\xfe"\n'),
+    "not TOML": lambda p: _write(p, b"model = \n"),
     "a link to a FIFO": lambda p: p.symlink_to(_fifo(p.with_name("fifo"))) or p,
 }
 
@@ -593,3 +598,20 @@ def test_train_final_evaluation_is_bounded_by_a_flag_and_announced(tmp_path, cap
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["final_eval_batches"] == 2
     assert "final evaluation of test (at most 16 examples)" in capsys.readouterr().err
+
+
+def test_an_output_built_aside_appears_whole_or_not_at_all(tmp_path):
+    from tokengeo.outfolder import output_folder
+
+    out = tmp_path / "sim"
+    with pytest.raises(KeyboardInterrupt):
+        with output_folder(out, "similarity", aside=True) as work:
+            assert work != out
+            (work / "similarity.json").write_text("half")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+    with output_folder(out, "similarity", aside=True) as work:
+        (work / "similarity.json").write_text("whole")
+        assert not (out / "similarity.json").exists()
+    assert (out / "similarity.json").read_text() == "whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sim"]

@@ -78,11 +78,11 @@ def run(args: argparse.Namespace) -> int:
                                  "split": split, "geometry": geometry}, geometry)
 
 
-def check_outputs(run_dir) -> None:
-    """probe.json and the PCA figure can be written and are new or probe's own."""
+def check_outputs(run_dir, names: tuple[str, ...] = ("probe.json",)) -> None:
+    """``names`` in ``run_dir`` can be written and are new or probe's own."""
     from tokengeo.outmarker import check_own_file
 
-    for name in ("probe.json", "pca_patch_tokens.png"):
+    for name in names:
         check_own_file(run_dir / name, COMMAND, "the probe output")
 
 
@@ -115,6 +115,7 @@ def _probe_dino(loaded, args: argparse.Namespace) -> int:
 
     if args.split not in (None, "test"):
         raise ConfigError("a DINO run is probed on the test split; drop --split")
+    check_outputs(Path(args.run_dir), ("pca_patch_tokens.png",))  # before the evaluation
     backbone, data = loaded.model.teacher, loaded.task.data
     metrics = evaluate_backbone(backbone, data, n_test=args.examples).to_dict()
     images, patches = example_patch_tokens(backbone, data, 8)

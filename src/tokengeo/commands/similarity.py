@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                            seq_len=args.seq_len, batch_size=args.batch_size, top_k=args.top_k,
                            short_range=args.short_range, seed=args.seed)
     check_arguments(cfg)  # before the model loads (seconds) and the corpus is tokenised
-    with output_folder(out, "similarity", overwrite=args.overwrite) as work:
+    with output_folder(out, "similarity", overwrite=args.overwrite, aside=True) as work:
         start = time.perf_counter()
         result = run_similarity(cfg, progress=not args.quiet and bar_wanted(), device=device)
         seconds = time.perf_counter() - start
