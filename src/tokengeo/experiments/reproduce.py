@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-from tokengeo.checks import is_whole
+from tokengeo.checks import check_output_folder, is_whole
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, CellStore
 from tokengeo.experiments.decidability import check_decidable
@@ -40,7 +40,7 @@ from tokengeo.experiments.suite import SKIP, Suite, SuiteContext
 from tokengeo.experiments.user_data import FLAG, Unresolved, fill_paths, placeholder_names
 from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import read_toml, write_bytes
-from tokengeo.outfolder import check_folder, output_folder
+from tokengeo.outfolder import output_folder
 
 # name -> module (in run order); each has a settings file suites/<name>.toml
 SUITES: dict[str, str] = {
@@ -276,12 +276,13 @@ def reproduce(cfg: ReproduceConfig, log=None, executor: ExecutorConfig | None = 
     executor.validate()
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     names = cfg.suites()
-    check_folder(cfg.out, "reproduce", resume=True)  # new, empty, or a previous reproduce
+    check_output_folder("--out", cfg.out)  # writable; the --out rule once settings pass
     kind, executor = place_executor(cfg.devices, executor, cfg.mode)
     plans = plan_all(cfg, kind=kind)  # every setting and supplied path checked before any write
     check_devices(cfg.devices, kind, [c for p in plans for c in p.cells], executor,
                   len(executor.gpus) if kind == "cuda" else 0)
-    with output_folder(cfg.out, "reproduce", resume=True):  # lock, mark; resumed in place
+    # new, empty, or a previous reproduce (resumed in place): locked and marked
+    with output_folder(cfg.out, "reproduce", resume=True):
         return _run(cfg, plans, names, executor, log, progress)
 
 
