@@ -615,3 +615,24 @@ def test_an_output_built_aside_appears_whole_or_not_at_all(tmp_path):
         assert not (out / "similarity.json").exists()
     assert (out / "similarity.json").read_text() == "whole"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sim"]
+
+
+def test_probe_finds_an_unwritable_run_folder_before_the_model_loads(run_dir, tmp_path,
+                                                                      capsys, monkeypatch):
+    import errno
+    import shutil
+
+    import tokengeo.checks as checks
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+
+    def denied(path, *a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    _no_model(monkeypatch)
+    monkeypatch.setattr(checks.os, "mkdir", denied)
+    assert main(["probe", str(run), "--examples", "20"]) == 2
+    line = one_line(capsys, "probe")
+    assert str(run / "probe.json") in line and "free disk space" not in line
+    assert ".tmp-" not in line and not (run / "probe.json").exists()

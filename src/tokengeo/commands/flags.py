@@ -2,13 +2,14 @@
 
 ==================  ====================================================================
 ``--no-figures``    write the numbers, skip the PNG figures (flow, similarity)
-``--quiet``         no progress bar (train, flow, similarity, reproduce, probe, view,
-                    bench); bars show only on a terminal
+``--quiet``         no progress bar or lines (train, flow, similarity, reproduce, bench);
+                    bars show only on a terminal
 ``--device``        ``auto`` (default), ``cpu`` or ``cuda`` on every command that computes
                     (:mod:`tokengeo.devices`); ``cuda`` without one: one line, exit 2
 ``--threads N``     torch's intra-op CPU threads (train, flow, similarity, probe, view)
 ``--overwrite``     replace this command's previous output in ``--out`` (train, flow,
-                    similarity); a folder the command did not write is never replaced
+                    similarity) by a swap once the new one is complete
+                    (:mod:`tokengeo.outfolder`); a folder it did not write is never replaced
 ``--loggers``       where train's metrics go besides metrics.jsonl (``tensorboard,csv``)
 ==================  ====================================================================
 
