@@ -85,7 +85,8 @@ def render(mode: str, costs: list[SuiteCost], jobs: int, gpus: int = 0) -> str:
     unit = "GPU-min" if mode == "gpu" else "core-h"
     header = ["suite", "cells", "cached", f"{unit} (all)", f"{unit} (to run)", "cost from"]
     lines = [f"Dry run of `tokengeo reproduce --{mode}`: nothing is run or written.",
-             text_table(header, rows, _widths(header, rows))]
+             "\n".join(line.rstrip() for line in
+                       text_table(header, rows, _widths(header, rows)).splitlines())]
     if mode == "gpu":
         g = max(gpus, 1)
         lines.append(
