@@ -94,12 +94,18 @@ def test_one_module_decides_auto_for_every_caller(monkeypatch):
     from tokengeo.experiments.placement import DeviceConfig
     from tokengeo.train.distributed import resolve_device as ddp_device
 
+    from tokengeo.experiments.placement import visible_gpus
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(devices, "visible_count", lambda: 2)
+    assert visible_gpus() == ["0", "1"]  # what reproduce's workers share
     monkeypatch.setattr(devices, "visible_count", lambda: 1)
     assert resolve_device("auto") == "cuda"
     assert ddp_device("auto", 0) == torch.device("cuda", 0)
     assert DeviceConfig("auto").kind(1) == "cuda"
     monkeypatch.setattr(devices, "visible_count", lambda: 0)
     assert resolve_device("auto") == "cpu" and ddp_device("auto") == torch.device("cpu")
+    assert visible_gpus() == []
     for decide in (lambda: resolve_device("cuda"), lambda: ddp_device("cuda"),
                    lambda: DeviceConfig("cuda").kind(0)):
         with pytest.raises(ConfigError, match="no CUDA device"):

@@ -40,11 +40,9 @@ GPU_PRECISIONS = ("bf16", "fp16", "fp32")  # what a CUDA cell may train in ("aut
 def visible_gpus() -> list[str]:
     """This process's CUDA devices as ``CUDA_VISIBLE_DEVICES`` names them (indices or
     UUIDs), or ``0 … n-1`` when the variable is unset; empty without CUDA."""
-    import torch
-
-    if not torch.cuda.is_available():
+    n = devices.visible_count()
+    if n == 0:
         return []
-    n = torch.cuda.device_count()
     named = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
              if d.strip()]
     return named[:n] if len(named) >= n else [str(i) for i in range(n)]
