@@ -91,10 +91,8 @@ def test_one_module_decides_auto_for_every_caller(monkeypatch):
 
     from tokengeo import devices
     from tokengeo.commands.flags import resolve_device
-    from tokengeo.experiments.placement import DeviceConfig
+    from tokengeo.experiments.placement import DeviceConfig, visible_gpus
     from tokengeo.train.distributed import resolve_device as ddp_device
-
-    from tokengeo.experiments.placement import visible_gpus
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(devices, "visible_count", lambda: 2)
