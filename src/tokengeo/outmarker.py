@@ -11,7 +11,7 @@
 A file the marker does not list (a user's ``notes.txt``, a ``report.md`` in a folder no
 tokengeo command made) makes the folder refused with one line naming the file, even with
 ``--overwrite``, which replaces only a folder whose every file the marker lists (another
-command's files there count when their sidecar vouches for them: :data:`GUESTS`); a command
+command's files there count when their sidecar vouches for them: :func:`vouched_files`); a command
 that resumes (``reproduce``, ``train --resume``) never removes anything::
 
     check_output(out, "similarity", overwrite=...)   # the rule, writing nothing
@@ -58,11 +58,11 @@ RUN_FILES = (*OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json", "curve.json
 # where every write is an atomic rename, which replaces a link to a file instead of writing
 # through it (a damaged cell there is recomputed); links elsewhere are refused
 ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
-# files another command writes into this command's folder (``tokengeo probe RUN``): each
-# is tokengeo's while its sidecar (file_marker) records its current SHA-256, so it never
-# blocks this command (``train --resume``); a user's file of that name stays foreign
-GUESTS: dict[str, dict[str, str]] = {
-    "train": {"probe.json": "probe", "pca_patch_tokens.png": "probe"}}
+# commands that write single files into folders they share (with the user, or with another
+# command's output: ``probe RUN``, ``view --out RUN/page.html``), each file vouched for by a
+# sidecar ``.<name>.tokengeo.json`` holding its SHA-256 (see vouched_files)
+FILE_WRITERS = ("probe", "view")
+SIDECAR = re.compile(r"\.(.+)\.tokengeo\.json")
 # a run folder the library wrote before markers existed is recognised by these files
 SIGNATURES: dict[str, str] = {"train": "config.json", "reproduce": "cells/*"}
 
@@ -187,9 +187,9 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
             f"first file {files[0]!r}), so tokengeo will not write there{tail}; choose "
             "another --out or empty it yourself")
     runs: dict[Path, bool] = {}
-    foreign = [f for f in files if not _listed(f, OUTPUTS[command])
-               and not (command == "reproduce" and _run_file(out, f, runs))
-               and not is_guest(out, f, command)]
+    others = vouched_files(out, files)  # another command's files, unchanged: never foreign
+    foreign = [f for f in files if not _listed(f, OUTPUTS[command]) and f not in others
+               and not (command == "reproduce" and _run_file(out, f, runs))]
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise ConfigError(
@@ -261,17 +261,24 @@ def write_file_marker(path: str | Path, command: str, files: dict[str, list[str]
                                    "files": files}, indent=None)
 
 
-def is_guest(folder: Path, rel: str, command: str) -> bool:
-    """Whether ``rel`` in ``command``'s ``folder`` is another command's file that tokengeo
-    wrote and nobody changed (:data:`GUESTS`), or such a file's sidecar."""
-    guests = GUESTS.get(command, {})
-    for name, writer in guests.items():
-        if rel == file_marker(name).as_posix():
-            return True
-        if rel == name:
-            path = folder / name
-            return owned_file(path, name, writer, read_file_marker(path, writer))
-    return False
+def vouched_files(out: Path, files: list[str]) -> set[str]:
+    """The files among ``files`` (under ``out``) that a command of :data:`FILE_WRITERS`
+    wrote and nobody changed since: its sidecar beside them lists each with its current
+    SHA-256 (a page's ``<page>_files/`` too), and the sidecars that vouch for at least one
+    of them. A file of the user's, or an edited copy of ours, is not among them."""
+    vouched: set[str] = set()
+    for rel in files:
+        path = out / rel
+        if SIDECAR.fullmatch(path.name) is None:
+            continue
+        for writer in FILE_WRITERS:
+            recorded = read_file_marker(path.parent / SIDECAR.fullmatch(path.name)[1], writer)
+            base = Path(rel).parent
+            ok = {(base / k).as_posix() for k in recorded
+                  if owned_file(path.parent / k, k, writer, recorded)}
+            if ok:
+                vouched |= {rel, *ok}
+    return vouched
 
 
 def check_own_file(path: str | Path, command: str, what: str) -> Path:

@@ -640,3 +640,56 @@ def test_probe_finds_an_unwritable_run_folder_before_the_model_loads(run_dir, tm
     line = one_line(capsys, "probe")
     assert str(run / "probe.json") in line and "free disk space" not in line
     assert ".tmp-" not in line and not (run / "probe.json").exists()
+
+
+def _train_folder(out: Path) -> Path:
+    out.mkdir()
+    write_marker(out, "train")
+    (out / "config.json").write_text("{}")
+    return out
+
+
+def _view_page(out: Path) -> None:
+    """A page and its data folder as `tokengeo view --out OUT/view.html` leaves them."""
+    import hashlib
+
+    from tokengeo.outmarker import write_file_marker
+
+    (out / "view.html").write_text("<html></html>")
+    (out / "view_files").mkdir()
+    (out / "view_files" / "c0.js").write_text("data")
+    digest = {k: [hashlib.sha256((out / k).read_bytes()).hexdigest()]
+              for k in ("view.html", "view_files/c0.js")}
+    write_file_marker(out / "view.html", "view", digest)
+
+
+@pytest.mark.parametrize("tamper,blocks", [
+    (None, None),  # our page, unchanged: another command's known output
+    (lambda o: (o / "view.html").write_text("edited"), "view.html"),
+    (lambda o: (o / "view_files" / "c1.js").write_text("mine"), "view_files/c1.js"),
+    (lambda o: [p.unlink() for p in [o / "view.html", *(o / "view_files").iterdir()]],
+     ".view.html.tokengeo.json"),  # a sidecar that vouches for nothing is not ours
+])
+def test_other_commands_files_never_block_a_run_folder(tmp_path, tamper, blocks):
+    from tokengeo.outmarker import check_output
+
+    out = _train_folder(tmp_path / "run")
+    _view_page(out)
+    if tamper is not None:
+        tamper(out)
+    if blocks is None:
+        assert check_output(out, "train", resume=True) == []
+        assert "view.html" in check_output(out, "train", overwrite=True, resume=False)
+    else:
+        with pytest.raises(ConfigError, match=re.escape(repr(blocks))):
+            check_output(out, "train", resume=True)
+
+
+def test_a_forged_sidecar_does_not_make_a_users_file_ours(tmp_path):
+    from tokengeo.outmarker import check_output, write_file_marker
+
+    out = _train_folder(tmp_path / "run")
+    (out / "notes.txt").write_text("mine")
+    write_file_marker(out / "notes.txt", "view", {"notes.txt": ["0" * 64]})
+    with pytest.raises(ConfigError, match="notes.txt"):
+        check_output(out, "train", resume=True)
