@@ -117,12 +117,11 @@ def _check_out(text: str) -> Path:
     from tokengeo.checks import check_output_file
     from tokengeo.view.page import foreign_file
 
-    check_output_file("--out", out)  # a folder there, or one we cannot write: before the model
-
     foreign = foreign_file(out)
     if foreign is not None:
         raise ConfigError(f"--out {text!r} would replace {str(foreign)!r}, which tokengeo view "
                           "did not write; choose another --out or move it away")
+    check_output_file("--out", out)  # a folder we cannot write in: found before the model
     return out
 
 
