@@ -111,3 +111,23 @@ def test_a_pattern_hook_runs_under_every_kernel(kernel):
     assert torch.allclose(got, want, atol=1e-10) and torch.allclose(got_grad, want_grad, atol=1e-9)
     model.blocks[0].attn.hook_pattern.add_hook(lambda p, hook: torch.ones_like(p) / p.shape[-1])
     assert not torch.allclose(model(x), want, atol=1e-6)
+
+
+
+def test_a_kernel_for_a_hugging_face_model_is_refused_not_ignored(tmp_path):
+    """hf: models have no tokengeo kernel: ``auto`` leaves them alone, any other is refused
+    (the config has no such field: passing it would fail as an unknown option)."""
+    import dataclasses
+
+    from tokengeo.models.registry import get_entry
+
+    try:
+        entry = get_entry("hf:smollm2-135m")
+    except Exception as exc:  # noqa: BLE001 - the entry needs transformers and the weights package
+        pytest.skip(f"hf:smollm2-135m cannot be resolved here: {exc}")
+    assert "kernel" not in {f.name for f in dataclasses.fields(entry.config_cls)}
+    auto = TrainConfig(model="hf:smollm2-135m", data="shakespeare", out=str(tmp_path / "r"))
+    assert "kernel" not in auto._model_fields(entry)
+    with pytest.raises(ConfigError, match="drop --kernel"):
+        TrainConfig(model="hf:smollm2-135m", data="shakespeare", kernel="compose",
+                    out=str(tmp_path / "r"))._model_fields(entry)

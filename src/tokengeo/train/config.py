@@ -167,14 +167,26 @@ class TrainConfig:
         registry and the trainer use the config that call returns."""
         from tokengeo.models.registry import get_entry
 
+        entry = get_entry(self.model)
         overrides = {**self.model_overrides,
-                     **{name: getattr(self, name) for name in MODEL_FIELDS}}
+                     **{name: getattr(self, name) for name in self._model_fields(entry)}}
         clash = {k: (v, overrides[k]) for k, v in from_data.items()
                  if k in overrides and overrides[k] != v}
         if clash:
             detail = ", ".join(f"{k}={o!r} but the data needs {d!r}" for k, (d, o) in clash.items())
             raise ConfigError(f"model_overrides disagree with the data: {detail}; drop them")
-        return get_entry(self.model).config(**{**from_data, **overrides})
+        return entry.config(**{**from_data, **overrides})
+
+    def _model_fields(self, entry) -> tuple[str, ...]:
+        """The :data:`MODEL_FIELDS` this model's config has. ``kernel`` is a field of
+        tokengeo's own models only: a Hugging Face model keeps its ``attn_implementation``,
+        so a kernel other than ``auto`` is refused for it rather than ignored."""
+        fields = {f.name for f in dataclasses.fields(entry.config_cls)}
+        if "kernel" not in fields and self.kernel != "auto":
+            raise ConfigError(f"kernel={self.kernel!r} sets the attention kernel of tokengeo's "
+                              f"own models; {self.model} has none (its attention is the "
+                              "Hugging Face attn_implementation): drop --kernel")
+        return tuple(name for name in MODEL_FIELDS if name != "kernel" or name in fields)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
