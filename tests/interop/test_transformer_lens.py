@@ -240,3 +240,18 @@ def test_generate_is_the_laplacianized_models(llama_folder, kv_cache):
     got = bridge.generate(tokens, max_new_tokens=6, do_sample=False, stop_at_eos=False,
                           use_past_kv_cache=kv_cache, verbose=False)
     assert torch.equal(got, want)
+
+
+def test_the_wrapped_model_records_its_heads_and_still_computes_them(llama_folder):
+    from interop.cases import all_cases
+    from tokengeo.models.hf import laplacian_heads, recorded_heads
+
+    case = {c.name: c for c in all_cases(llama_folder)}["llama-laplacian"]
+    tokens = case.tokens(seed=11)
+    want, _ = reference(case, tokens)
+    model = case.build()
+    bridge = to_transformer_lens(model)
+    assert laplacian_heads(model) == {}  # tokengeo's patch is gone: the bridge computes them
+    assert recorded_heads(bridge.original_model.config) == case.chosen
+    # the model itself now runs through the bridge's components, heads included
+    assert torch.allclose(model(tokens).logits, want, atol=TOL, rtol=0)

@@ -183,7 +183,7 @@ def to_transformer_lens(model: nn.Module, *, tokenizer: Any = None, compat: bool
                                           tokenizer=tokenizer)
     points = bridge.hook_dict
     for layer, mixer in mixers.items():
-        state = _heads._LayerHeads(mixer, shape.n_heads, shape.n_kv_heads, shape.head_dim)
+        state = _heads.LayerHeads(mixer, shape.n_heads, shape.n_kv_heads, shape.head_dim)
         _heads.install(points[f"blocks.{layer}.attn.hook_v"],
                        points[f"blocks.{layer}.attn.hook_z"], state)
     _guard_weight_processing(bridge, non_attention=bool(mixers))

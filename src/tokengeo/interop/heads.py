@@ -28,12 +28,12 @@ from tokengeo.models.hf.families import ungroup
 from tokengeo.nn.heads import HeadMixer
 from tokengeo.nn.kernels import combine_runs
 
-_STATE = "_tokengeo_heads"  # in a swapped hook point's __dict__: its _LayerHeads
+_STATE = "_tokengeo_heads"  # in a swapped hook point's __dict__: its LayerHeads
 _CLASSES: dict[tuple[type, str], type] = {}
 
 
 @dataclass
-class _LayerHeads:
+class LayerHeads:
     """One layer's head kinds (``mixer``: (a_h, b_h) per head) and the V of the current call."""
 
     mixer: HeadMixer
@@ -81,7 +81,7 @@ def _swapping_class(cls: type, role: str) -> type:
     return _CLASSES[key]
 
 
-def install(point_v: nn.Module, point_z: nn.Module, heads: _LayerHeads) -> None:
+def install(point_v: nn.Module, point_z: nn.Module, heads: LayerHeads) -> None:
     """Make ``point_v`` keep V and ``point_z`` swap z, for one layer's ``heads``."""
     for point, role in ((point_v, "v"), (point_z, "z")):
         base = type(point)
@@ -92,5 +92,5 @@ def install(point_v: nn.Module, point_z: nn.Module, heads: _LayerHeads) -> None:
 
 
 def installed(point: nn.Module) -> Any:
-    """The :class:`_LayerHeads` installed on a hook point, or None."""
+    """The :class:`LayerHeads` installed on a hook point, or None."""
     return point.__dict__.get(_STATE)
