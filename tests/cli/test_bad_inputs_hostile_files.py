@@ -1093,21 +1093,23 @@ def test_class4_report_figures_stay_within_the_page_budget(tmp_path, monkeypatch
     report with many large figures does not make a page of hundreds of MB)."""
     import json
 
+    from helpers.report_dicts import claim, report
+
+    import tokengeo.reporting.render as render
     import tokengeo.view.runs as runs
 
-    monkeypatch.setattr(runs, "FIGURES_LIMIT", 300_000)
+    monkeypatch.setattr(render, "FIGURES_LIMIT", 300_000)
     (tmp_path / "figures" / "S").mkdir(parents=True)
     png = b"\x89PNG\r\n\x1a\n" + os.urandom(200_000)
     for name in ("a", "b", "c"):
         (tmp_path / "figures" / "S" / f"{name}.png").write_bytes(png)
-    report = {"format": "tokengeo-report/2", "claims": [{"suite": "S", "claim": "c",
-                                                          "verdict": "inconclusive"}],
-              "tables": []}
-    (tmp_path / "report.json").write_text(json.dumps(report))
-    html = "".join(s["html"] for s in runs.read_run(tmp_path)["sections"])
-    assert html.count("data:image/png;base64,") == 2  # a.png, as image and download link
-    assert html.count("not embedded") == 2  # b and c: past the budget, said so
-    assert len(html) < 2 * len(png) * 1.4  # base64 of one figure, twice
+    data = report([claim(suite="S", verdict="inconclusive")])
+    (tmp_path / "report.json").write_text(json.dumps(data))
+    figures = [b for s in runs.read_run(tmp_path)["sections"] for b in s["blocks"]
+               if b["kind"] == "figure"]
+    assert [f["name"] for f in figures if f["data"]] == ["a"]
+    assert [f["name"] for f in figures if "not embedded" in (f["problem"] or "")] == ["b", "c"]
+    assert sum(len(f["data"]) for f in figures) < len(png) * 1.4  # base64 of one figure
 
 
 def test_class4_similarity_estimates_the_memory_of_a_large_corpus(tmp_path, capsys,

@@ -114,7 +114,7 @@ def _with_smoothing_table(data: dict, suite: str) -> dict:
 
 
 def test_the_smoothing_block_names_the_blocks_that_smooth_and_sharpen():
-    from tokengeo.experiments.docblocks import render
+    from tokengeo.reporting.blocks import render
 
     data = _with_smoothing_table(json.loads(PUBLISHED.read_text()), "laplacian-images")
     body = render(data, "smoothing:laplacian-images")
@@ -124,7 +124,7 @@ def test_the_smoothing_block_names_the_blocks_that_smooth_and_sharpen():
 
 
 def test_a_run_without_the_smoothing_table_says_so():
-    from tokengeo.experiments.docblocks import render
+    from tokengeo.reporting.blocks import render
 
     data = _without_tables(json.loads(PUBLISHED.read_text()), "laplacian-language",
                            "smoothing sign")
@@ -132,7 +132,7 @@ def test_a_run_without_the_smoothing_table_says_so():
 
 
 def test_the_smoothing_block_reads_the_mechanism_table_by_row():
-    from tokengeo.experiments.docblocks import render
+    from tokengeo.reporting.blocks import render
 
     data = json.loads(PUBLISHED.read_text())
     data["tables"].append({
@@ -145,7 +145,7 @@ def test_the_smoothing_block_reads_the_mechanism_table_by_row():
 
 
 def test_the_compare_block_lists_the_tally_and_each_changed_verdict(tmp_path):
-    from tokengeo.experiments.docblocks import render
+    from tokengeo.reporting.blocks import render
 
     old = json.loads(PUBLISHED.read_text())
     new = json.loads(PUBLISHED.read_text())
@@ -166,7 +166,7 @@ def test_the_compare_block_lists_the_tally_and_each_changed_verdict(tmp_path):
 
 def test_the_compare_block_refuses_a_missing_report(tmp_path):
     from tokengeo.errors import ConfigError
-    from tokengeo.experiments.docblocks import render
+    from tokengeo.reporting.blocks import render
 
     with pytest.raises(ConfigError, match="compare:nowhere.json names no report.json"):
         render(json.loads(PUBLISHED.read_text()), "compare:nowhere.json", tmp_path)
@@ -174,7 +174,7 @@ def test_the_compare_block_refuses_a_missing_report(tmp_path):
 
 def test_the_table_block_renders_a_suite_table_by_its_caption():
     from tokengeo.errors import ConfigError
-    from tokengeo.experiments.docblocks import render
+    from tokengeo.reporting.blocks import render
 
     data = _without_tables(json.loads(PUBLISHED.read_text()), "laplacian-images", "along")
     data["tables"].append({"suite": "laplacian-images", "caption": "along training, by k (x)",

@@ -25,6 +25,10 @@ def check_report(data, what: str = "report.json") -> dict:
             "tokengeo-report/"):
         raise ConfigError(f"{what} is not a tokengeo report.json (no tokengeo-report format); "
                           "pass the report.json that `tokengeo reproduce` wrote")
+    formats = report_schema()["properties"]["format"]["enum"]
+    if data["format"] not in formats:
+        raise ConfigError(f"{what} has format {str(data['format'])[:40]!r}; this tokengeo reads "
+                          f"{formats}: {FIX}")
     problem = violation(data, report_schema())
     if problem is not None:
         raise ConfigError(f"{what}: {problem}; fix that field or {FIX}")
