@@ -106,8 +106,8 @@ def test_jinja_page_equals_the_reference_for_every_block_kind(tmp_path):
 def test_html_and_markdown_come_from_the_same_blocks(tmp_path):
     from tokengeo.experiments.claims import Claim
     from tokengeo.experiments.report import SuiteOutput, report_dict
-    from tokengeo.reporting.document import document
     from tokengeo.experiments.stats import Region, mean_interval
+    from tokengeo.reporting.document import document
 
     claim = Claim("demo", "Laplacian heads raise accuracy", "Zhang & Papyan, §5", "+0.9",
                   "accuracy difference", Region.above(0), measured=mean_interval([0.1, 0.2]))

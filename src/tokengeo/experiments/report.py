@@ -42,15 +42,20 @@ def text_table(header: list[str], rows: list[list[str]], widths=TEXT_WIDTHS) -> 
     return "\n".join(lines)
 
 
-def published_run(mode: str, path: Path = PUBLISHED) -> dict | None:
-    """The published full run's verdicts for a quick run's report (None for other modes, or
-    where the source checkout has no published report)."""
+def published_run(mode: str, path: Path = PUBLISHED) -> tuple[dict | None, str | None]:
+    """The published full run's verdicts for a quick run's report, and a line saying why
+    they are not shown when its report.json cannot be read (none for other modes, or where
+    the source checkout has no published report)."""
+    from tokengeo.errors import ConfigError
     from tokengeo.reporting.document import published_verdicts
     from tokengeo.reporting.reader import read_report
 
     if mode != "quick" or not path.is_file():
-        return None
-    return published_verdicts(read_report(path))
+        return None, None
+    try:
+        return published_verdicts(read_report(path)), None
+    except ConfigError as exc:
+        return None, f"The published full run's verdicts are not shown: {exc}"
 
 
 def report_dict(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path,
@@ -91,7 +96,9 @@ def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: lis
     from tokengeo.reporting.render import html, markdown
 
     out = Path(out)
-    data = report_dict(suites, title, preamble, out, mode, cells, published_run(mode))
+    published, problem = published_run(mode)
+    data = report_dict(suites, title, [*preamble, *([problem] if problem else [])], out, mode,
+                       cells, published)
     write_json(out / "report.json", data, indent=1)
     data = read_report(out / "report.json")  # what is rendered is what was written
     blocks = document(data)

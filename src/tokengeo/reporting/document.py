@@ -79,12 +79,15 @@ def tally_tables(tally: dict) -> list[Block]:
 
 
 def summary_table(report: dict) -> Block:
+    """One row per claim (construction claims are under "verified"); a quick run's report
+    shows the published full run's verdict beside its own."""
     full = bool(report.get("published"))
     rows = [[c["suite"], c["kind"], c["claim"], c.get("paper_value", ""), t.measured_text(c),
-             c["verdict"], c.get("vs_paper") or "",
-             *([published(report, c) or "—"] if full else [])]
+             c["verdict"], *([published(report, c) or "—"] if full else []),
+             c.get("vs_paper") or ""]
             for c in report["claims"] if c["kind"] != "construction"]
-    return table("", [*SUMMARY_HEADER, *([FULL_RUN] if full else [])], rows)
+    header = [*SUMMARY_HEADER[:-1], *([FULL_RUN] if full else []), SUMMARY_HEADER[-1]]
+    return table("", header, rows)
 
 
 def member_rows(c: dict, parent: str = "") -> list[list[str]]:
