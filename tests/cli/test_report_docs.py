@@ -255,6 +255,8 @@ BAD_REPORTS = [  # (report.json text, the words the one line must hold)
     pytest.param(_edit(format="tokengeo-report/1"), "this tokengeo reads", id="format-1"),
     pytest.param(_edit(extra=1), "extra: not a field", id="unknown-top-field"),
     pytest.param(lambda d: json.dumps([d]), "not a tokengeo report.json", id="a-list"),
+    pytest.param(_edit(**{"tally.papers": {"P\nQ": {"reproduced": -1}}}),
+                 "tally.papers['P\\nQ']", id="key-with-newline"),
 ]
 
 
@@ -446,3 +448,21 @@ def test_bad_doc_files_and_compare_targets_are_one_line(tmp_path, capsys, files,
     assert needle in one_line(capsys, "report")
     assert (root / "README.md").read_text() == MD and (root / "docs" / "a.md").stat().st_size \
         == 3 << 30
+
+
+def test_a_ragged_smoothing_table_is_one_line(tmp_path, capsys):
+    table = {"suite": "flows", "caption": "smoothing sign (k=H)", "header": ["block", "x dVar/Var"],
+             "rows": [["0"]]}
+    root = _root(tmp_path, {"README.md": MD.replace("run -->", "smoothing:flows -->")},
+                 _report(tables=[table]))
+    refused(tmp_path, capsys, ["report", str(tmp_path / "report.json"), "--write-docs",
+                               "--root", str(root)], "rows of another length")
+
+
+def test_a_null_mean_is_shown_as_no_value_never_as_infinity():
+    from helpers.report_dicts import interval
+
+    from tokengeo.reporting.text import interval_text
+
+    assert interval_text(interval(mean=None)) == "no value (n=5)"
+    assert interval_text(interval(low=None)).startswith("−1.02 [−∞, ")

@@ -59,7 +59,7 @@ def render_claims(data: dict, suite: str) -> str:
         family = (f" (family of {len(c['members'])}, rule: {c['family_rule']})"
                   if c.get("members") else "")
         rows.append([c["claim"] + family, c["kind"], c["paper_value"], tx.measured_text(c),
-                     _verdict(c), c.get("vs_paper") or ""])
+                     _verdict(c), tx.vs_paper(c)])
     return tx.md_table(["claim", "kind", "paper", "measured (mean [95% interval])", "verdict",
                        "vs paper"], rows)
 
@@ -69,7 +69,7 @@ def render_findings(data: dict, suite: str) -> str:
     for c in suite_claims(data, suite):
         if c["kind"] not in tx.TALLIED or _verdict(c) not in (tx.REPRODUCED, tx.NOT_REPRODUCED):
             continue
-        vs = f"; against the paper's effect: {c['vs_paper']}" if c.get("vs_paper") else ""
+        vs = f"; against the paper's effect: {tx.vs_paper(c)}" if tx.vs_paper(c) else ""
         lines.append(f"- **{c['verdict']}**: {c['claim']} — {tx.measured_text(c)}{vs}")
     return "\n".join(lines) or "- (no paper or stand-in claim of this suite reached a verdict)"
 SMOOTHING_CAPTION = "smoothing sign"  # the captions smoothing_table() and the mechanism's write
@@ -112,6 +112,10 @@ def render_smoothing(data: dict, suite: str) -> str:
                 "measurement, or its cells did not run)")
     out = []
     for t in tables:
+        if any(len(row) != len(t["header"]) for row in t["rows"]):
+            raise ConfigError(f"{suite}'s table {t['caption'][:40]!r} has rows of another "
+                              "length than its header; regenerate report.json with "
+                              "`tokengeo reproduce`")
         out += [f"*{t['caption']}*", "", tx.md_table(t["header"], t["rows"]), "",
                 "Means over seeds, not tests (the suite's claims judge them):",
                 *_signs(t["header"], t["rows"])]
@@ -186,7 +190,7 @@ def earlier_report(path: str, root: Path) -> dict:
     file = Path(root) / rel
     try:
         inside = file.resolve().is_relative_to(Path(root).resolve())
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL byte
         inside = False
     if not inside or not file.is_file():
         raise ConfigError(f"block compare:{path} names no report.json under the root {root} "

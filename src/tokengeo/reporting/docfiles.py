@@ -130,9 +130,6 @@ def doc_files(root: Path) -> list[Path]:
                 _refuse_link(root.joinpath(*rel.parts[:i]), root)
             if path.is_file():
                 found.append(path)
-    for folder in (root / "docs", *sorted((root / "docs").glob("*"))):
-        if folder.is_symlink() and folder.is_dir():
-            _refuse_link(folder, root)
     return found
 
 
@@ -212,6 +209,10 @@ def write_docs(data: dict, root: Path) -> list[Path]:
     docs = [read_doc(path, root) for path in doc_files(root)]
     new = [(doc, rendered(doc, data, root)) for doc in docs]
     changed = [(doc, text) for doc, text in new if text.encode("utf-8") != doc.raw]
+    for doc, _ in changed:  # a folder we cannot write into: refused before the first write
+        if not os.access(doc.path.parent, os.W_OK | os.X_OK):
+            raise ConfigError(f"cannot write into {doc.path.parent} (for {doc.path.name}); "
+                              "make the folder writable or pass another --root")
     for doc, text in changed:
         _write_kept(doc, text)
     return [doc.path for doc, _ in changed]

@@ -84,7 +84,7 @@ def summary_table(report: dict) -> Block:
     full = bool(report.get("published"))
     rows = [[c["suite"], c["kind"], c["claim"], c.get("paper_value", ""), t.measured_text(c),
              c["verdict"], *([published(report, c) or "—"] if full else []),
-             c.get("vs_paper") or ""]
+             t.vs_paper(c)]
             for c in report["claims"] if c["kind"] != "construction"]
     header = [*SUMMARY_HEADER[:-1], *([FULL_RUN] if full else []), SUMMARY_HEADER[-1]]
     return table("", header, rows)
@@ -100,7 +100,7 @@ def member_rows(c: dict, parent: str = "") -> list[list[str]]:
                     f"{m.get('family_rule', '')} of {len(m['members'])}: "
                     f"{m.get('verdict_raw', m['verdict'])} unadjusted")
         rows.append([label, measured, m["verdict"], m.get("verdict_holm", m["verdict"]),
-                     m.get("vs_paper") or ""])
+                     t.vs_paper(m)])
         if m.get("members"):
             rows += member_rows(m, label)
     return rows
@@ -112,8 +112,8 @@ def claim_blocks(report: dict, c: dict) -> list[Block]:
     verdicts = f"**{c['verdict']}**"
     if c.get("members") and c.get("verdict_raw", c["verdict"]) != c["verdict"]:
         verdicts += f" (unadjusted: {c['verdict_raw']})"
-    if c.get("vs_paper"):
-        verdicts += f"; against the paper's effect {t.paper_effect_text(c)}: {c['vs_paper']}"
+    if t.vs_paper(c):
+        verdicts += f"; against the paper's effect {t.paper_effect_text(c)}: {t.vs_paper(c)}"
     detail = f" {c['detail']}" if c.get("detail") else ""
     out = [Block("h3", c["claim"]),
            Block("p", f"[{kind}] {c.get('source', '')}. Paper: {c.get('paper_value', '')}. "

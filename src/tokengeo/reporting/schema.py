@@ -80,7 +80,8 @@ def _object(value: dict, schema: dict, path: str, root: dict) -> str | None:
             return f"{_where(path)}: the field {key!r} is missing"
     props, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
     for key, item in value.items():
-        where = f"{path}.{key}" if path else str(key)
+        plain = key.replace("-", "_").replace(" ", "_").isidentifier()
+        where = (f"{path}.{key}" if path else key) if plain else f"{path}[{_short(key)}]"
         if key in props:
             problem = violation(item, props[key], where, root)
         elif extra is False:

@@ -36,6 +36,8 @@ def interval_text(iv: dict | None, digits: int = 3) -> str:
         return f"×{math.exp(x):.{digits}g}" if log else num(x, digits)
 
     m, n, values = iv["method"], iv["n"], iv.get("values") or []
+    if iv["mean"] is None:  # a measurement that was not a number (written as null)
+        return f"no value (n={n})"
     if m == "worst run":
         return f"{shown(iv['mean'])} (worst of {n} runs)"
     if m == "deterministic":
@@ -70,6 +72,12 @@ def paper_effect_text(c: dict) -> str:
     if (first.get("interval") or {}).get("scale") == "log":
         return f"×{math.exp(effect):.3g}"
     return f"{effect:+.3g}"
+
+
+def vs_paper(c: dict) -> str:
+    """The claim's measurement against the paper's own effect ("" where the paper gives
+    none): the one reader of report.json's ``vs_paper``."""
+    return c.get("vs_paper") or ""
 
 
 def claim_name(c: dict) -> str:
