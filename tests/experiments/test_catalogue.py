@@ -100,8 +100,8 @@ def test_the_catalogue_block_lists_every_claim_its_test_and_its_verdict():
     import json
     from pathlib import Path
 
-    from tokengeo.experiments.catalogue.doc import render_catalogue
-    from tokengeo.experiments.docblocks import render
+    from tokengeo.experiments.catalogue import render_catalogue
+    from tokengeo.reporting.blocks import render
 
     entries = catalogue.load()
     claims = [{"suite": "laplacian-images", "claim": "a row", "kind": "stand-in",
