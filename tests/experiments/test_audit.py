@@ -187,7 +187,7 @@ def test_the_audit_applies_margins_the_papers_setting_and_the_catalogue(tmp_path
     assert [c["verdict"] for c in data["claims"]] == [
         "inconclusive", "contradicted at the paper's setting", "reproduced"]
     assert [c["normality_only"] for c in data["claims"]] == [False, True, True]
-    assert audit(data).problems == []
+    assert audit(data).problems == [] and audit(data).uncatalogued == 0
     bad = copy.deepcopy(data)
     bad["claims"][0]["region"]["margin"] = 0.0  # without it, -0.579 is not reproduced
     assert any("verdict 'inconclusive', recomputed 'not reproduced'" in p
@@ -201,3 +201,6 @@ def test_the_audit_applies_margins_the_papers_setting_and_the_catalogue(tmp_path
     bad = copy.deepcopy(data)
     bad["claims"][2]["normality_only"] = False
     assert any("normality_only" in p for p in audit(bad).problems)
+    bad = copy.deepcopy(data)
+    bad["claims"][2]["catalogue"] = None
+    assert audit(bad).uncatalogued == 1

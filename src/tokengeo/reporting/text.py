@@ -46,9 +46,9 @@ def interval_text(iv: dict | None, digits: int = 3) -> str:
         return f"{shown(iv['mean'])} (deterministic)"
     if m == "exact" or n < 2:
         return shown(iv["mean"]) + ("" if m == "exact" else " (n=1)")
-    if m == "sign-flip" and len(values) >= 2 and all(v == 0 for v in values):
+    if m.endswith("sign-flip") and len(values) >= 2 and all(v == 0 for v in values):
         return f"no change in {n} of {n} seeds"
-    if m == "sign-flip" and len(set(values)) == 1:
+    if m.endswith("sign-flip") and len(set(values)) == 1:
         return f"{shown(iv['mean'])} in {n} of {n} seeds (exact sign-flip test)"
     return f"{shown(iv['mean'])} [{shown(iv['low'], '−∞')}, {shown(iv['high'])}] (n={n})"
 
