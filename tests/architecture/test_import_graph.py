@@ -26,7 +26,7 @@ LAYERS = [
     {"nn", "data", "reporting"},
     {"models"},
     {"train", "probes", "flows"},
-    {"dino", "bench", "view"},
+    {"dino", "bench", "view", "interop"},
     {"experiments"},
     {"commands"},
     {"cli", "__main__", "<root>"},

@@ -147,6 +147,7 @@ def check_compiler() -> None:
     from pathlib import Path
 
     from tokengeo.errors import ConfigError
+    from tokengeo.lifetime import die_with_parent
 
     fix = "install one (e.g. apt install g++, or set CXX) or drop --compile"
     try:
@@ -161,7 +162,8 @@ def check_compiler() -> None:
         src.write_text("#include <cmath>\nint main() { return std::isnan(0.0); }\n")
         try:
             done = subprocess.run([cxx, "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
-                                  capture_output=True, timeout=120)
+                                  capture_output=True, timeout=120,
+                                  preexec_fn=die_with_parent)
             ok = done.returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             ok = False
