@@ -4,7 +4,7 @@ the settings rule that the ks hold 0, H // 2 and H."""
 
 import pytest
 from helpers.claim_tree import every_claim, repeated_findings
-from helpers.smoothing_rows import fake_smoothing
+from helpers.smoothing_rows import fake_smoothing, fake_sublayers
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -37,7 +37,8 @@ def _geometry(k: int, seed: int, sign: float, late_only: bool = False) -> dict:
                 "components_99": 20 - round(e) - (seed % 2),
                 "components_99_interp": 19.6 - e - 0.5 * (seed % 2) + noise,
                 "components_99_per_image": 10.0 - 0.5 * e + 0.1 * seed + noise,
-                "nc2_equinorm": 0.1, "nc2_max_angle": 0.2}
+                "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
+                "object_share": 0.3 + 0.01 * e + 0.005 * seed + noise}
     layers = [at(0.0 if late_only and b < LAYERS - 1 else (b + 1) / LAYERS)
               for b in range(LAYERS)]
     return {**at(1.0), "layers": layers}
@@ -50,7 +51,8 @@ def _results(sign: float = 1.0, late_only: bool = False, smooth: float = 1.0) ->
             acc = 0.85 + sign * 0.004 * k + 0.01 * s + 0.0005 * ((s + k) % 3)
             value = {"final": {"test": {"accuracy": acc}}, "wall_time_s": 1.0, "step": 10,
                      "parameters": {"total": 1}, "geometry": _geometry(k, s, sign, late_only),
-                     "smoothing": fake_smoothing(k, s, HEADS, LAYERS, smooth)}
+                     "smoothing": fake_smoothing(k, s, HEADS, LAYERS, smooth),
+                     "sublayer_smoothing": fake_sublayers(s, LAYERS)}
             out[f"k={k}-s{s}"] = CellResult(f"k={k}-s{s}", value)
     return out
 

@@ -53,7 +53,9 @@ def _value(seed: int, within_last: float, acc: float, ab) -> dict:
             "coefficients": [row] * LAYERS,
             "smoothing": [{"layer": layer, "head": h, "kind": "attention" if h < HEADS - K
                            else "mixed", "variance_derivative": -ab[0] + 0.01 * seed,
-                           "rayleigh": 0.0} for layer in range(LAYERS) for h in range(HEADS)]}
+                           "rayleigh": 0.0, "variance_step": -ab[0] + 0.02 * seed,
+                           "dirichlet_step": -ab[0] + 0.03 * seed}
+                          for layer in range(LAYERS) for h in range(HEADS)]}
 
 
 def _results(learned_ab, control_within: float, slope: float) -> dict[str, CellResult]:
@@ -215,6 +217,8 @@ def test_smoothing_table_reads_the_chosen_heads_of_every_block(tmp_path):
     # the fake chosen heads write −a + 0.01 seed: at t = 1 (a = 1), −1 + 0.015 on average
     assert by_label["t=1"][1].startswith("-0.985")
     assert by_label["t=0"][2].startswith("0.015")
+    # then the real update's and the Dirichlet energy's: −1 + 0.03 and −1 + 0.045 at t = 1
+    assert by_label["t=1"][1].split(" / ")[1:] == ["-0.97", "-0.955"]
 
 
 def test_smoothing_claim_judges_the_laplacian_heads_against_attention_ones(tmp_path):

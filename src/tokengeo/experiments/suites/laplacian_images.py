@@ -41,8 +41,9 @@ SRC_GEO = "Zhang & Papyan 2026, abstract and Sec. 4 (token geometry, per layer)"
 PAPER_KEY = lap.PAPER_KEY
 IMAGENET_GAIN = 82.32 - 81.45  # points of top-1 accuracy, all heads Laplacian (the smaller gain)
 GEOMETRY_KIND = "classification"
-# cells cached before per-layer geometry, or before the interpolated count, are recomputed
-FIELDS = (lap.GEOMETRY_LAYERS, "geometry.components_99_interp")
+# cells cached before per-layer geometry, the interpolated count or the object-token measure
+# are recomputed
+FIELDS = (lap.GEOMETRY_LAYERS, "geometry.components_99_interp", "geometry.object_share")
 
 
 def _acc(r) -> float:
@@ -78,6 +79,13 @@ GEOMETRY = [
               "fewer principal components explain 99% of each image's token variance",
               "fewer (faster-decaying spectra)"),
 ]
+# object vs background tokens (tokengeo.probes.objects): the share of each image's token
+# variance that its foreground/background split explains (η², foreground: a raw pixel > 0),
+# final layer and every block; k = H against k = 0 is the catalogue entry's test
+OBJECTS = _geometry("object/background η²", "object_share", True,
+                    "object tokens cluster apart from background tokens",
+                    "sharper object boundaries; object tokens cluster, apart from the "
+                    "background")
 LAYER_TABLES = ("within_sequence_share", "between_class_share", "nc1", "nc2_etf_error",
                 "components_99_per_image")
 
@@ -130,10 +138,12 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
             "between-class share": geo("between_class_share"), "NC1": geo("nc1"),
             "NC2 ETF dist": geo("nc2_etf_error"), "NC2 norm std/mean": geo("nc2_equinorm"),
             "NC2 |cos+1/(C-1)|": geo("nc2_max_angle"), "PCs for 99%": geo("components_99"),
-            "PCs 99% per image": geo("components_99_per_image")}
+            "PCs 99% per image": geo("components_99_per_image"),
+            "object/background η²": geo("object_share")}
     out.tables.append(lap.per_k_table(sweep, cols))
-    names = {m.geometry_key: m.name for m in GEOMETRY}
-    out.tables += [lap.layer_table(sweep, settings, names[key], key) for key in LAYER_TABLES]
+    names = {m.geometry_key: m.name for m in (*GEOMETRY, OBJECTS)}
+    out.tables += [lap.layer_table(sweep, settings, names[key], key)
+                   for key in (*LAYER_TABLES, OBJECTS.geometry_key)]
     fig_dir, model = ctx.figure_dir, model_label(settings["train"])
     out.add_figure(lap.k_figure, fig_dir / "accuracy_vs_k.png", settings, sweep,
                    {"test accuracy": _acc}, "test accuracy")
