@@ -2,11 +2,10 @@
 no cells, and their claims not run with the stated reason; a bad entry is refused."""
 
 import pytest
+from test_ltransformer_fair import CTX, SETTINGS, _results
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.suites import ltransformer as suite
-
-from test_ltransformer_fair import CTX, SETTINGS, _results
 
 REASONS = {"long_train": "opt-in: at its ceiling, 30 cells; run it with X",
            "slices": "opt-in: our own question, 15 cells; run it with Y"}

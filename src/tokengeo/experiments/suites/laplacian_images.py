@@ -141,6 +141,7 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
             "PCs 99% per image": geo("components_99_per_image"),
             "object/background η²": geo("object_share")}
     out.tables.append(lap.per_k_table(sweep, cols))
+    add_plateau(out, sweep, settings)
     names = {m.geometry_key: m.name for m in (*GEOMETRY, OBJECTS)}
     out.tables += [lap.layer_table(sweep, settings, names[key], key)
                    for key in (*LAYER_TABLES, OBJECTS.geometry_key)]
@@ -167,6 +168,24 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                      f"{lap.smoothing_examples(settings)} "
                      "test images (one forward pass).")
     return out
+
+
+def add_plateau(out: SuiteOutput, sweep, settings: dict) -> None:
+    """The test accuracy at both budgets of a constant-rate tail
+    (:mod:`~tokengeo.experiments.suites.plateau`), per k, and the k = H − k = 0 gap at both."""
+    from tokengeo.experiments.suites import plateau
+
+    reading = plateau.plateau(sweep, settings, lap.headline_ks(settings)[0])
+    if reading is None:
+        return
+    out.tables.append(plateau.plateau_table(reading))
+    b1, b2 = reading.budgets
+    out.notes.append(
+        f"Plateau: test accuracy (the {settings.get('geometry_examples', 1000)} held-out "
+        f"images of the learning curve) at step {b1} and after a tail at the final rate to "
+        f"step {b2}: " + "; ".join(f"{lab} {state}" for lab, state in reading.status.items())
+        + f". Gap k=H − k=0: {reading.gap[0].fmt(4)} at step {b1}, {reading.gap[1].fmt(4)} at "
+        f"step {b2}. The accuracy claims read the final model (step {b2}).")
 
 
 CURVE_COLUMNS = {"test acc": ("metrics", "accuracy"),

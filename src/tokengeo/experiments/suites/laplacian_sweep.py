@@ -169,9 +169,11 @@ def check(where: str, settings: dict) -> None:
     ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`); no learning
     curve or smoothing sign asked of DDP cells (``gpus`` > 1), which record neither."""
     from tokengeo.errors import ConfigError
+    from tokengeo.experiments.suites import plateau
     from tokengeo.experiments.validation import check_ks
 
     check_ks(where, settings, headline=True)
+    plateau.check(where, settings)
     gpus = settings.get("gpus", 1)
     for name in ("smoothing_examples", "curve_every"):
         if gpus > 1 and name in settings:
