@@ -87,7 +87,7 @@ def test_every_metric_gets_headline_family_trend_and_per_layer_claims(summary):
     assert texts[f"k={HEADS} (all heads Laplacian): {images.ACCURACY.text}"].paper_effect \
         == pytest.approx(images.IMAGENET_GAIN / 100)
     layer = [c for c in texts.values() if "(per layer)" in c.text]
-    assert len(layer) == len(images.GEOMETRY)
+    assert len(layer) == len(images.GEOMETRY) + 1  # and the object tokens
     assert all([m.label for m in c.members] == ["block 1", "block 2", "block 3"]
                for c in layer)
     assert all(c.verdict == "reproduced" for c in layer)

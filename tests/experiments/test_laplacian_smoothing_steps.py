@@ -14,11 +14,11 @@ SETTINGS = {"seeds": SEEDS, "ks": [0, 2, 4], "geometry_examples": 10, "smoothing
                       "model_overrides": {"n_layers": 2, "n_heads": 4}}}
 
 
-def _geometry() -> dict:
+def _geometry(k: int, s: int) -> dict:
     at = {"within_sequence_share": 0.5, "between_class_share": 0.2, "nc1": 1.0,
           "nc2_etf_error": 0.3, "components_99": 5, "components_99_interp": 5.0,
           "components_99_per_image": 4.0, "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
-          "object_share": 0.3}
+          "object_share": 0.3 + 0.01 * k + 0.001 * s * (1 + k % 3)}
     return {**at, "layers": [dict(at) for _ in range(2)]}
 
 
@@ -27,7 +27,7 @@ def _results() -> dict:
     for k in SETTINGS["ks"]:
         for s in SEEDS:
             value = {"final": {"test": {"accuracy": 0.9 + 0.01 * s}}, "wall_time_s": 1.0,
-                     "step": 10, "parameters": {"total": 1}, "geometry": _geometry(),
+                     "step": 10, "parameters": {"total": 1}, "geometry": _geometry(k, s),
                      "smoothing": fake_smoothing(k, s, 4, 2),
                      "sublayer_smoothing": fake_sublayers(s, 2)}
             out[f"k={k}-s{s}"] = CellResult(f"k={k}-s{s}", value)
@@ -55,6 +55,10 @@ def test_object_share_per_k_and_per_block(tmp_path):
     assert "object/background η²" in per_k[1]
     title, header, rows = next(t for t in out.tables if t[0].startswith("object/background"))
     assert header == ["block", "k=0", "k=2", "k=4"] and len(rows) == 2
-    assert rows[0][1].startswith("0.3 ")
+    assert rows[0][1].startswith("0.301 ")
+    row = next(c for c in out.claims if c.text == images.OBJECTS.text)
+    assert row.kind == "stand-in" and row.verdict == "reproduced"
+    assert [m.label for m in row.members] == ["k=H", "some k<H", "trend over k",
+                                              "every block at k=H"]
     cells = images.cells(SETTINGS, SuiteContext.under(tmp_path, images.NAME))
     assert all({"geometry.object_share", "sublayer_smoothing"} <= set(c.fields) for c in cells)

@@ -38,6 +38,8 @@ TITLE = "Laplacian heads: image classification"
 PAPER = lap.PAPER
 SRC_ACC = "Zhang & Papyan 2026, Sec. 5.1 and Fig. 2 (ViT, ImageNet-1k / CIFAR-100)"
 SRC_GEO = "Zhang & Papyan 2026, abstract and Sec. 4 (token geometry, per layer)"
+SRC_OBJECTS = ("Zhang & Papyan 2026, Sec. 5.3 (PCA of DINO tokens: sharper object "
+               "boundaries) and the reading of vision gains as smoothing within objects")
 PAPER_KEY = lap.PAPER_KEY
 IMAGENET_GAIN = 82.32 - 81.45  # points of top-1 accuracy, all heads Laplacian (the smaller gain)
 GEOMETRY_KIND = "classification"
@@ -82,10 +84,10 @@ GEOMETRY = [
 # object vs background tokens (tokengeo.probes.objects): the share of each image's token
 # variance that its foreground/background split explains (η², foreground: a raw pixel > 0),
 # final layer and every block; k = H against k = 0 is the catalogue entry's test
-OBJECTS = _geometry("object/background η²", "object_share", True,
-                    "object tokens cluster apart from background tokens",
-                    "sharper object boundaries; object tokens cluster, apart from the "
-                    "background")
+OBJECTS = lap.KMetric("object/background η²", geo("object_share"), True,
+                      "object tokens cluster apart from background tokens",
+                      "sharper object boundaries; object tokens cluster, apart from the "
+                      "background", SRC_OBJECTS, geometry_key="object_share")
 LAYER_TABLES = ("within_sequence_share", "between_class_share", "nc1", "nc2_etf_error",
                 "components_99_per_image")
 
@@ -124,6 +126,7 @@ def claims(settings: dict, sweep) -> list:
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
     out = [lap.k_finding(NAME, sweep, settings, ACCURACY, **stand_in)]
     out += [lap.k_finding(NAME, sweep, settings, m, blocks=True, **stand_in) for m in GEOMETRY]
+    out.append(lap.k_finding(NAME, sweep, settings, OBJECTS, blocks=True, **stand_in))
     out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
     return out
 
