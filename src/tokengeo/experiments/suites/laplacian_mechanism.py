@@ -407,10 +407,12 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
     if res.not_run():
         return out
     from tokengeo.experiments.suites import mechanism_figures as figs
+    from tokengeo.experiments.suites import smoothing_sign as smoothing
 
     out.tables.append(figs.variant_table(res, last_depth(settings)))
     out.tables.append(figs.learned_table(res, settings["k"]))
-    out.tables.append(figs.smoothing_table(res))
+    out.tables += [figs.smoothing_table(res, key) for key in figs.STEP_MEASURES]
+    out.tables.append(smoothing.sublayer_table(res, res.labels, last_depth(settings)))
     fig_dir = ctx.figure_dir
     out.add_figure(figs.learned_figure, fig_dir / "learned_coefficients.png", res,
                    settings["k"], model_label(settings["train"]))
