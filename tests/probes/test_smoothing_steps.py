@@ -167,7 +167,8 @@ def test_model_rows_match_a_slow_reference(name, inputs):
         x = cache[f"blocks.{r.layer}.hook_resid_pre"].double()
         z = cache[f"blocks.{r.layer}.attn.hook_z"][:, :, r.head].double()
         dh = attn.head_dim
-        o = z @ attn.proj.weight[:, r.head * dh:(r.head + 1) * dh].double().T  # (B, T, d)
+        w_o = attn.proj.weight[:, r.head * dh:(r.head + 1) * dh].detach().double()
+        o = z @ w_o.T  # (B, T, d)
         p = cache[f"blocks.{r.layer}.attn.hook_pattern"][:, r.head].double()
         e0, e1 = _loop_energy(x, p), _loop_energy(x + o, p)
         assert r.dirichlet_step == pytest.approx((e1 - e0) / e0, rel=1e-4, abs=1e-7)
