@@ -2,28 +2,23 @@
 
 ==================  ====================================================================
 ``--no-figures``    write the numbers, skip the PNG figures (flow, similarity)
-``--quiet``         no progress bar (train, flow, similarity); bars show only on a terminal
-``--device``        ``auto``, ``cpu`` or ``cuda`` (train, view, similarity, probe, flow;
-                    bench: ``cuda:N`` too); ``cuda`` without one: one line, exit 2
+``--quiet``         no progress bar or lines (train, flow, similarity, reproduce, bench);
+                    bars show only on a terminal
+``--device``        ``auto`` (default), ``cpu`` or ``cuda`` on every command that computes
+                    (:mod:`tokengeo.devices`); ``cuda`` without one: one line, exit 2
 ``--threads N``     torch's intra-op CPU threads (train, flow, similarity, probe, view)
 ``--overwrite``     replace this command's previous output in ``--out`` (train, flow,
-                    similarity); a folder the command did not write is never replaced
+                    similarity) by a swap once the new one is complete
+                    (:mod:`tokengeo.outfolder`); a folder it did not write is never replaced
 ``--loggers``       where train's metrics go besides metrics.jsonl (``tensorboard,csv``)
 ==================  ====================================================================
 
-An old spelling (``--no-plots``, ``--no-progress``) is answered with one line naming the new
-one and exit status 2. :class:`DefaultsHelp` shows every default in ``--help``.
+:class:`DefaultsHelp` shows every default in ``--help``.
 """
 
 from __future__ import annotations
 
 import argparse
-
-RENAMED = {"--no-plots": "--no-figures", "--no-progress": "--quiet",
-           # view: "run" means a `tokengeo train` folder everywhere (probe RUN_DIR, --model)
-           "--run": "--report (the --out folder of `tokengeo reproduce`; a `tokengeo train` "
-                    "run folder is viewed with --model RUN_DIR)"}
-DEVICES = ("auto", "cpu", "cuda")
 
 
 class DefaultsHelp(argparse.HelpFormatter):
@@ -38,36 +33,33 @@ class DefaultsHelp(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-class _Renamed(argparse.Action):
-    def __init__(self, option_strings, dest, new: str = "", **kwargs):
-        super().__init__(option_strings, dest, nargs=0, help=argparse.SUPPRESS, **kwargs)
-        self.new = new
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string} is now {self.new}")
+class LegendHelp(DefaultsHelp, argparse.RawDescriptionHelpFormatter):
+    """:class:`DefaultsHelp` that keeps the lines of the epilog (a table's legend)."""
 
 
-def add_renamed(parser: argparse.ArgumentParser, *olds: str) -> None:
-    """Hidden old spellings that exit 2 naming their new name (:data:`RENAMED`)."""
-    for old in olds:
-        parser.add_argument(old, action=_Renamed, new=RENAMED[old], dest=argparse.SUPPRESS,
-                            default=argparse.SUPPRESS)
+def add_legend(parser: argparse.ArgumentParser, legend: str) -> None:
+    """Show ``legend`` (what a printed table's columns mean) at the end of ``--help``."""
+    parser.epilog = legend
+    parser.formatter_class = LegendHelp
 
 
 def add_no_figures(parser: argparse.ArgumentParser, what: str = "the PNG figures") -> None:
     parser.add_argument("--no-figures", action="store_true", help=f"skip {what}")
-    add_renamed(parser, "--no-plots")
 
 
 def add_quiet(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar (one shows only when stderr is a terminal)")
-    add_renamed(parser, "--no-progress")
 
 
-def add_device(parser: argparse.ArgumentParser, default: str | None = "auto",
-               help: str = "where the model runs (auto: cuda when available)") -> None:
-    parser.add_argument("--device", choices=DEVICES, default=default, help=help)
+def add_device(parser: argparse.ArgumentParser,
+               help: str = "where the model runs") -> None:
+    """``--device auto|cpu|cuda``, default auto, on every command (:mod:`tokengeo.devices`)."""
+    from tokengeo.devices import DEFAULT, DEVICES
+
+    parser.add_argument("--device", choices=DEVICES, default=DEFAULT,
+                        help=f"{help} (auto: cuda when this machine has a CUDA device, else "
+                             "cpu; one GPU of several: CUDA_VISIBLE_DEVICES=N)")
 
 
 def add_threads(parser: argparse.ArgumentParser) -> None:
@@ -95,13 +87,7 @@ def apply_threads(threads: int | None) -> None:
 
 
 def resolve_device(device: str | None) -> str:
-    """``auto`` -> ``cuda`` when available, else ``cpu``; ``cuda`` without one is refused."""
-    import torch
+    """``cpu`` or ``cuda`` for ``--device`` on this machine (:func:`tokengeo.devices.resolve`)."""
+    from tokengeo.devices import resolve
 
-    from tokengeo.errors import ConfigError
-
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda, but torch sees no CUDA device; use --device cpu")
-    return device
+    return resolve(device)
