@@ -38,7 +38,7 @@ def _geometry(k: int, seed: int, sign: float, late_only: bool = False) -> dict:
                 "components_99_interp": 19.6 - e - 0.5 * (seed % 2) + noise,
                 "components_99_per_image": 10.0 - 0.5 * e + 0.1 * seed + noise,
                 "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
-                "object_share": 0.3 + 0.01 * e + 0.005 * seed + noise}
+                "object_share": 0.3 + 0.01 * e + 0.005 * seed + noise, "object_images": 5}
     layers = [at(0.0 if late_only and b < LAYERS - 1 else (b + 1) / LAYERS)
               for b in range(LAYERS)]
     return {**at(1.0), "layers": layers}

@@ -18,7 +18,7 @@ def _geometry(k: int, s: int) -> dict:
     at = {"within_sequence_share": 0.5, "between_class_share": 0.2, "nc1": 1.0,
           "nc2_etf_error": 0.3, "components_99": 5, "components_99_interp": 5.0,
           "components_99_per_image": 4.0, "nc2_equinorm": 0.1, "nc2_max_angle": 0.2,
-          "object_share": 0.3 + 0.01 * k + 0.001 * s * (1 + k % 3)}
+          "object_share": 0.3 + 0.01 * k + 0.001 * s * (1 + k % 3), "object_images": 5}
     return {**at, "layers": [dict(at) for _ in range(2)]}
 
 
@@ -62,3 +62,14 @@ def test_object_share_per_k_and_per_block(tmp_path):
                                               "every block at k=H"]
     cells = images.cells(SETTINGS, SuiteContext.under(tmp_path, images.NAME))
     assert all({"geometry.object_share", "sublayer_smoothing"} <= set(c.fields) for c in cells)
+
+
+def test_object_finding_is_not_run_where_no_image_has_both_kinds(tmp_path):
+    results = _results()
+    for r in results.values():  # every patch foreground: η² undefined
+        g = r.value["geometry"]
+        for entry in [g, *g["layers"]]:
+            entry.update(object_share=float("nan"), object_images=0)
+    out = images.summarise(SETTINGS, results, SuiteContext.under(tmp_path, images.NAME))
+    row = next(c for c in out.claims if c.text == images.OBJECTS.text)
+    assert row.verdict.startswith("not run: cell k=0-s0 has no evaluation image with both")

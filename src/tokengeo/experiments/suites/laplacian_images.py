@@ -126,9 +126,39 @@ def claims(settings: dict, sweep) -> list:
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
     out = [lap.k_finding(NAME, sweep, settings, ACCURACY, **stand_in)]
     out += [lap.k_finding(NAME, sweep, settings, m, blocks=True, **stand_in) for m in GEOMETRY]
-    out.append(lap.k_finding(NAME, sweep, settings, OBJECTS, blocks=True, **stand_in))
+    out.append(object_finding(sweep, settings, **stand_in))
     out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
     return out
+
+
+def objects_undefined(sweep) -> str | None:
+    """Why some cell has no object/background measure: no evaluation image with both kinds
+    of patch (the patches too large for the data), or a cell measured before it existed."""
+    for lab in sweep.labels:
+        for seed in sweep.seeds:
+            g = sweep.typed(lab, seed).geometry or {}
+            if any(not entry.get("object_images") for entry in [g, *g.get("layers", [])]):
+                return (f"cell {sweep.sweep.key(lab, seed)} has no evaluation image with both "
+                        "foreground and background patches (or predates the measure): the "
+                        "object/background split is undefined there; smaller patches or "
+                        "data with background give it")
+    return None
+
+
+def object_finding(sweep, settings: dict, **fields):
+    """The object-token finding (:data:`OBJECTS`, its readings as every geometry metric's),
+    or that finding not run where the measure is undefined (:func:`objects_undefined`)."""
+    from tokengeo.experiments.claims import Claim
+    from tokengeo.experiments.stats import Region
+
+    why = None if sweep.not_run() else objects_undefined(sweep)
+    if why is None:
+        return lap.k_finding(NAME, sweep, settings, OBJECTS, blocks=True, **fields)
+    claim = Claim(NAME, OBJECTS.text, OBJECTS.source, OBJECTS.paper,
+                  f"{OBJECTS.name}(k=H) − {OBJECTS.name}(k=0), paired by seed",
+                  Region.above(0.0), **fields)
+    claim.not_run = why
+    return claim
 
 
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
