@@ -73,3 +73,5 @@ def test_object_finding_is_not_run_where_no_image_has_both_kinds(tmp_path):
     out = images.summarise(SETTINGS, results, SuiteContext.under(tmp_path, images.NAME))
     row = next(c for c in out.claims if c.text == images.OBJECTS.text)
     assert row.verdict.startswith("not run: cell k=0-s0 has no evaluation image with both")
+    assert not any(t[0].startswith("object/background") for t in out.tables)
+    assert any(n.startswith("No object/background column or table") for n in out.notes)

@@ -167,17 +167,20 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                       referee=referee(settings))
     if sweep.not_run():
         return out
+    no_objects = objects_undefined(sweep)
+    objects = {} if no_objects else {"object/background η²": geo("object_share")}
     cols = {"test acc": _acc, "within-seq share": geo("within_sequence_share"),
             "between-class share": geo("between_class_share"), "NC1": geo("nc1"),
             "NC2 ETF dist": geo("nc2_etf_error"), "NC2 norm std/mean": geo("nc2_equinorm"),
             "NC2 |cos+1/(C-1)|": geo("nc2_max_angle"), "PCs for 99%": geo("components_99"),
-            "PCs 99% per image": geo("components_99_per_image"),
-            "object/background η²": geo("object_share")}
+            "PCs 99% per image": geo("components_99_per_image"), **objects}
     out.tables.append(lap.per_k_table(sweep, cols))
     add_plateau(out, sweep, settings)
     names = {m.geometry_key: m.name for m in (*GEOMETRY, OBJECTS)}
-    out.tables += [lap.layer_table(sweep, settings, names[key], key)
-                   for key in (*LAYER_TABLES, OBJECTS.geometry_key)]
+    keys = LAYER_TABLES + (() if no_objects else (OBJECTS.geometry_key,))
+    out.tables += [lap.layer_table(sweep, settings, names[key], key) for key in keys]
+    if no_objects:
+        out.notes.append(f"No object/background column or table: {no_objects}.")
     fig_dir, model = ctx.figure_dir, model_label(settings["train"])
     out.add_figure(lap.k_figure, fig_dir / "accuracy_vs_k.png", settings, sweep,
                    {"test accuracy": _acc}, "test accuracy")
