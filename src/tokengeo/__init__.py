@@ -37,6 +37,7 @@ _LAZY = {
     "Trainer": "tokengeo.train.trainer",
     "train": "tokengeo.train.trainer",
     "HookPoint": "tokengeo.hooks",
+    "to_transformer_lens": "tokengeo.interop",
 }
 
 __all__ = ["__version__", *_LAZY]

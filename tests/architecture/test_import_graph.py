@@ -21,8 +21,9 @@ KNOWN_CIRCLES: list[set[str]] = []  # none left: every circle is a failure
 # The layers, bottom first (DESIGN.md: cli -> experiments -> train/probes/flows -> models ->
 # nn): a module may import its own layer's and lower layers' modules, never a higher one's.
 LAYERS = [
-    {"errors", "_deps", "checks", "io", "hooks", "runlock", "outmarker", "plotting", "lifetime"},
-    {"nn", "data"},
+    {"errors", "_deps", "checks", "io", "hooks", "runlock", "outmarker", "plotting", "lifetime",
+     "devices", "outfolder"},
+    {"nn", "data", "reporting"},
     {"models"},
     {"train", "probes", "flows"},
     {"dino", "bench", "view"},

@@ -1093,21 +1093,23 @@ def test_class4_report_figures_stay_within_the_page_budget(tmp_path, monkeypatch
     report with many large figures does not make a page of hundreds of MB)."""
     import json
 
+    from helpers.report_dicts import claim, report
+
+    import tokengeo.reporting.render as render
     import tokengeo.view.runs as runs
 
-    monkeypatch.setattr(runs, "FIGURES_LIMIT", 300_000)
+    monkeypatch.setattr(render, "FIGURES_LIMIT", 300_000)
     (tmp_path / "figures" / "S").mkdir(parents=True)
     png = b"\x89PNG\r\n\x1a\n" + os.urandom(200_000)
     for name in ("a", "b", "c"):
         (tmp_path / "figures" / "S" / f"{name}.png").write_bytes(png)
-    report = {"format": "tokengeo-report/2", "claims": [{"suite": "S", "claim": "c",
-                                                          "verdict": "inconclusive"}],
-              "tables": []}
-    (tmp_path / "report.json").write_text(json.dumps(report))
-    html = "".join(s["html"] for s in runs.read_run(tmp_path)["sections"])
-    assert html.count("data:image/png;base64,") == 2  # a.png, as image and download link
-    assert html.count("not embedded") == 2  # b and c: past the budget, said so
-    assert len(html) < 2 * len(png) * 1.4  # base64 of one figure, twice
+    data = report([claim(suite="S", verdict="inconclusive")])
+    (tmp_path / "report.json").write_text(json.dumps(data))
+    figures = [b for s in runs.read_run(tmp_path)["sections"] for b in s["blocks"]
+               if b["kind"] == "figure"]
+    assert [f["name"] for f in figures if f["data"]] == ["a"]
+    assert [f["name"] for f in figures if "not embedded" in (f["problem"] or "")] == ["b", "c"]
+    assert sum(len(f["data"]) for f in figures) < len(png) * 1.4  # base64 of one figure
 
 
 def test_class4_similarity_estimates_the_memory_of_a_large_corpus(tmp_path, capsys,
@@ -1277,3 +1279,71 @@ def test_class7_paper_vit_patch_8_on_cifar100_is_accepted(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     assert "not divisible" not in err
+
+
+# --------------------------------------------------------------------------- report.json is data
+# `view --report` of a report.json whose every string field carries markup: none of it becomes
+# markup (the interval's `n`, inserted unescaped before, is refused unless an integer: see
+# tests/cli/test_report_docs.py), and the page's CSP runs no inline script but its own.
+XSS = [
+    '<img src=x onerror="window.__pwned=1">',
+    "<script>window.__pwned=1</script>",
+    '"><svg onload=window.__pwned=1>',
+    "</script><script>window.__pwned=1</script><!--",
+]
+
+
+def _hostile_report(payload: str) -> dict:
+    """A valid report.json with ``payload`` in every string field a page shows."""
+    from helpers.report_dicts import claim, interval, report
+
+    def s(name: str) -> str:
+        return f"{name} {payload}"
+
+    member = claim(suite=s("suite"), claim=s("member"), label=s("label"), verdict="inconclusive",
+                   interval=interval(method=s("method")), mde_80=0.1, seeds_for_80=9,
+                   power_basis="observed")
+    c = claim(suite=s("suite"), paper=s("paper"), claim=s("claim"), proxy=s("proxy"),
+              source=s("source"), paper_value=s("value"), quantity=s("quantity"),
+              region={"low": None, "high": 0.0, "text": s("region")}, rule=s("rule"),
+              detail=s("detail"), vs_paper="consistent", paper_effect=-1.0, members=[member],
+              family_rule="any", verdict_raw="inconclusive", verdict="not run: " + s("why"))
+    table = {"suite": s("suite"), "caption": s("caption"), "header": [s("h")],
+             "rows": [[s("cell")]]}
+    data = report([c, claim(kind="construction", claim=s("verified"))], [table],
+                  title=s("title"), preamble=[s("pre")], commit=s("commit"),
+                  tokengeo=s("version"),
+                  suites=[{"name": s("suite"), "title": s("stitle"), "paper": s("spaper"),
+                           "question": s("q"), "can_say": s("say"), "gap": [[s("g")] * 3],
+                           "notes": [s("note")], "figures": [s("figure") + ".png"]}])
+    from helpers.report_dicts import VERDICTS
+
+    data["tally"]["kinds"] = {s("kind"): {**dict.fromkeys(VERDICTS, 0), "reproduced": 1}}
+    data["tally"]["verified"] = [{"suite": s("vs"), "claim": s("vc"), "verdict": "reproduced"}]
+    return data
+
+
+@pytest.mark.parametrize("payload", XSS)
+def test_class1_report_json_strings_are_text_on_the_run_page(tmp_path, payload):
+    import shutil
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "report.json").write_text(json.dumps(_hostile_report(payload)))
+    out = tmp_path / "p.html"
+    assert main(["view", "--report", str(tmp_path / "run"), "--out", str(out)]) == 0
+    page = out.read_text()
+    csp = page.split('Content-Security-Policy" content="')[1].split('"')[0]
+    assert "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0], csp
+    assert page.count("<script") == 2 and "window.__pwned" not in page.split("<script>")[1]
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed: the page was checked as text only")
+    from helpers.browser import Page
+
+    with Page(out) as tab:
+        tab.wait_for("window.TG && TG.ready")
+        assert tab.evaluate("window.__pwned === undefined")
+        assert tab.evaluate("document.querySelectorAll('#main img, #main svg, #main script')"
+                            ".length") == 0
+        shown = tab.evaluate("document.getElementById('main').textContent")
+        for field in ("claim", "member", "caption", "cell", "note", "detail", "q", "vc"):
+            assert f"{field} {payload}" in shown, field

@@ -8,7 +8,7 @@ import pytest
 
 from tokengeo.experiments.cell_times import cell_times
 from tokengeo.experiments.cells import Cell, CellStore
-from tokengeo.experiments.docblocks import render
+from tokengeo.reporting.blocks import render
 
 
 def _work(x: int) -> dict:

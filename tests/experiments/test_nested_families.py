@@ -174,7 +174,7 @@ def test_report_shows_nested_members_as_parent_child_rows(tmp_path):
     data = report_json(suites, "quick", "0", None)
     assert sum(data["tally"]["papers"]["P"].values()) == 1
     assert data["claims"][0]["members"][1]["members"][1]["label"] == "block 2"
-    from tokengeo.experiments.docblocks import render_claims
+    from tokengeo.reporting.blocks import render_claims
 
     block = render_claims(data, "s")  # the generated docs' claims table
     assert f"every block at k=H: {blocks.verdict}" in block

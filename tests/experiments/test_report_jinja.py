@@ -1,5 +1,6 @@
-"""report.html through Jinja2 from the blocks report.md is written from: the same page as
-the former hand-built renderer (kept here as the reference), texts escaped, every block kind."""
+"""report.html through Jinja2 from the blocks report.md is written from (both rendered from
+report.json): the same page as a hand-built renderer (kept here as the reference), texts
+escaped, every block kind, figures only from inside the folder's figures/."""
 
 from __future__ import annotations
 
@@ -8,15 +9,11 @@ import html
 import re
 from pathlib import Path
 
-from tokengeo.experiments.report import (
-    CSS,
-    Block,
-    _verdict_class,
-    figure_problem,
-    render_blocks_html,
-    render_html,
-    render_markdown,
-)
+from tokengeo.experiments.report import render_html, render_markdown
+from tokengeo.reporting.document import Block
+from tokengeo.reporting.render import CSS, figure_problem
+from tokengeo.reporting.render import html as render_blocks_html
+from tokengeo.reporting.render import verdict_class as _verdict_class
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 
@@ -35,12 +32,13 @@ def _ref_table(b: Block) -> str:
     return f"{cap}<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _ref_figure(fig: Path, out: Path) -> str:
+def _ref_figure(fig: str, out: Path) -> str:
+    fig = Path(fig)
     name = html.escape(fig.stem)
     problem = figure_problem(fig, out)
     if problem is not None:
         return f"<p class='rule'>Figure {name}: {html.escape(str(fig))} {problem}.</p>"
-    data = base64.b64encode(fig.resolve().read_bytes()).decode()
+    data = base64.b64encode((out / fig).resolve().read_bytes()).decode()
     return (f"<figure><img alt='{name}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{name}</figcaption></figure>")
 
@@ -88,8 +86,9 @@ def every_kind(tmp_path: Path) -> list[Block]:
               (("a", "reproduced"), ("b", "not reproduced"), ("c", "inconclusive"),
                ("d", "not run (no GPU)"), ("e", hostile))),
         Block("table", "", ("k",), (("1",),)),
-        Block("figure", path=figures / "good.png"), Block("figure", path=figures / "fake.png"),
-        Block("figure", path=tmp_path / "outside.png"), Block("figure", path=figures / "gone.png"),
+        Block("figure", path="figures/good.png"), Block("figure", path="figures/fake.png"),
+        Block("figure", path="outside.png"), Block("figure", path=str(figures / "gone.png")),
+        Block("figure", path="/etc/hostname"), Block("figure", path="figures/../outside.png"),
         Block("p", hostile),
     ]
 
@@ -106,8 +105,9 @@ def test_jinja_page_equals_the_reference_for_every_block_kind(tmp_path):
 
 def test_html_and_markdown_come_from_the_same_blocks(tmp_path):
     from tokengeo.experiments.claims import Claim
-    from tokengeo.experiments.report import SuiteOutput, document
+    from tokengeo.experiments.report import SuiteOutput, report_dict
     from tokengeo.experiments.stats import Region, mean_interval
+    from tokengeo.reporting.document import document
 
     claim = Claim("demo", "Laplacian heads raise accuracy", "Zhang & Papyan, §5", "+0.9",
                   "accuracy difference", Region.above(0), measured=mean_interval([0.1, 0.2]))
@@ -115,7 +115,7 @@ def test_html_and_markdown_come_from_the_same_blocks(tmp_path):
                         tables=[("numbers", ["k", "acc"], [["0", "0.8"]])],
                         notes=["a **note**"])
     page = render_html([suite], "demo", ["preamble"], tmp_path)
-    blocks = document([suite], "demo", ["preamble"])
+    blocks = document(report_dict([suite], "demo", ["preamble"], tmp_path))
     assert canonical(page) == canonical(reference_html(blocks, "demo", tmp_path))
     md = render_markdown([suite], "demo", ["preamble"], tmp_path)
     for b in blocks:

@@ -130,7 +130,9 @@ def test_a_zero_paper_effect_needs_a_margin_and_is_judged_by_equivalence():
     assert far.vs_paper == "larger"
     d = near.to_dict("P")
     assert d["interval"]["method"] == "deterministic" and d["interval"]["margin"] == 0.25
-    assert d["interval"]["values"] == [0.0014] and "deterministic" in near.measured_text()
+    from tokengeo.reporting.text import measured_text
+
+    assert d["interval"]["values"] == [0.0014] and "deterministic" in measured_text(d)
 
 
 def test_a_claim_whose_precondition_fails_is_not_testable_and_counted_apart(tmp_path):

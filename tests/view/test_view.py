@@ -243,42 +243,54 @@ def test_out_rewrites_its_own_page(tiny_flow, tmp_path, capsys):
 def _report(folder, claims, tables=()):
     import json as _json
 
+    from helpers.report_dicts import report
+
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.json").write_text(_json.dumps(
-        {"format": "tokengeo-report/1", "mode": "quick", "commit": "abc", "claims": claims,
-         "tables": list(tables), "tally": {"papers": {"P": {"reproduced": 1}}}}))
+    (folder / "report.json").write_text(_json.dumps(report(claims, list(tables))))
     return folder
+
+
+def _texts(blocks: list[dict]) -> list[str]:
+    """Every string a run page's blocks carry (what the viewer puts in as text)."""
+    out = []
+    for b in blocks:
+        out += [b["text"], *b.get("header", []), *(c["text"] for r in b.get("rows", [])
+                                                   for c in r)]
+        out += [part for _, part in b.get("parts", [])]
+    return out
 
 
 def test_report_payload_from_report_json(tmp_path):
     """Sections come from report.json (no Markdown parsed): one per suite, its claims with
     verdict and interval, its tables, and only PNGs inside figures/<suite>/."""
+    from helpers.report_dicts import claim
+
     from tokengeo.view.runs import read_run
 
-    claims = [{"suite": "flows", "paper": "Massucco", "claim": "G2 falls like 1/H",
-               "kind": "paper", "verdict": "reproduced", "verdict_holm": "reproduced",
-               "quantity": "slope", "interval": {"mean": -1.02, "low": -1.1, "high": -0.9,
-                                                 "n": 5}, "detail": "fit over H"}]
     tables = [{"suite": "flows", "caption": "G2 by H", "header": ["H", "G2"],
-               "rows": [[1, "0.5"], [10, "0.05"]]}]
-    root = _report(tmp_path / "run", claims, tables)
+               "rows": [["1", "0.5"], ["10", "0.05"]]}]
+    root = _report(tmp_path / "run", [claim()], tables)
     (root / "figures" / "flows").mkdir(parents=True)
     png = b"\x89PNG\r\n\x1a\n" + b"0" * 20
     (root / "figures" / "flows" / "g2.png").write_bytes(png)
     (tmp_path / "outside.png").write_bytes(png)
     (root / "figures" / "flows" / "link.png").symlink_to(tmp_path / "outside.png")
     payload = read_run(root)
-    assert [s["title"] for s in payload["sections"]] == ["Overview", "flows — Massucco"]
-    body = payload["sections"][1]["html"]
-    assert "<b>reproduced</b>" in body and "G2 falls like 1/H" in body
-    assert "slope: -1.02 [-1.1, -0.9] (n=5)" in body and "<caption>G2 by H</caption>" in body
-    assert body.count("<img") == 1 and "alt='g2'" in body  # the link out is not followed
+    assert [s["title"] for s in payload["sections"]] == ["Overview", "flows"]
+    blocks = payload["sections"][1]["blocks"]
+    texts = " ".join(_texts(blocks))
+    assert "G2 falls like 1/H" in texts and "reproduced" in texts
+    assert "−1.02 [−1.1, −0.9] (n=5)" in texts and "G2 by H" in texts
+    figures = [b for b in blocks if b["kind"] == "figure"]
+    assert [f["name"] for f in figures if not f["problem"]] == ["g2"]
+    assert [f["problem"] for f in figures if f["name"] == "link"] == [
+        "figure outside the report folder: not embedded"]  # the link out is not followed
 
 
 @pytest.mark.parametrize("content, needle", [
     ("{not json", "is not valid JSON"),
     ('{"format": "other"}', "is not a tokengeo report"),
-    ('{"format": "tokengeo-report/1", "claims": {}}', "has no list of claims"),
+    ('{"format": "tokengeo-report/1", "claims": {}}', "this tokengeo reads ['tokengeo-report/2']"),
 ])
 def test_bad_report_json(tmp_path, capsys, content, needle):
     (tmp_path / "run").mkdir()

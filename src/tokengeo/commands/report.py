@@ -1,7 +1,10 @@
 """``tokengeo report REPORT.json``: the tally of a run's report, and the docs generated from
 it (``--write-docs`` renders every ``<!-- tokengeo:begin NAME -->`` block of README.md and
 docs/ from the report; ``--check-docs`` exits 1, one line per differing block, when one
-disagrees). Both act on the docs under the current folder, or ``--root DIR``."""
+disagrees). Both act on the docs under the current folder, or ``--root DIR``; the report
+is read by :func:`tokengeo.reporting.reader.read_report` and the docs by
+:mod:`tokengeo.reporting.docfiles`, so a bad report or a bad marker is one line, exit 2,
+before any file is written."""
 
 from __future__ import annotations
 
@@ -21,33 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the folder holding README.md and docs/ (default: here)")
 
 
-REPORT_LIMIT = 64 << 20  # report.json is a few MB at most (as tokengeo.view.runs reads it)
-
-
-def _load(path: Path) -> dict:
-    from tokengeo.errors import ConfigError
-    from tokengeo.io import read_json
-
-    if not path.exists() and not path.is_symlink():
-        raise ConfigError(f"{path}: no such report; pass a run's report.json")
-    try:  # bounded: a FIFO is refused, deep nesting or NaN is one line, never a traceback
-        data = read_json(path, None, limit=REPORT_LIMIT, allow_nan=True)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: not a readable report.json ({exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: not a readable report.json ({exc.strerror})") from None
-    if not (isinstance(data, dict) and str(data.get("format", "")).startswith(
-            "tokengeo-report/") and isinstance(data.get("claims"), list)):
-        raise ConfigError(f"{path}: not a tokengeo report.json (no tokengeo-report format); "
-                          "pass the report.json that `tokengeo reproduce` wrote")
-    return data
-
-
 def run(args: argparse.Namespace) -> int:
     from tokengeo.errors import ConfigError
-    from tokengeo.experiments.docblocks import check_docs, render, write_docs
+    from tokengeo.reporting.blocks import render
+    from tokengeo.reporting.docfiles import check_docs, write_docs
+    from tokengeo.reporting.reader import read_report
 
-    data = _load(Path(args.report))
+    data = read_report(Path(args.report))
     root = Path(args.root)
     if (args.write_docs or args.check_docs) and not root.is_dir():
         raise ConfigError(f"--root {root}: not a folder; pass the folder holding README.md")

@@ -299,26 +299,6 @@ class Claim:
                 f"{self.region.text}; not reproduced if it lies outside; inconclusive "
                 "otherwise")
 
-    def measured_text(self) -> str:
-        if self.is_family:
-            done = [m for m in self.members if m.measured is not None or m.is_family]
-            if not done:
-                return "—"
-            return "; ".join(f"{m.label}: {m.measured.fmt() if m.measured else m.verdict}"
-                             for m in done)
-        return self.measured.fmt() if self.measured is not None else "—"
-
-    def paper_effect_text(self) -> str:
-        if self.paper_effect is None:
-            return ""
-        first = self
-        while first.measured is None and first.members:
-            first = first.members[0]
-        scale = first.measured.scale if first.measured else "linear"
-        if scale == "log":
-            return f"×{math.exp(self.paper_effect):.3g}"
-        return f"{self.paper_effect:+.3g}"
-
     def to_dict(self, paper: str = "") -> dict:
         """The claim as ``report.json`` holds it (``report.schema.json``)."""
         out = {

@@ -34,7 +34,7 @@ from tokengeo.experiments.placement import (
     where_ran,
 )
 from tokengeo.experiments.progress import CellProgress
-from tokengeo.experiments.report import SuiteOutput, summary_rows, text_table, write_report
+from tokengeo.experiments.report import SuiteOutput, text_table, write_report
 from tokengeo.experiments.settings import check_settings
 from tokengeo.experiments.suite import SKIP, Suite, SuiteContext
 from tokengeo.experiments.user_data import FLAG, Unresolved, fill_paths, placeholder_names
@@ -351,6 +351,10 @@ def place_executor(devices: DeviceConfig, executor: ExecutorConfig, mode: str = 
 
 
 def summary_text(outputs: list[SuiteOutput]) -> str:
-    from tokengeo.experiments.report import SUMMARY_HEADER
+    """The report's summary table (:func:`tokengeo.reporting.document.summary_table`) for
+    the terminal."""
+    from tokengeo.reporting.document import summary_table
 
-    return text_table(SUMMARY_HEADER, summary_rows(outputs))
+    table = summary_table({"claims": [c.to_dict(s.paper_name) for s in outputs
+                                      for c in s.claims]})
+    return text_table(list(table.header), [list(r) for r in table.rows])

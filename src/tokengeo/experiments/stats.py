@@ -126,26 +126,12 @@ class Interval:
             out["values"] = list(self.values)
         return out
 
-    def _shown(self, x: float, digits: int) -> str:
-        if self.scale == "log":
-            return "∞" if x == math.inf else f"×{math.exp(x):.{digits}g}"
-        return {math.inf: "∞", -math.inf: "−∞"}.get(x, f"{x:.{digits}g}")
-
     def fmt(self, digits: int = 3) -> str:
-        m = self._shown(self.mean, digits)
-        if self.method == "worst run":
-            return f"{m} (worst of {self.n} runs)"
-        if self.method == "deterministic":
-            return f"{m} (deterministic)"
-        if self.exact:
-            return m
-        if not self.has_spread:
-            return f"{m} (n=1)"
-        if self.no_change:
-            return f"no change in {self.n} of {self.n} seeds"
-        if self.tied:
-            return f"{m} in {self.n} of {self.n} seeds (exact sign-flip test)"
-        return f"{m} [{self._shown(self.lo, digits)}, {self._shown(self.hi, digits)}] (n={self.n})"
+        """The interval as the report shows it (:func:`tokengeo.reporting.text.interval_text`
+        of :meth:`to_dict`: one text for the report, the doc blocks and the suites' details)."""
+        from tokengeo.reporting.text import interval_text
+
+        return interval_text(self.to_dict(), digits)
 
 
 def _num(x: float) -> float | None:

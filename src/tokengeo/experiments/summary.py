@@ -1,26 +1,19 @@
-"""What the report says, as data: the suites' outputs, the tally per paper and kind, the
-power table, the referee paragraphs, and ``report.json``. Markdown and HTML
-(:mod:`tokengeo.experiments.report`) are both rendered from :func:`document`'s blocks.
+"""What a run's suites found, as ``report.json``: the suites' outputs (claims, tables,
+notes, figures, referee paragraphs) written as the dict :mod:`tokengeo.reporting` reads and
+renders; nothing here renders text for a reader.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokengeo.errors import TokengeoError
-from tokengeo.experiments.claims import CLAIM_KINDS, TALLIED_KINDS, Claim
-from tokengeo.experiments.stats import (
-    INCONCLUSIVE,
-    NO_CHANGE,
-    NOT_REPRODUCED,
-    NOT_TESTABLE,
-    REPRODUCED,
-)
+from tokengeo.experiments.claims import Claim
 
 JSON_FORMAT = "tokengeo-report/2"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run", NOT_TESTABLE)
 
 
 UNRECORDED = "not recorded in tokengeo (see the paper)"  # a paper setting we do not cite
@@ -71,150 +64,65 @@ def figure_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _bucket(verdict: str) -> str:
-    if verdict.startswith(NOT_TESTABLE):
-        return NOT_TESTABLE
-    return "not run" if verdict.startswith("not run") else verdict
-
-
 # ---------------------------------------------------------------------- tables
-SUMMARY_HEADER = ["suite", "kind", "claim", "paper", "tokengeo (mean [95% interval])",
-                  "verdict", "vs paper"]
-
-
-def summary_rows(suites: list[SuiteOutput]) -> list[list[str]]:
-    rows = []
-    for s in suites:
-        for c in s.claims:
-            if c.kind == "construction":
-                continue  # listed under "verified"
-            rows.append([s.name, c.kind, c.text, c.paper_value, c.measured_text(), c.verdict,
-                         c.vs_paper or ""])
-    return rows
+def _claim_dicts(suites: list[SuiteOutput]) -> list[dict]:
+    return [c.to_dict(s.paper_name) for s in suites for c in s.claims]
 
 
 def tally(suites: list[SuiteOutput]) -> dict:
     """Per paper: verdict counts of its ``paper`` and ``stand-in`` claims (the headline);
-    per kind: the other claims' counts; ``verified``: the construction claims."""
-    papers: dict[str, dict[str, int]] = {}
-    kinds: dict[str, dict[str, int]] = {k: dict.fromkeys(VERDICTS, 0) for k in CLAIM_KINDS}
-    verified = []
-    for s in suites:
-        head = papers.setdefault(s.paper_name, dict.fromkeys(VERDICTS, 0))
-        for c in s.claims:
-            v = _bucket(c.verdict)
-            kinds[c.kind][v] += 1
-            if c.kind in TALLIED_KINDS:
-                head[v] += 1
-            elif c.kind == "construction":
-                verified.append({"suite": s.name, "claim": c.text, "verdict": c.verdict})
-    return {"papers": papers, "kinds": kinds, "verified": verified}
+    per kind: every claim's counts; ``verified``: the construction claims
+    (:func:`tokengeo.reporting.text.tally` of the claims as report.json holds them)."""
+    from tokengeo.reporting.text import tally as count
 
-
-TALLY_HEADER = ["paper (paper and stand-in claims)", *VERDICTS]
-KIND_HEADER = ["kind (counted apart)", *VERDICTS]
-
-
-def tally_tables(t: dict) -> list[tuple[str, list[str], list[list[str]]]]:
-    heads = [[p, *(str(n[v]) for v in VERDICTS)] for p, n in t["papers"].items()]
-    others = [[k, *(str(n[v]) for v in VERDICTS)] for k, n in t["kinds"].items()
-              if k not in TALLIED_KINDS and k != "construction" and sum(n.values())]
-    out = [("Tally per paper: only claims the paper makes (as stated, or through a named "
-            "stand-in)", TALLY_HEADER, heads)]
-    if others:
-        out.append(("Other claims, counted apart (sanity checks, tokengeo's own questions)",
-                    KIND_HEADER, others))
-    if t["verified"]:
-        out.append(("Verified (holds by construction or is pinned by a unit test; not "
-                    "tallied)", ["suite", "claim", "check"],
-                    [[v["suite"], v["claim"], v["verdict"]] for v in t["verified"]]))
-    return out
-
-
-POWER_HEADER = ["suite", "claim", "paper's effect", "measured", "MDE at 80% power",
-                "seeds for 80% power"]
-
-
-def _undecided(suites: list[SuiteOutput]) -> list[tuple[str, Claim]]:
-    """Inconclusive paper / stand-in claims (family members one by one)."""
-    out = []
-    for s in suites:
-        for c in s.claims:
-            if c.kind not in TALLIED_KINDS:
-                continue
-            for m in ([d for d in c.descendants() if not d.is_family] or [c]):
-                if m.verdict == INCONCLUSIVE:
-                    out.append((s.name, m))
-    return out
-
-
-def _power_text(c: Claim) -> tuple[str, str]:
-    mde = c.mde_80
-    seeds = c.seeds_for_80
-    mde_s = "—" if mde is None else (f"{mde:.3g} (log)" if c.measured.scale == "log"
-                                    else f"{mde:.3g}")
-    basis = {"paper": "the paper's effect", "observed": "the observed effect"}.get(
-        c.power_basis or "", "")
-    upper = c.seeds_for_80_upper
-    up_s = (f"; {upper:,} at the spread's upper 95% bound" if upper and upper != seeds
-            else "; beyond reach at the spread's upper 95% bound" if seeds and not upper
-            else "")
-    holm = f", Holm-adjusted over {c.holm_size}" if c.holm_size > 1 else ""
-    seeds_s = "—" if seeds is None else f"{seeds:,} seeds ({basis}{holm}){up_s}"
-    if c.power_basis == "no effect":
-        seeds_s = "no effect to detect (the observed effect is within one standard error)"
-    elif seeds is None and c.power_basis is not None:
-        seeds_s = "beyond reach (> 100,000)"
-    return mde_s, seeds_s
-
-
-def _name(c: Claim) -> str:
-    return f"{c.text} [{c.label}]" if c.label and c.label not in c.text else c.text
+    return count(_claim_dicts(suites), [s.paper_name for s in suites])
 
 
 def power_rows(suites: list[SuiteOutput]) -> list[list[str]]:
-    rows = []
-    for suite, c in _undecided(suites):
-        mde_s, seeds_s = _power_text(c)
-        text = _name(c)
-        rows.append([suite, text, c.paper_effect_text() or "—", c.measured_text(), mde_s,
-                     seeds_s])
-    return rows
+    """The power table's rows (:func:`tokengeo.reporting.text.power_rows`)."""
+    from tokengeo.reporting.text import power_rows as rows
+
+    return rows(_claim_dicts(suites))
 
 
-def deciding_lines(s: SuiteOutput) -> list[str]:
-    """For each undecided claim of ``s``, what would decide it (from the power numbers)."""
-    lines = []
-    for _, c in _undecided([s]):
-        mde_s, seeds_s = _power_text(c)
-        name = _name(c)
-        if c.power_basis == "no effect":
-            lines.append(f"{name}: the smallest effect this run detects (80% power) is "
-                         f"{mde_s}; {seeds_s}.")
-        elif c.seeds_for_80:
-            lines.append(f"{name}: the smallest effect this run detects (80% power) is "
-                         f"{mde_s}; {seeds_s} would decide it.")
-        else:
-            lines.append(f"{name}: the smallest effect this run detects (80% power) is "
-                         f"{mde_s}; no seed count decides it from this spread.")
-    return lines
+def _suite_json(s: SuiteOutput, out: Path | None) -> dict:
+    """What report.json keeps of a suite besides its claims and tables."""
+    def rel(f: Path) -> str:
+        return Path(os.path.relpath(f, out)).as_posix() if out is not None else str(f)
+
+    ref = s.referee
+    return {"name": s.name, "title": s.title, "paper": s.paper,
+            "question": ref.question if ref else None, "can_say": ref.can_say if ref else None,
+            "gap": [list(g) for g in ref.gap] if ref else [], "notes": list(s.notes),
+            "figures": [rel(Path(f)) for f in s.figures]}
 
 
 # ---------------------------------------------------------------------- JSON
 def report_json(suites: list[SuiteOutput], mode: str, version: str,
-                commit: str | None, cells: dict | None = None) -> dict:
+                commit: str | None, cells: dict | None = None, *, title: str = "",
+                preamble: list[str] | None = None, out: Path | None = None,
+                published: dict | None = None) -> dict:
     """report.json (``report.schema.json``); ``cells``: the cell times per suite, when the
-    run knows them (:mod:`tokengeo.experiments.cell_times`)."""
-    claims = [c.to_dict(s.paper_name) for s in suites for c in s.claims]
+    run knows them (:mod:`tokengeo.experiments.cell_times`); ``out``: the report's folder
+    (figure paths are kept relative to it); ``published``: the published full run's
+    verdicts (:func:`tokengeo.reporting.document.published_verdicts`)."""
+    from tokengeo.reporting.text import POWER_HEADER
+    from tokengeo.reporting.text import power_rows as rows
+
+    claims = _claim_dicts(suites)
     tables = [{"suite": s.name, "caption": cap, "header": list(h), "rows": r}
               for s in suites for cap, h, r in s.tables]
-    out = {
+    out_json = {
         "format": JSON_FORMAT, "tokengeo": version, "commit": commit, "mode": mode,
         "claims": claims, "tables": tables, "tally": tally(suites),
-        "power": [dict(zip(POWER_HEADER, r, strict=True)) for r in power_rows(suites)]}
+        "power": [dict(zip(POWER_HEADER, r, strict=True)) for r in rows(claims)],
+        "title": title or "tokengeo reproduction report", "preamble": list(preamble or []),
+        "suites": [_suite_json(s, out) for s in suites]}
     if cells is not None:
-        out["cells"] = cells
-    return _finite(out)
+        out_json["cells"] = cells
+    if published is not None:
+        out_json["published"] = published
+    return _finite(out_json)
 
 
 def _finite(obj):

@@ -689,16 +689,35 @@
   }
 
   // =====================================================================================
-  // run page: a reproduce folder's suites, tables and figures (HTML made by Python)
+  // run page: a reproduce folder's report as blocks of plain strings (tokengeo.view.runs);
+  // every string goes into the DOM as text, never as markup
   // =====================================================================================
+  const PNG_B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+  function runTable(b) {
+    const head = el("tr", {}, ...b.header.map((h) => el("th", { text: h })));
+    const rows = b.rows.map((r) => el("tr", {}, ...r.map((c) => el("td", c.klass ? { class: c.klass, text: c.text } : { text: c.text }))));
+    return el("table", {}, b.text ? el("caption", { text: b.text }) : null, el("thead", {}, head), el("tbody", {}, ...rows));
+  }
+  function runFigure(b) {
+    if (b.problem || !PNG_B64.test(b.data)) return el("p", { class: "muted", text: "Figure " + b.name + ": " + b.path + " " + (b.problem || "not embedded") + "." });
+    const src = "data:image/png;base64," + b.data;
+    return el("figure", {}, el("img", { alt: b.name, src }),
+      el("figcaption", {}, b.name + " · ", el("a", { download: b.name + ".png", href: src, text: "PNG" })));
+  }
+  function runBlock(b) {
+    if (b.kind === "h1" || b.kind === "h2" || b.kind === "h3") return el(b.kind, { text: b.text });
+    if (b.kind === "em") return el("p", {}, el("em", { text: b.text }));
+    if (b.kind === "rule") return el("p", { class: "muted", text: b.text });
+    if (b.kind === "table") return runTable(b);
+    if (b.kind === "figure") return runFigure(b);
+    return el("p", {}, ...(b.parts || [[false, b.text]]).map(([bold, part]) => (bold ? el("b", { text: part }) : part)));
+  }
   function runPage() {
     const D = DATA;
     const nav = el("nav", { class: "suites" }, ...D.sections.map((s, k) => el("a", { href: "#suite-" + k, text: s.title })));
     const main = el("div", { id: "main" });
     for (const [k, s] of D.sections.entries()) {
-      const sec = el("section", { class: "suite panel", id: "suite-" + k, "data-kind": "suite" });
-      sec.innerHTML = s.html; // escaped and assembled by tokengeo.view.runs
-      main.append(sec);
+      main.append(el("section", { class: "suite panel", id: "suite-" + k, "data-kind": "suite" }, ...s.blocks.map(runBlock)));
     }
     app.replaceChildren(el("header", {}, el("h1", { text: "tokengeo view — " + D.title }),
       el("div", { class: "meta" }, D.report ? el("a", { href: D.report, text: "report.html" }) : "", " · " + D.source)),
