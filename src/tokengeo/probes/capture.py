@@ -52,13 +52,23 @@ def hook_sites(model: nn.Module, *, ungroup_kv: bool = False) -> dict[str, HookS
 
 def wrapped_hf_model(model: nn.Module) -> nn.Module | None:
     """The Hugging Face model a tokengeo wrapper holds as a direct child (``HFCausalLM.hf``),
-    or None. A wrapper has at most one, and its hook sites are that model's."""
-    inner = [m for m in model.children() if is_hf_model(m)]
+    or None. A wrapper has at most one, and its hook sites are that model's. A Hugging Face
+    model is no wrapper: its own children (``BertModel.encoder``) carry its config too, but
+    only a whole pretrained model (one with a ``base_model``) counts as wrapped."""
+    if is_hf_model(model):
+        return None
+    inner = [m for m in model.children() if is_hf_model(m) and _is_pretrained(m)]
     return inner[0] if len(inner) == 1 else None
 
 
 def is_hf_model(model: nn.Module) -> bool:
     return hasattr(model, "config") and hasattr(model.config, "model_type")
+
+
+def _is_pretrained(model: nn.Module) -> bool:
+    """A whole Hugging Face model (``PreTrainedModel`` has ``base_model``), not one of its
+    submodules that keeps a reference to the config."""
+    return hasattr(type(model), "base_model")
 
 
 def resolve_names(available: Iterable[str], names: Iterable[str]) -> list[str]:

@@ -78,6 +78,17 @@ def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]
     return per_layer
 
 
+def check_text_model(model: nn.Module) -> None:
+    """Refuse a Hugging Face model that reads no token ids (ViT reads ``pixel_values``): the
+    explorer shows the heads over a text."""
+    inner = wrapped_hf_model(model) or model
+    reads = getattr(inner, "main_input_name", "input_ids")
+    if is_hf_model(inner) and reads != "input_ids":
+        raise ConfigError(f"{type(inner).__name__} reads {reads!r}, not token ids: the explorer "
+                          "views the heads of a text model over a text (capture the heads of "
+                          "an image model with tokengeo.run_with_cache)")
+
+
 # The per-head data a page may embed (P and S codes, one byte each, before compression): a
 # browser holds all of it, and the forward pass keeps ~16 bytes per entry (P, z similarity,
 # codes) on the way. 1 GiB is 4x what the largest named encoder (mpnet, 12 x 12 heads, 514
@@ -122,6 +133,7 @@ def check_page_size(n_layers: int, n_heads: int, n_tokens: int) -> None:
 def extract_heads(model: nn.Module, input_ids: torch.Tensor, tokens: list[str], *,
                   model_name: str = "") -> HeadMaps:
     """``P`` and ``S`` of every layer and head of ``model`` on ``input_ids`` ``(1, T)``."""
+    check_text_model(model)
     check_token_ids(model, input_ids)
     if input_ids.shape[0] != 1:
         raise ConfigError(f"view one text at a time; input_ids is shaped {tuple(input_ids.shape)}")
