@@ -78,3 +78,13 @@ def build(model_type: str, attn_implementation: str = "eager", seed: int = 0):
                                                attn_implementation=attn_implementation)
     torch.manual_seed(seed)
     return getattr(transformers, model_cls)(config).eval()
+
+
+def inputs(model, batch: int = 2, tokens: int = 7, seed: int = 1) -> dict:
+    """Keyword inputs of a tiny model: random ids (or pixels for ViT), no padding."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    if model.config.model_type == "vit":
+        return {"pixel_values": torch.randn(batch, 3, 8, 8, generator=gen)}
+    return {"input_ids": torch.randint(3, VOCAB, (batch, tokens), generator=gen)}

@@ -78,7 +78,9 @@ class TokengeoModel(nn.Module):
         name_hook_points(self)
 
     def _hook_stream(self, point: HookPoint, h: torch.Tensor) -> torch.Tensor:
-        if not point.is_active():
+        if type(self).stream_to_tokens is TokengeoModel.stream_to_tokens:
+            return point(h)  # the stream is the tokens: an identity call, hooked or not
+        if not point.is_active():  # showing the stream as tokens costs a copy: only if hooked
             return h
         return self.tokens_to_stream(point(self.stream_to_tokens(h)))
 

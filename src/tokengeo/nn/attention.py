@@ -142,15 +142,20 @@ class HeadAttention(HeadMixer):
         attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
         edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
         hook_z: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        z_hooked: bool | None = None,
     ) -> torch.Tensor:
         """``self.proj(z.reshape(out_shape))`` for z of q, k, v (N, T, H, Dh): planned,
         hooked (``hook_z`` sees z and may replace it) and, where the plan says so, inside
-        selective checkpointing (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`)."""
+        selective checkpointing (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`).
+        ``z_hooked``: whether something is attached to ``hook_z`` (default: it is given), for
+        the plan; an unhooked ``hook_z`` is still called (an identity), so that tools wrapping
+        module calls see it."""
         qh, kh, vh, attn_mask = autocast_inputs(  # (N, H, T, Dh) each
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask)
+        z_hooked = hook_z is not None if z_hooked is None else z_hooked
         plan = self.plan(qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
                          dropout_p=dropout_p, qkv=qkv,
-                         hooked=edit_pattern is not None or hook_z is not None)
+                         hooked=edit_pattern is not None or z_hooked)
 
         def run(qh, kh, vh):
             z = self.attend(plan, qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
@@ -206,15 +211,17 @@ class MultiHeadAttention(HeadAttention):
         B, T, D = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
         q, k, v = qkv.unbind(dim=2)  # each (B, T, H, Dh)
-        if active(self.hook_q) or active(self.hook_k) or active(self.hook_v):
-            q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        hooked = active(self.hook_q) or active(self.hook_k) or active(self.hook_v)
+        seen = self.hook_q(q), self.hook_k(k), self.hook_v(v)  # identity calls when unhooked
+        if hooked or any(a is not b for a, b in zip(seen, (q, k, v), strict=True)):
+            q, k, v = seen
             qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         return self.proj_drop(self.attend_project(
             q, k, v, (B, T, D), qkv=qkv, attn_mask=attn_mask,
             is_causal=is_causal, dropout_p=self.attn_dropout if self.training else 0.0,
             edit_pattern=self.hook_pattern if active(self.hook_pattern) else None,
-            hook_z=self.hook_z if active(self.hook_z) else None))
+            hook_z=self.hook_z, z_hooked=active(self.hook_z)))
 
     def extra_repr(self) -> str:
         counts = {k: self.head_kinds.count(k) for k in dict.fromkeys(self.head_kinds)}

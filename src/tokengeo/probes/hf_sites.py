@@ -29,14 +29,16 @@ GPT-NeoX, OPT, OLMo, ...).
 ==============================  =====================================================
 
 Attention patterns: Hugging Face returns attention weights only from the ``"eager"``
-attention implementation (``sdpa`` and flash kernels never form them). Attaching to
-``hook_pattern`` on a model loaded otherwise raises :class:`ConfigError` asking to load
-it with ``attn_implementation="eager"``; every other site works with any implementation.
-Eager attention always forms the pattern, so capturing it adds no computation.
+attention implementation (``sdpa`` and flash kernels never form them). Naming
+``hook_pattern`` on a model loaded otherwise raises :class:`ConfigError` asking for eager
+attention; a wildcard (``"*"``, ``blocks.*``) or a predicate leaves the patterns out there
+(``unavailable()`` says why); every other site works with any implementation. Eager
+attention always forms the pattern, so capturing it adds no computation.
 
-Every site may also *replace* its activation (``fn`` returns a tensor), except
-``hook_pattern``, whose replacement would not reach the output (the weights were
-already applied) and so raises.
+Every site may also *replace* its activation (``fn`` returns a tensor of the same shape), or
+edit it in place (honoured, also where the site hands out a copy), except ``hook_pattern``
+and the ungrouped ``hook_k``/``hook_v``, whose edit would not reach the output (the weights
+were already applied; the ungrouped tensor is a copy) and so raises.
 """
 
 from __future__ import annotations
@@ -117,14 +119,20 @@ class _PatternSite(_OutputSite):
         self.model = model
         self.weights_flag = weights_flag
 
-    def attach(self, fn: ActivationFn):
+    def unavailable(self) -> str | None:
+        """Why this model cannot show its pattern (not eager attention), or None."""
         impl = getattr(self.model.config, "_attn_implementation", None)
-        if impl != "eager":
-            raise ConfigError(
-                f"attention patterns need eager attention, but this model uses "
+        if impl == "eager":
+            return None
+        return (f"attention patterns need eager attention, but this model uses "
                 f"attn_implementation={impl!r}: load it with "
-                f"from_pretrained(..., attn_implementation=\"eager\")"
-            )
+                f"from_pretrained(..., attn_implementation=\"eager\") or call "
+                f"model.set_attn_implementation(\"eager\")")
+
+    def attach(self, fn: ActivationFn):
+        why = self.unavailable()
+        if why is not None:
+            raise ConfigError(why)
         handle = super().attach(fn)
         if self.weights_flag is None:
             return handle

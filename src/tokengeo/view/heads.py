@@ -13,12 +13,15 @@ For layer ``l`` and head ``h`` of a model on one input of ``T`` tokens:
   ``(I - P) V``.
 
 Both come from one forward pass with :func:`tokengeo.probes.capture.capture`, on tokengeo
-models and on Hugging Face models (:mod:`tokengeo.probes.hf_sites`; those must be loaded with
-``attn_implementation="eager"`` to expose ``P``).
+models and on Hugging Face models (:mod:`tokengeo.probes.hf_sites`; a model loaded with
+another attention implementation runs that pass with eager attention, which forms ``P``,
+and gets its own back: :func:`eager_attention`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -76,6 +79,24 @@ def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]
                           f"head kinds, but its hooks show {n_layers} layers x {n_heads} heads; "
                           "the explorer cannot tell which heads are Laplacian")
     return per_layer
+
+
+@contextmanager
+def eager_attention(model: nn.Module) -> Iterator[None]:
+    """A Hugging Face model (or a tokengeo wrapper of one) runs with eager attention, the
+    readable softmax that forms ``P`` (sdpa and flash kernels never do), and gets its own
+    implementation back afterwards: the explorer shows any model as it is loaded, from the
+    command line and from ``show()`` alike. The Laplacian heads do not depend on it."""
+    inner = wrapped_hf_model(model) or model
+    impl = getattr(getattr(inner, "config", None), "_attn_implementation", "eager")
+    if not is_hf_model(inner) or impl == "eager":
+        yield
+        return
+    inner.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        inner.set_attn_implementation(impl)
 
 
 def check_text_model(model: nn.Module) -> None:
@@ -140,7 +161,7 @@ def extract_heads(model: nn.Module, input_ids: torch.Tensor, tokens: list[str], 
     if len(tokens) != input_ids.shape[1]:
         raise ConfigError(f"{len(tokens)} token strings for {input_ids.shape[1]} token ids")
     device = next((p.device for p in model.parameters()), input_ids.device)
-    with capture(model, [P_PATTERN, Z_PATTERN], device="cpu") as cache:
+    with eager_attention(model), capture(model, [P_PATTERN, Z_PATTERN], device="cpu") as cache:
         forward_tokens(model, input_ids.to(device))
         p_names = sorted((n for n in cache if n.endswith("hook_pattern")), key=layer_index)
         z_names = sorted((n for n in cache if n.endswith("hook_z")), key=layer_index)

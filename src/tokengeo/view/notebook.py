@@ -65,8 +65,9 @@ def show(model: nn.Module | str, text_or_ids: str | torch.Tensor | list[int], *,
          max_tokens: int | None = None, height: int = 760) -> HeadsView:
     """The explorer of ``model`` on one text (or ``(T,)`` / ``(1, T)`` token ids).
 
-    ``model``: a tokengeo or supported Hugging Face model (HF: loaded with
-    ``attn_implementation="eager"``), or a name ``tokengeo view --model`` takes ('minilm',
+    ``model``: a tokengeo or supported Hugging Face model (whatever its attention
+    implementation: the pass that forms ``P`` runs with eager attention, as ``tokengeo view``
+    does), or a name ``tokengeo view --model`` takes ('minilm',
     'smollm2-135m', hf:FOLDER, a train run folder). ``tokenizer`` (for a model object):
     anything with ``encode``/``decode`` (tokengeo's, Hugging Face's); it encodes a text and
     labels the tokens. ``colour``: ``"log"`` (default: readable beside an attention sink),
