@@ -18,6 +18,7 @@ from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models.config import TransformerConfig
 from tokengeo.nn.block import Block
+from tokengeo.nn.norm import HookedLayerNorm
 
 
 class TokengeoModel(nn.Module):
@@ -52,7 +53,7 @@ class TokengeoModel(nn.Module):
 
     def make_final_norm(self) -> nn.Module:
         cfg = self.config
-        return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+        return HookedLayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
 
     def stream_to_tokens(self, h: torch.Tensor) -> torch.Tensor:
         """The blocks' residual stream as tokens (B, T, width), as hooks see it."""

@@ -6,7 +6,8 @@ returned before), with TransformerLens' conveniences:
 * ``cache["z", 3]`` is ``cache["blocks.3.attn.hook_z"]`` (``cache["resid_post", -1]`` the last
   block's, counting from the model's number of blocks); short names are those of
   :func:`act_name` (``resid_pre``, ``resid_mid``, ``resid_post``, ``attn_out``, ``mlp_out``,
-  ``q``, ``k``, ``v``, ``z``, ``pattern``, ``embed``, ``final``);
+  ``q``, ``k``, ``v``, ``z``, ``pattern``, ``attn_scores``, ``result``, ``pre``, ``post`` (the
+  MLP's), ``embed``, ``pos_embed``, ``final``);
 * ``cache.stack_layers("resid_post")`` is ``torch.stack([cache["resid_post", l] for l in
   range(L)])``, ``(L, ...)``;
 * ``cache.stack_by_head("z")`` puts every (layer, head) first: ``(L*H, B, T, Dh)`` for
@@ -34,7 +35,9 @@ import torch
 
 from tokengeo.errors import ConfigError
 
-ATTENTION_SITES = ("q", "k", "v", "z", "pattern")
+ATTENTION_SITES = ("q", "k", "v", "z", "pattern", "attn_scores", "result")
+MLP_SITES = ("pre", "post")
+_HEADS_SECOND = ("pattern", "attn_scores")  # stored (B, H, T, T); the others (B, T, H, ...)
 _LAYER = re.compile(r"^blocks\.(\d+)\.(.+)$")
 
 
@@ -44,7 +47,10 @@ def act_name(name: str, layer: int | None = None) -> str:
     "hook_embed"``. A full name (containing ``hook_``) is returned unchanged."""
     if "hook_" in name:
         return name
-    suffix = f"attn.hook_{name}" if name in ATTENTION_SITES else f"hook_{name}"
+    if name in ATTENTION_SITES:
+        suffix = f"attn.hook_{name}"
+    else:
+        suffix = f"mlp.hook_{name}" if name in MLP_SITES else f"hook_{name}"
     return suffix if layer is None else f"blocks.{layer}.{suffix}"
 
 
@@ -124,7 +130,7 @@ class ActivationCache(dict):
             raise ConfigError(f"{suffix!r} has no head axis; stack_by_head takes one of "
                               f"{', '.join(ATTENTION_SITES)}")
         stacked = self.stack_layers(suffix)  # (L, B, T, H, Dh) or (L, B, H, T, T)
-        axis = 2 if short == "pattern" else stacked.ndim - 2
+        axis = 2 if short in _HEADS_SECOND else stacked.ndim - 2
         heads = stacked.movedim(axis, 1)  # (L, H, ...)
         L, H = heads.shape[:2]
         out = heads.reshape(L * H, *heads.shape[2:])
