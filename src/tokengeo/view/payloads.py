@@ -10,13 +10,21 @@ import zlib
 import torch
 
 from tokengeo.errors import ConfigError
-from tokengeo.view.encode import LOG_DECADES, quantise, quantise_relative, thumbnail
+from tokengeo.view.encode import (
+    LOG_DECADES,
+    fit_decades,
+    quantise,
+    quantise_relative,
+    thumbnail,
+)
 from tokengeo.view.heads import HeadMaps
 
 THUMB = 40  # thumbnail side in cells (max-pooled when the text is longer)
-# How P is coloured (and stored): "log" (default) spans LOG_DECADES decades below each head's
-# largest weight, so an attention sink (SmolLM2's first token takes most of every row) leaves
-# the other weights readable; "linear" is 0 ... max P, where a sink flattens the rest; "row"
+# How P is coloured (and stored): "log" (default) spans the decades below each head's largest
+# weight that the text's weights fill (:func:`~tokengeo.view.encode.fit_decades`: one or two on
+# a short sentence, up to LOG_DECADES beside an attention sink, where SmolLM2's first token
+# takes most of every row), so both read; "linear" is 0 ... max P, where a sink flattens the
+# rest; "row"
 # scales each query row (linearly) to its own largest weight. Any of them can leave chosen key
 # tokens (columns, e.g. an attention sink at 0) out of the scale: :func:`p_scales`.
 COLOURS = ("log", "linear", "row")
@@ -68,8 +76,8 @@ def heads_payload(maps: HeadMaps, *, text_source: str = "", colour: str = "log",
     exclude = check_exclude(exclude, T)
     P = maps.P.detach().float()  # (L, H, T, T)
     scale = p_scales(P, colour, exclude)  # (L, H, 1, 1) or (L, H, T, 1)
-    decades = LOG_DECADES if colour == "log" else 0
-    p_codes = quantise_relative(P, scale, decades=decades)  # (L, H, T, T)
+    decades = _decades(P, scale, exclude) if colour == "log" else 0
+    p_codes = quantise_relative(P, scale, decades=decades, masked_zero=True)  # (L, H, T, T)
     s_codes, s_scale = quantise(maps.S, signed=True, dims=2)
     chunks, heads = {}, []
     for l in range(L):
@@ -81,7 +89,7 @@ def heads_payload(maps: HeadMaps, *, text_source: str = "", colour: str = "log",
     peak = scale.clamp_min(1e-12)  # (L, H, 1, 1) or (L, H, T, 1)
     small = thumbnail((P / peak).clamp(0, 1), THUMB)  # (L, H, s, s), max 1
     if colour == "log":  # the page draws thumbnail codes linearly: log them here
-        small = (torch.log10(small.clamp_min(1e-30)) / LOG_DECADES + 1).clamp(0, 1)
+        small = (torch.log10(small.clamp_min(1e-30)) / decades + 1).clamp(0, 1)
     thumbs, _ = quantise(small * 1.0, signed=False)
     size = thumbs.shape[-1]
     payload = {
@@ -92,6 +100,16 @@ def heads_payload(maps: HeadMaps, *, text_source: str = "", colour: str = "log",
             zlib.compress(thumbs.numpy().tobytes(), 6)).decode("ascii")},
     }
     return payload, chunks
+
+
+def _decades(P: torch.Tensor, scale: torch.Tensor, exclude: tuple[int, ...]) -> float:
+    """The log scale's span for this text: fitted to the weights over their heads' scales,
+    the excluded key columns left out."""
+    ratios = P / scale.clamp_min(1e-30)  # (L, H, T, T)
+    if exclude:
+        keep = [j for j in range(P.shape[-1]) if j not in exclude]
+        ratios = ratios[..., keep]
+    return fit_decades(ratios.clamp(0, 1), most=LOG_DECADES)
 
 
 def _row_and_excluded(P: torch.Tensor, scale: torch.Tensor, colour: str,

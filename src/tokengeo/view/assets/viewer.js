@@ -90,6 +90,9 @@
     if (w) { c.style.width = w + "px"; c.style.height = h + "px"; }
     return c;
   }
+  // a masked cell of P (weight exactly 0: a causal or padding mask): light grey, never a colour
+  // of the scale, so that it cannot be read as a small weight
+  const MASKED = (255 << 24) | (0xe4 << 16) | (0xe4 << 8) | 0xe4;
   function hexOf(m, k) {
     return "#" + [0, 1, 2].map((c) => m[3 * k + c].toString(16).padStart(2, "0")).join("");
   }
@@ -233,6 +236,9 @@
         for (let k = 0; k < T * T; k++) px[k] = off[codes.P[k]];
         for (let i = 0; i < T; i++) px[i * T + i] = diag[codes.P[i * T + i]];
       }
+      if (kind !== "S") { // code 0 is kept for weights exactly 0 (masked)
+        for (let k = 0; k < T * T; k++) if (codes.P[k] === 0 && k % (T + 1) !== 0) px[k] = MASKED;
+      }
       return img;
     }
 
@@ -251,7 +257,11 @@
     const panelsEl = el("div", { class: "panels" });
     const info = el("div", { id: "info" });
     const strip = el("div", { id: "tokens" });
-    const main = el("div", { id: "main" }, title, el("div", { class: "controls" }, scaleBtn), panelsEl, info, strip);
+    const tokKind = el("button", { onclick: () => { st.tokKind = st.tokKind === "P" ? "S" : "P"; colourTokens(); } });
+    const tokHead = el("div", { class: "muted", id: "tokhead" });
+    st.tokKind = "P";
+    const main = el("div", { id: "main" }, title, el("div", { class: "controls" }, scaleBtn), panelsEl, info,
+      el("div", { class: "controls" }, tokKind, tokHead), strip);
     app.replaceChildren(hdr, el("div", { id: "layout" }, side, main));
 
     // thumbnails: L rows x H columns, P of each head scaled to its own maximum (max-pooled)
@@ -356,7 +366,8 @@
       ctx.strokeStyle = "#999"; ctx.strokeRect(p.margin - 0.5, p.margin - 0.5, p.M + 1, p.M + 1);
       drawLabels(ctx, p.M, p.margin, null);
       Object.assign(p, { lim, img, off, codes, hd });
-      p.scale.textContent = "rows: query token i, columns: token j · colour " + scaleText(p.kind, lim);
+      p.scale.textContent = "rows: query token i, columns: token j · colour " + scaleText(p.kind, lim) +
+        (p.kind !== "S" ? " · grey: masked (P exactly 0)" : "");
       const dv = KINDS[p.kind].diverging;
       const low = dv ? "−" + fmt(lim) : p.kind === "P" && D.p_log ? fmt(lim * Math.pow(10, -D.p_log)) : "0";
       p.bar.replaceChildren(el("span", { text: low }), barCanvas(dv, 180, 10),
@@ -394,10 +405,29 @@
       }
       for (const k of want) { drawPanel(TG.panels[k], codes, hd); drawOverlay(TG.panels[k]); }
       updateInfo();
+      colourTokens();
       TG.timings.render = performance.now() - t0;
       TG.ready = true;
       document.body.dataset.ready = `${l}-${h}`;
       load(l, (h + 1) % D.H); // prefetch the next head
+    }
+    // the text coloured by one row of the selected head (as CircuitsVis' coloured tokens): token
+    // j takes the colour of cell (i, j) of the P or S panel, i the hovered token (or the last)
+    function colourTokens() {
+      const p = TG.panels[st.tokKind];
+      tokKind.textContent = "tokens coloured by: " + (st.tokKind === "P" ? "attention P" : "similarity S");
+      if (!p || !p.img) return;
+      const i = st.hover ? st.hover.i : T - 1, px = p.img.data;
+      tokHead.textContent = `row ${i} “${showTok(tokens[i])}”: ` + (st.tokKind === "P"
+        ? "how much it attends to each token" : "how alike its head output is to each token's") +
+        " (hover a token or a cell to change the row)";
+      TG.tokenSpans.forEach((s, j) => {
+        const k = 4 * (i * T + j), [r, g, b] = [px[k], px[k + 1], px[k + 2]];
+        s.style.background = `rgb(${r},${g},${b})`;
+        s.style.color = 0.299 * r + 0.587 * g + 0.114 * b < 128 ? "#fff" : "#000";
+        s.classList.toggle("row", j === i);
+      });
+      TG.tokenColours = TG.tokenSpans.map((s) => s.style.background);
     }
     function markSelected() {
       for (const c of TG.thumbs) c.classList.toggle("selected", +c.dataset.l === st.l && +c.dataset.h === st.h);
@@ -414,6 +444,7 @@
       for (const p of Object.values(TG.panels)) drawOverlay(p);
       TG.tokenSpans.forEach((s, k) => s.classList.toggle("hl", !!hv && (k === hv.i || k === hv.j)));
       updateInfo();
+      colourTokens();
     }
     function topOfRow(arr, i, valueOf, n, abs) {
       const idx = [];
@@ -531,7 +562,7 @@
       const s = panelSize();
       if (s !== st.size) { st.size = s; st.resized = true; render(); }
     });
-    Object.assign(TG, { select, setHover, setScale, exportPanel, load, value: (k, i, j) => {
+    Object.assign(TG, { select, setHover, setScale, exportPanel, load, colourTokens, value: (k, i, j) => {
       const p = TG.panels[k]; return value(k, p.codes, p.hd, i, j); } });
     select(0, 0);
   }
