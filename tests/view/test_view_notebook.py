@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import tokengeo
-from tokengeo.view import show
 from tokengeo.errors import ConfigError
+from tokengeo.view import show
 from tokengeo.view.encode import LOG_DECADES, dequantise, dequantise_log, quantise, quantise_log
 from tokengeo.view.heads import HeadMaps
 from tokengeo.view.payloads import heads_payload

@@ -81,9 +81,10 @@ def show(model: nn.Module | str, text_or_ids: str | torch.Tensor | list[int], *,
     'smollm2-135m', hf:FOLDER, a train run folder). ``tokenizer`` (for a model object):
     anything with ``encode``/``decode`` (tokengeo's, Hugging Face's); it encodes a text and
     labels the tokens. ``colour``: ``"log"`` (default: as many decades as the text's weights
-    span, so that a short sentence and an attention sink both read), ``"linear"`` or ``"row"`` (each query row to its own largest weight). ``exclude``: key
-    token positions left out of the colour scale (``exclude=[0]`` for SmolLM2's sink on the
-    first token); their cells are clipped, the hover shows their exact weights.
+    span, so that a short sentence and an attention sink both read), ``"linear"`` or
+    ``"row"`` (each query row to its own largest weight). ``exclude``: key token positions
+    left out of the colour scale (``exclude=[0]`` for SmolLM2's sink on the first token);
+    their cells are clipped, the hover shows their exact weights.
     ``max_tokens``: keep the first that many tokens (a positive int). ``height``: the frame's
     height in pixels (a positive int); default: the height of the page.
 
