@@ -72,7 +72,7 @@ def test_show_renders_inline_in_chromium_without_network(tmp_path):
         assert page.evaluate(f"{frame}.document.querySelectorAll('.panel').length") == 2
         assert page.evaluate(f"{frame}.TG.thumbs.length") == 6
         scale = page.evaluate(f"{frame}.document.querySelector('.panel .scale').textContent")
-        decades = heads_payload(view.maps)[0]["p_log"]
+        decades = heads_payload(view.maps)[0]["heads"][0]["p_log"]  # head (0, 0)
         assert "log," in scale and f"{decades:g} decades" in scale and "grey: masked" in scale
         P = view.maps.P[0, 0]
         bound = 10 ** (decades / 508) - 1

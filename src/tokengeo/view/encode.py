@@ -82,13 +82,14 @@ def quantise_log(x: torch.Tensor, *, decades: float = LOG_DECADES, dims: int = 0
     return codes.to(torch.uint8), scale
 
 
-def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *, decades: float = 0,
-                      masked_zero: bool = False) -> torch.Tensor:
+def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *,
+                      decades: float | torch.Tensor = 0, masked_zero: bool = False
+                      ) -> torch.Tensor:
     """uint8 codes of a non-negative ``x`` relative to a given ``scale`` (broadcastable, e.g.
     one per head ``(L, H, 1, 1)`` or per row ``(L, H, T, 1)``), cells above it clipped to the
     top code: ``round(255 r)`` with ``r = min(x / scale, 1)``, or with ``decades > 0`` the
     log codes of :func:`quantise_log` (``q = 1 + round(254 (1 + log10(r) / D))``, 0 below the
-    floor). A zero scale counts as 1. With ``scale = max(x)`` these are the codes of
+    floor; ``decades`` a number or, like ``scale``, one per head). A zero scale counts as 1. With ``scale = max(x)`` these are the codes of
     :func:`quantise` / :func:`quantise_log`. ``masked_zero``: code 0 means exactly 0 (a
     masked cell of P), a positive weight below the first step gets code 1."""
     x = x.detach().float()
@@ -99,7 +100,7 @@ def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *, decades: float = 
         raise ConfigError("a colour-scaled matrix holds negative values; store it signed")
     scale = scale.float()
     r = (x / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(0, 1)
-    if not decades:
+    if not isinstance(decades, torch.Tensor) and not decades:
         codes = torch.round(r * 255)
     else:
         rel = torch.log10(r.clamp_min(1e-30)) / decades + 1  # 0 at the floor, 1 at the scale
@@ -110,7 +111,7 @@ def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *, decades: float = 
     return codes.to(torch.uint8)
 
 
-def fit_decades(ratios: torch.Tensor, *, most: float = LOG_DECADES, quantile: float = 0.02,
+def fit_decades(ratios: torch.Tensor, *, most: float = LOG_DECADES, quantile: float = 0.05,
                 sample: int = 1 << 20) -> float:
     """How many decades a log colour scale needs for these ``ratios`` (weights over their
     scale, in (0, 1]): ``-log10`` of their ``quantile``, rounded up to a half decade, between

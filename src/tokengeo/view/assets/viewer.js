@@ -140,10 +140,13 @@
     }
 
     // ----- values and scales -----
+    // decades of the head's log scale (fitted per head; 0: linear)
+    function decOf(hd) { return D.p_log ? (hd.p_log || D.p_log) : 0; }
     function valueFns(hd) {
       const ps = hd.p_scale, ss = hd.s_scale;
-      // P codes: linear (c / 255 of max P) or, with D.p_log decades, log (encode.quantise_log)
-      const pv = D.p_log ? (c) => (c === 0 ? 0 : ps * Math.pow(10, D.p_log * ((c - 1) / 254 - 1)))
+      // P codes: linear (c / 255 of max P) or, with the head's decades, log (encode.quantise_log)
+      const dl = decOf(hd);
+      const pv = dl ? (c) => (c === 0 ? 0 : ps * Math.pow(10, dl * ((c - 1) / 254 - 1)))
         : (c) => (c / 255) * ps;
       return {
         P: pv,
@@ -209,8 +212,8 @@
       return lim > 0 ? lim : 1;
     }
     // log colour scale of P: 0 at lim 10^-decades (and below), 1 at lim
-    function logPosition(v, lim) {
-      return v <= 0 ? 0 : Math.max(0, Math.min(1, 1 + Math.log10(v / lim) / D.p_log));
+    function logPosition(v, lim, dl) {
+      return v <= 0 ? 0 : Math.max(0, Math.min(1, 1 + Math.log10(v / lim) / dl));
     }
     function rgbaImage(kind, codes, hd, lim) {
       const f = valueFns(hd), dv = KINDS[kind].diverging;
@@ -227,7 +230,7 @@
         }
       }
       else if (kind === "P") {
-        const t = D.p_log ? codeTable((c) => logPosition(f.P(c), lim), 1, false) : codeTable(f.P, lim, false);
+        const t = D.p_log ? codeTable((c) => logPosition(f.P(c), lim, decOf(hd)), 1, false) : codeTable(f.P, lim, false);
         for (let k = 0; k < T * T; k++) px[k] = t[codes.P[k]];
       }
       else if (kind === "S") { const t = codeTable(f.S, lim, true); for (let k = 0; k < T * T; k++) px[k] = t[codes.S[k]]; }
@@ -342,12 +345,12 @@
       ctx.fillText(t, 0, 0);
       ctx.restore();
     }
-    function scaleText(kind, lim) {
+    function scaleText(kind, lim, hd) {
       const how = st.scale === "max" ? "largest |value| of this head" : "99th percentile of |value| (beyond: clipped)";
       const without = EXCL.length ? ` without key token${EXCL.length > 1 ? "s" : ""} ${EXCL.join(", ")}, clipped above` : "";
       const top = (st.scale === "max" ? "max P of this head" : "99th percentile of P") + without;
       if (kind === "P" && ROW) return `linear per query row i, 0 … each row's max P${without}`;
-      if (kind === "P" && D.p_log) return `log, ${fmt(lim * Math.pow(10, -D.p_log))} … ${fmt(lim)} (${D.p_log} decades below the ${top})`;
+      if (kind === "P" && D.p_log) return `log, ${fmt(lim * Math.pow(10, -decOf(hd)))} … ${fmt(lim)} (${decOf(hd)} decades below the ${top})`;
       if (kind === "P") return `linear, 0 … ${fmt(lim)} (${top})`;
       return `diverging, centred at 0: −${fmt(lim)} … 0 … +${fmt(lim)} (${how})`;
     }
@@ -366,10 +369,10 @@
       ctx.strokeStyle = "#999"; ctx.strokeRect(p.margin - 0.5, p.margin - 0.5, p.M + 1, p.M + 1);
       drawLabels(ctx, p.M, p.margin, null);
       Object.assign(p, { lim, img, off, codes, hd });
-      p.scale.textContent = "rows: query token i, columns: token j · colour " + scaleText(p.kind, lim) +
+      p.scale.textContent = "rows: query token i, columns: token j · colour " + scaleText(p.kind, lim, hd) +
         (p.kind !== "S" ? " · grey: masked (P exactly 0)" : "");
       const dv = KINDS[p.kind].diverging;
-      const low = dv ? "−" + fmt(lim) : p.kind === "P" && D.p_log ? fmt(lim * Math.pow(10, -D.p_log)) : "0";
+      const low = dv ? "−" + fmt(lim) : p.kind === "P" && D.p_log ? fmt(lim * Math.pow(10, -decOf(hd))) : "0";
       p.bar.replaceChildren(el("span", { text: low }), barCanvas(dv, 180, 10),
         el("span", { text: p.kind === "P" && ROW ? "row max" : (dv ? "+" : "") + fmt(lim) }));
       TG.timings["draw_" + p.kind] = performance.now() - t0;
@@ -500,7 +503,7 @@
       const ticks = [];
       for (let i = 0; i < T; i += showEvery) ticks.push(i);
       const heading = `${KINDS[kind].title} — layer ${st.l}, head ${st.h} (${p.hd.kind}), ${D.model || ""}`;
-      const legend = "colour " + scaleText(kind, p.lim);
+      const legend = "colour " + scaleText(kind, p.lim, p.hd);
       const dv = KINDS[kind].diverging;
       if (format === "png") {
         const c = el("canvas", { width: W, height: H }), ctx = c.getContext("2d");
