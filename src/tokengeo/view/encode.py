@@ -89,7 +89,8 @@ def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *,
     one per head ``(L, H, 1, 1)`` or per row ``(L, H, T, 1)``), cells above it clipped to the
     top code: ``round(255 r)`` with ``r = min(x / scale, 1)``, or with ``decades > 0`` the
     log codes of :func:`quantise_log` (``q = 1 + round(254 (1 + log10(r) / D))``, 0 below the
-    floor; ``decades`` a number or, like ``scale``, one per head). A zero scale counts as 1. With ``scale = max(x)`` these are the codes of
+    floor; ``decades`` a number or, like ``scale``, one per head). A zero scale counts as 1.
+    With ``scale = max(x)`` these are the codes of
     :func:`quantise` / :func:`quantise_log`. ``masked_zero``: code 0 means exactly 0 (a
     masked cell of P), a positive weight below the first step gets code 1."""
     x = x.detach().float()

@@ -21,12 +21,12 @@ from tokengeo.view.heads import HeadMaps
 
 THUMB = 40  # thumbnail side in cells (max-pooled when the text is longer)
 # How P is coloured (and stored): "log" (default) spans the decades below each head's largest
-# weight that the head's weights on this text fill (:func:`~tokengeo.view.encode.fit_decades`: one or two on
-# a short sentence, up to LOG_DECADES beside an attention sink, where SmolLM2's first token
-# takes most of every row), so both read; "linear" is 0 ... max P, where a sink flattens the
-# rest; "row"
-# scales each query row (linearly) to its own largest weight. Any of them can leave chosen key
-# tokens (columns, e.g. an attention sink at 0) out of the scale: :func:`p_scales`.
+# weight that the head's weights on this text fill (:func:`~tokengeo.view.encode.fit_decades`:
+# one or two on a short sentence, up to LOG_DECADES beside an attention sink, where SmolLM2's
+# first token takes most of every row), so both read; "linear" is 0 ... max P, where a sink
+# flattens the rest; "row" scales each query row (linearly) to its own largest weight. Any of
+# them can leave chosen key tokens (columns, e.g. an attention sink at 0) out of the scale:
+# :func:`p_scales`.
 COLOURS = ("log", "linear", "row")
 
 
@@ -97,7 +97,8 @@ def heads_payload(maps: HeadMaps, *, text_source: str = "", colour: str = "log",
     payload = {
         "kind": "heads", "model": maps.model, "source": text_source, "tokens": maps.tokens,
         "L": L, "H": H, "T": T, "heads": heads, "notes": maps.notes,
-        "p_log": 0 if decades is None else float(decades.max()), "colour": colour, "p_exclude": list(exclude),
+        "p_log": 0 if decades is None else float(decades.max()), "colour": colour,
+        "p_exclude": list(exclude),
         "thumbs": {"size": size, "data": base64.b64encode(
             zlib.compress(thumbs.numpy().tobytes(), 6)).decode("ascii")},
     }
