@@ -19,7 +19,7 @@ their weight noise. So
   which is 1 in the deterministic run, so every head tracked the same target);
 * ``s2-oscillating-noisy`` keeps our earlier oscillating setting, sigma^2 = 2 (not the
   authors');
-* ``s2-attractive`` (not in the paper): the static, attractive control of issue 42. Frozen
+* ``s2-attractive`` (not in the paper): the static, attractive control. Frozen
   weights D_h = -W_h with W_h = I + Z_h Z_h^T / d positive definite. In this simulator's sign
   (dx_i/dt = -v_i, v_i = (1/H) sum_h P_{x_i} sum_j A^h_ij D_h x_j) the tokens move along
   +sum_j A^h_ij W_h x_j: W_h is the value map of the attention update, and with it positive
@@ -170,11 +170,6 @@ class FlowPreset:
                           n_paths=self.n_paths, seed=self.seed + 1,
                           integrator=self.integrator, record_every=self.record_every)
         return base.replace(**changes)
-
-    def simulate_kwargs(self) -> dict:
-        """Removed: the keyword arguments of the old ``simulate``."""
-        raise ConfigError("FlowPreset.simulate_kwargs() is replaced by flow_config(): "
-                          "simulate(x0, D0, preset.flow_config())")
 
 
 def initial_tokens(
