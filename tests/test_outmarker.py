@@ -9,7 +9,7 @@ import pytest
 
 from tokengeo.cli import main
 from tokengeo.errors import ConfigError
-from tokengeo.outmarker import MARKER, check_replaceable, marker_command
+from tokengeo.outmarker import MARKER, check_output, marker_command
 from tokengeo.runlock import LOCK_NAME, RunLock
 
 
@@ -119,5 +119,5 @@ def test_out_that_is_a_file_is_never_replaced(tmp_path, capsys, corpus, fake_ana
     assert "is a file, not a folder" in one_line(capsys)
     assert out.read_text() == "keep me"
     with pytest.raises(ConfigError, match="is a file, not a folder"):  # also from Python
-        check_replaceable(out, "similarity", overwrite=True)
-    check_replaceable(tmp_path / "new", "similarity", overwrite=False)  # a new folder: fine
+        check_output(out, "similarity", overwrite=True)
+    check_output(tmp_path / "new", "similarity", overwrite=False)  # a new folder: fine

@@ -39,6 +39,7 @@ _LAZY = {
     "Trainer": "tokengeo.train.trainer",
     "train": "tokengeo.train.trainer",
     "HookPoint": "tokengeo.hooks",
+    "to_transformer_lens": "tokengeo.interop",
 }
 
 # subpackages reachable as attributes (``tokengeo.view.show``) without an import of their own;

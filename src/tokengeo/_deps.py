@@ -19,6 +19,8 @@ _EXTRAS = {
     "scipy": ("data", "scipy"),
     "PIL": ("data", "pillow"),
     "ray": ("cluster", "ray"),
+    "transformer_lens": ("interp", "transformer-lens"),
+    "nnsight": ("interp", "nnsight"),
 }
 
 

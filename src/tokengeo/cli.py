@@ -48,6 +48,21 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and argv[0] in COMMANDS else None
     previous = _on_sigterm()
+    sigint = signal.getsignal(signal.SIGINT)
+    try:
+        try:
+            return _main(argv, command)
+        except KeyboardInterrupt as exc:  # a second Ctrl-C while the first was handled
+            _ignore_sigint()
+            terminated = isinstance(exc, Terminated)
+            _say(command, "terminated" if terminated else "interrupted")
+            return 143 if terminated else 130
+    finally:
+        _restore_sigterm(previous)
+        _restore_sigint(sigint)
+
+
+def _main(argv: list[str], command: str | None) -> int:
     try:
         try:
             parser = build_parser_for(argv)
@@ -59,18 +74,46 @@ def main(argv: list[str] | None = None) -> int:
         _say(command, f"error: {exc}")
         return 2
     except KeyboardInterrupt as exc:  # also Terminated (SIGTERM)
+        _ignore_sigint()  # a second Ctrl-C now would only interrupt this message
         terminated = isinstance(exc, Terminated)
         _say(command, "terminated" if terminated else "interrupted")
         return 143 if terminated else 130
     except OSError as exc:
         if exc.errno not in ENVIRONMENT_ERRNOS:
             raise
-        where = f" {exc.filename}:" if exc.filename else ""
-        _say(command, f"error:{where} {exc.strerror}; free disk space, or choose a path you "
-             "can write to")
+        _say(command, f"error: {environment_message(exc)}")
         return 2
-    finally:
-        _restore_sigterm(previous)
+
+
+def environment_message(exc: OSError) -> str:
+    """One line for an error of the environment: the user's path (never a temporary
+    sibling's name) and the fix that fits the cause."""
+    from tokengeo.io import destination_of
+
+    where = f"{destination_of(exc.filename)}: " if exc.filename else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = "free disk space, or choose a path on another disk"
+    elif exc.errno == errno.ENAMETOOLONG:
+        fix = "choose a shorter path"
+    else:  # EACCES, EPERM, EROFS
+        fix = "choose a path you can write to"
+    return f"{where}{exc.strerror}; {fix}"
+
+
+def _ignore_sigint() -> None:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+
+
+def _restore_sigint(previous) -> None:
+    if previous is None:
+        return
+    try:
+        signal.signal(signal.SIGINT, previous)
+    except (ValueError, TypeError):
+        pass
 
 
 def _on_sigterm():

@@ -16,10 +16,10 @@ file. Files and folders get the permissions an ordinary ``open(path, "w")`` /
 
 Every file is created with ``O_EXCL | O_NOFOLLOW`` (a symbolic link planted at the temporary
 name is never followed) and renamed over the destination, which replaces a link there
-instead of writing through it. Reads of small files (configs, sidecars, cells, markers) go
-through :func:`read_small` / :func:`read_json`: opened ``O_NONBLOCK`` (a FIFO or a device
-never blocks), refused unless a regular file, bounded in size, and JSON checked for its
-top-level type::
+instead of writing through it. Reads of small files (configs, sidecars, cells, markers, TOML)
+go through :func:`read_small` / :func:`read_json` / :func:`read_toml`: opened ``O_NONBLOCK``
+(a FIFO or a device never blocks), refused unless a regular file, bounded in size, and JSON
+checked for its top-level type::
 
     read_json(path, dict, limit=1 << 20)  # ConfigError naming the file on any problem
 
@@ -218,6 +218,25 @@ def read_text(path: str | Path, what: str, limit: int = SMALL_FILE) -> str:
                           ) from None
 
 
+def read_toml(path: str | Path, what: str, limit: int = 1 << 20) -> dict[str, Any]:
+    """The tables of the TOML file ``path`` (``what`` names it in errors: ``config file
+    'x.toml'``, ``suite config ...``), read as a bounded regular file (:func:`read_text`: a
+    FIFO never blocks, a folder or a file over ``limit`` bytes is refused); ConfigError
+    with one line on any problem: the one TOML reader of tokengeo."""
+    import tomllib
+
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} is a folder; give a TOML file")
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"{what} does not exist; give a TOML file")
+    text = read_text(path, what, limit)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} is not valid TOML: {exc}") from None
+
+
 def _require_regular(fd: int, path: Path) -> None:
     import stat
 
@@ -327,6 +346,17 @@ def member_path(root: str | Path, name: str) -> Path | None:
 def is_temporary(name: str) -> bool:
     """Whether the file name ``name`` is one of tokengeo's temporaries (see :data:`TMP_NAME`)."""
     return TMP_NAME.fullmatch(name) is not None
+
+
+def destination_of(path: str | Path) -> str:
+    """The path a temporary sibling stands for (``.tmp-probe.json-1a2b3c4d`` ->
+    ``probe.json`` in the same folder), or ``path`` itself: what a message names."""
+    path = Path(path)
+    if not is_temporary(path.name):
+        return str(path)
+    name = path.name[len(TMP_PREFIX):].rsplit("-", 1)[0]
+    name = name.removeprefix("old-")  # a folder moved aside while replaced
+    return str(path.with_name(name))
 
 
 def remove_temporaries(folder: str | Path) -> None:

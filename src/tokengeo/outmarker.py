@@ -10,11 +10,14 @@
 
 A file the marker does not list (a user's ``notes.txt``, a ``report.md`` in a folder no
 tokengeo command made) makes the folder refused with one line naming the file, even with
-``--overwrite``. ``--overwrite`` removes only files that the marker lists; a command that
-resumes (``reproduce``, ``train --resume``) never removes anything::
+``--overwrite``, which replaces only a folder whose every file the marker lists (another
+command's files there count when their sidecar vouches for them: :func:`vouched_files`); a command
+that resumes (``reproduce``, ``train --resume``) never removes anything::
 
-    claim_output(out, "flow", overwrite=args.overwrite)   # before anything is written
-    check_output(out, "similarity", overwrite=...)         # the same check, writing nothing
+    check_output(out, "similarity", overwrite=...)   # the rule, writing nothing
+
+Commands apply it through :func:`tokengeo.outfolder.output_folder`, which also locks the
+folder, writes the marker and makes ``--overwrite`` a swap.
 
 A symbolic link under ``--out`` is refused too: a write through it would land outside
 (only where every write is an atomic rename, a reproduce output's ``cells/``, is a linked
@@ -55,6 +58,11 @@ RUN_FILES = (*OUTPUTS["train"], MARKER, LOCK_NAME, "converted.json", "curve.json
 # where every write is an atomic rename, which replaces a link to a file instead of writing
 # through it (a damaged cell there is recomputed); links elsewhere are refused
 ATOMIC_ONLY: dict[str, tuple[str, ...]] = {"reproduce": ("cells/",)}
+# commands that write single files into folders they share (with the user, or with another
+# command's output: ``probe RUN``, ``view --out RUN/page.html``), each file vouched for by a
+# sidecar ``.<name>.tokengeo.json`` holding its SHA-256 (see vouched_files)
+FILE_WRITERS = ("probe", "view")
+SIDECAR = re.compile(r"\.(.+)\.tokengeo\.json")
 # a run folder the library wrote before markers existed is recognised by these files
 SIGNATURES: dict[str, str] = {"train": "config.json", "reproduce": "cells/*"}
 
@@ -138,7 +146,7 @@ def _pattern(pattern: str) -> re.Pattern:
 def check_output(out: str | Path, command: str, *, overwrite: bool = False,
                  resume: bool = False) -> list[str]:
     """Refuse ``out`` unless the ``--out`` rule allows ``command`` to write there; return the
-    files an ``--overwrite`` would remove (``[]`` for a new or empty folder). Writes nothing.
+    files an ``--overwrite`` would replace (``[]`` for a new or empty folder). Writes nothing.
 
     ``resume``: the command continues a previous output of its own (no ``--overwrite``
     needed, nothing removed).
@@ -179,7 +187,8 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
             f"first file {files[0]!r}), so tokengeo will not write there{tail}; choose "
             "another --out or empty it yourself")
     runs: dict[Path, bool] = {}
-    foreign = [f for f in files if not _listed(f, OUTPUTS[command])
+    others = vouched_files(out, files)  # another command's files, unchanged: never foreign
+    foreign = [f for f in files if not _listed(f, OUTPUTS[command]) and f not in others
                and not (command == "reproduce" and _run_file(out, f, runs))]
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
@@ -197,39 +206,12 @@ def check_output(out: str | Path, command: str, *, overwrite: bool = False,
     return files
 
 
-def claim_output(out: str | Path, command: str, *, overwrite: bool = False,
-                 resume: bool = False) -> Path:
-    """Apply the ``--out`` rule (:func:`check_output`), remove the previous output's files
-    when overwriting, and mark ``out`` as ``command``'s output; return ``out``."""
-    out = Path(out).expanduser()
-    doomed = check_output(out, command, overwrite=overwrite, resume=resume)
-    for rel in doomed:
-        (out / rel).unlink(missing_ok=True)
-    _remove_empty_folders(out, doomed)
-    out.mkdir(parents=True, exist_ok=True)
-    write_marker(out, command)
-    return out
-
-
-def _remove_empty_folders(out: Path, removed: list[str]) -> None:
-    """Folders that held removed files and are now empty, innermost first."""
-    parents = {p for rel in removed for p in Path(rel).parents if str(p) != "."}
-    for rel in sorted(parents, key=lambda p: -len(p.parts)):
-        try:
-            (out / rel).rmdir()
-        except OSError:
-            pass
-
-
 def remove_lone_marker(folder: Path) -> None:
     """Remove a marker that is all a folder holds (a run refused after claiming it)."""
     if (folder / MARKER).is_file() and not output_files(folder):
         entries = [p.name for p in folder.iterdir() if p.name != LOCK_NAME]
         if entries == [MARKER]:
             (folder / MARKER).unlink(missing_ok=True)
-
-
-check_replaceable = check_output  # the earlier name
 
 
 # ---- single files written beside a user's own (view's page): a sidecar marker -----------------
@@ -277,6 +259,63 @@ def write_file_marker(path: str | Path, command: str, files: dict[str, list[str]
 
     write_json(file_marker(path), {"command": command, "tokengeo": __version__,
                                    "files": files}, indent=None)
+
+
+def vouched_files(out: Path, files: list[str]) -> set[str]:
+    """The files among ``files`` (under ``out``) that a command of :data:`FILE_WRITERS`
+    wrote and nobody changed since: its sidecar beside them lists each with its current
+    SHA-256 (a page's ``<page>_files/`` too), and the sidecars that vouch for at least one
+    of them. A file of the user's, or an edited copy of ours, is not among them."""
+    vouched: set[str] = set()
+    for rel in files:
+        path = out / rel
+        if SIDECAR.fullmatch(path.name) is None:
+            continue
+        for writer in FILE_WRITERS:
+            recorded = read_file_marker(path.parent / SIDECAR.fullmatch(path.name)[1], writer)
+            base = Path(rel).parent
+            ok = {(base / k).as_posix() for k in recorded
+                  if owned_file(path.parent / k, k, writer, recorded)}
+            if ok:
+                vouched |= {rel, *ok}
+    return vouched
+
+
+def check_own_file(path: str | Path, command: str, what: str) -> Path:
+    """Refuse to write ``path`` (one file tokengeo puts into a folder it shares with the
+    user: ``RUN/probe.json``) unless it is new, or is ``command``'s own unchanged output
+    (its sidecar records its SHA-256); a folder, a link or a FIFO there is refused too.
+    ``what`` names the file in the message. Writes nothing."""
+    from tokengeo.checks import check_output_file
+
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        kind = ("a symbolic link" if path.is_symlink() else
+                "a folder" if path.is_dir() else "not a regular file")
+        raise ConfigError(f"{what} {str(path)!r} is {kind}; tokengeo writes a file there: "
+                          "move it away")
+    check_output_file(what, path)
+    if path.exists() and not owned_file(path, path.name, command,
+                                        read_file_marker(path, command)):
+        raise ConfigError(f"{what} {str(path)!r} exists and `tokengeo {command}` did not "
+                          "write it (or it changed since), so tokengeo will not replace it; "
+                          "move it away")
+    return path
+
+
+def write_own_file(path: str | Path, command: str, what: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically under the rule of :func:`check_own_file`
+    (checked again at the rename) and record it in its sidecar."""
+    import hashlib
+
+    from tokengeo.io import write_bytes
+
+    path = Path(path)
+    write_file_marker(path, command, {path.name: sorted(
+        {*read_file_marker(path, command).get(path.name, []),
+         hashlib.sha256(data).hexdigest()})})
+    write_bytes(path, data, check=lambda: check_own_file(path, command, what))
+    write_file_marker(path, command, {path.name: [hashlib.sha256(data).hexdigest()]})
 
 
 def owned_file(path: str | Path, rel: str, command: str,

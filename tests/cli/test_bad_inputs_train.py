@@ -85,7 +85,7 @@ FLAG_CASES = [
     (["--eval-every", "-1"], "eval_every=-1 must be >= 0"),
     (["--checkpoint-every", "-5"], "checkpoint_every=-5 must be >= 0"),
     (["--precision", "fp64"], "precision='fp64' is not valid"),
-    (["--device", "tpu"], "device='tpu' is not valid"),
+    (["--device", "tpu"], "invalid choice: 'tpu' (choose from 'auto', 'cpu', 'cuda')"),
     (["--task", "bogus"], "unknown task 'bogus'"),
     (["--task", "language-modeling"], "task 'language-modeling' needs language-modeling data"),
     (["--model", "vit-huge"], "unknown model 'vit-huge'"),

@@ -231,7 +231,7 @@ def test_cuda_without_a_gpu_exits_2_before_out_is_touched(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["reproduce", "--gpu", "--device", "cuda", "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "--device cuda but no CUDA device" in err[0]
+    assert code == 2 and len(err) == 1 and "--device cuda, but torch sees no CUDA device" in err[0]
     assert not out.exists()
 
 

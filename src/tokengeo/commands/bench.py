@@ -19,43 +19,27 @@ from tokengeo.checks import check_output_file
 from tokengeo.errors import ConfigError, TokengeoError
 from tokengeo.io import atomic_path, write_json
 
-DEVICES = ("cpu", "cuda")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=[*BENCHMARKS, "all"],
                         help="which benchmark, or all of them")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
+    from tokengeo.commands import flags
+
+    flags.add_device(parser, help="where the benchmark runs")
+    flags.add_quiet(parser)
     parser.add_argument("--json", metavar="PATH", help="also write the JSON result here (a "
                         "new file; --overwrite to replace one)")
     parser.add_argument("--overwrite", action="store_true",
                         help="let --json replace an existing file")
 
 
-def check_device(text: str) -> None:
-    """``cpu``, ``cuda`` or ``cuda:N`` that this torch build and machine have."""
-    import torch
-
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"--device {text!r} is not a device; use one of {list(DEVICES)} "
-                          "(cuda:N for a given GPU)") from None
-    if device.type not in DEVICES:
-        raise ConfigError(f"--device {text!r} is not supported; use one of {list(DEVICES)}")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"--device {text} needs CUDA, which this torch build or machine "
-                              "lacks; use --device cpu")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"--device {text}: this machine has "
-                              f"{torch.cuda.device_count()} CUDA device(s)")
-
-
 def run(args: argparse.Namespace) -> int:
-    check_device(args.device)
-    if args.json:
+    from tokengeo.commands.flags import resolve_device
+
+    args.device = resolve_device(args.device)  # cpu or cuda, before a benchmark starts
+    if args.json is not None:
+        check_json_path(args.json)
         check_output_file("--json", args.json)
         _check_new(args.json, args.overwrite)
     names = list(BENCHMARKS) if args.name == "all" else [args.name]
@@ -66,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     for name in names:
         results.append(_one(name, args, skip_errors=args.name == "all"))
-    if args.json:
+    if args.json is not None:
         payload = results if args.name == "all" else results[0]
         with atomic_path(args.json, check=lambda: _check_new(args.json, args.overwrite)) as tmp:
             write_json(tmp, payload, allow_nan=True)
@@ -80,7 +64,8 @@ def _one(name: str, args: argparse.Namespace, skip_errors: bool) -> dict:
     from tokengeo.bench import registry
 
     bench = registry.benchmark(name)
-    print(f"benchmarking {name} on {args.device} ...", file=sys.stderr, flush=True)
+    if not args.quiet:
+        print(f"benchmarking {name} on {args.device} ...", file=sys.stderr, flush=True)
     try:
         result = registry.run(name, bench.make_config(quick=args.quick, device=args.device))
     except (TokengeoError, ImportError) as err:
@@ -99,6 +84,15 @@ def _text(name: str, result: dict) -> str:
 
         return table(result)
     return json.dumps(result, indent=1, allow_nan=True)
+
+
+def check_json_path(text: str) -> None:
+    """``--json`` names a file: not empty, not ending in a path separator (a folder)."""
+    if not text.strip():
+        raise ConfigError("--json '' names no file; give a path such as --json result.json")
+    if text.endswith(("/", "\\")) or Path(text).name in ("", ".", ".."):
+        raise ConfigError(f"--json {text!r} names a folder (it ends in a separator); give a "
+                          "file path such as --json result.json")
 
 
 def _check_new(path: str, overwrite: bool) -> None:

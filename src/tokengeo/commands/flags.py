@@ -2,12 +2,14 @@
 
 ==================  ====================================================================
 ``--no-figures``    write the numbers, skip the PNG figures (flow, similarity)
-``--quiet``         no progress bar (train, flow, similarity); bars show only on a terminal
-``--device``        ``auto``, ``cpu`` or ``cuda`` (train, view, similarity, probe, flow;
-                    bench: ``cuda:N`` too); ``cuda`` without one: one line, exit 2
+``--quiet``         no progress bar or lines (train, flow, similarity, reproduce, bench);
+                    bars show only on a terminal
+``--device``        ``auto`` (default), ``cpu`` or ``cuda`` on every command that computes
+                    (:mod:`tokengeo.devices`); ``cuda`` without one: one line, exit 2
 ``--threads N``     torch's intra-op CPU threads (train, flow, similarity, probe, view)
 ``--overwrite``     replace this command's previous output in ``--out`` (train, flow,
-                    similarity); a folder the command did not write is never replaced
+                    similarity) by a swap once the new one is complete
+                    (:mod:`tokengeo.outfolder`); a folder it did not write is never replaced
 ``--loggers``       where train's metrics go besides metrics.jsonl (``tensorboard,csv``)
 ==================  ====================================================================
 
@@ -17,8 +19,6 @@
 from __future__ import annotations
 
 import argparse
-
-DEVICES = ("auto", "cpu", "cuda")
 
 
 class DefaultsHelp(argparse.HelpFormatter):
@@ -33,6 +33,16 @@ class DefaultsHelp(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class LegendHelp(DefaultsHelp, argparse.RawDescriptionHelpFormatter):
+    """:class:`DefaultsHelp` that keeps the lines of the epilog (a table's legend)."""
+
+
+def add_legend(parser: argparse.ArgumentParser, legend: str) -> None:
+    """Show ``legend`` (what a printed table's columns mean) at the end of ``--help``."""
+    parser.epilog = legend
+    parser.formatter_class = LegendHelp
+
+
 def add_no_figures(parser: argparse.ArgumentParser, what: str = "the PNG figures") -> None:
     parser.add_argument("--no-figures", action="store_true", help=f"skip {what}")
 
@@ -42,9 +52,14 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
                         help="no progress bar (one shows only when stderr is a terminal)")
 
 
-def add_device(parser: argparse.ArgumentParser, default: str | None = "auto",
-               help: str = "where the model runs (auto: cuda when available)") -> None:
-    parser.add_argument("--device", choices=DEVICES, default=default, help=help)
+def add_device(parser: argparse.ArgumentParser,
+               help: str = "where the model runs") -> None:
+    """``--device auto|cpu|cuda``, default auto, on every command (:mod:`tokengeo.devices`)."""
+    from tokengeo.devices import DEFAULT, DEVICES
+
+    parser.add_argument("--device", choices=DEVICES, default=DEFAULT,
+                        help=f"{help} (auto: cuda when this machine has a CUDA device, else "
+                             "cpu; one GPU of several: CUDA_VISIBLE_DEVICES=N)")
 
 
 def add_threads(parser: argparse.ArgumentParser) -> None:
@@ -72,13 +87,7 @@ def apply_threads(threads: int | None) -> None:
 
 
 def resolve_device(device: str | None) -> str:
-    """``auto`` -> ``cuda`` when available, else ``cpu``; ``cuda`` without one is refused."""
-    import torch
+    """``cpu`` or ``cuda`` for ``--device`` on this machine (:func:`tokengeo.devices.resolve`)."""
+    from tokengeo.devices import resolve
 
-    from tokengeo.errors import ConfigError
-
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda, but torch sees no CUDA device; use --device cpu")
-    return device
+    return resolve(device)

@@ -15,11 +15,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError, MissingDependencyError
 from tokengeo.io import write_json
-from tokengeo.outmarker import claim_output
-from tokengeo.runlock import lock_run_folder
+from tokengeo.outfolder import output_folder
 
 OUTPUTS = ("flow.json", "flow.partial.json", "snapshots.png", "energy.png", "g2.png",
            "balance.png", "scaling.png", "sphere.gif")
@@ -30,13 +28,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     costs = "; ".join(f"{name}: {cost_text(PRESETS[name])}" for name in sorted(PRESETS))
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS),
-                        help="experiment setting (s2-ou; s2-oscillating-inphase: the "
-                             "oscillating code of the paper's figures, 496b2f6; "
-                             "s2-oscillating: per-head phases, 693474c). Cost with its "
-                             f"defaults (the bar's ETA gives the time): {costs}")
+                        help="experiment setting (s2-ou: Ornstein-Uhlenbeck weights; "
+                             "s2-oscillating-inphase: oscillating weights in phase across "
+                             "heads, as in the paper's figures; s2-oscillating: a phase per "
+                             "head). Cost with its defaults (the bar's ETA gives the time): "
+                             f"{costs}")
     from tokengeo.commands import flags
 
-    parser.add_argument("--out", default="runs/flow", help="output folder (new or empty)")
+    parser.add_argument("--out", default="runs/flow",
+                        help="output folder (new or empty, or a previous flow output with "
+                             "--overwrite)")
     flags.add_overwrite(parser, "flow")
     parser.add_argument("--heads", type=int, default=None,
                         help="H of the main run (figures); default: the preset's")
@@ -46,9 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dt", type=float, default=None, help="time step")
     parser.add_argument("--n-paths", type=int, default=None, help="Monte Carlo paths")
     parser.add_argument("--noise-var", type=float, default=None, help="sigma^2 of the weights")
-    parser.add_argument("--integrator", choices=["euler", "heun", "rk4"], default=None)
-    parser.add_argument("--record-every", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--integrator", choices=["euler", "heun", "rk4"], default=None,
+                        help="time stepper of the SDE; default: the preset's")
+    parser.add_argument("--record-every", type=int, default=None, metavar="N",
+                        help="keep every N-th step in the series and figures; default: "
+                             "the preset's")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the tokens, weights and noise; default: the preset's")
     parser.add_argument("--per-path-weights", action="store_true",
                         help="draw D(0) per path (default: one D(0) shared by every path, as "
                              "the authors do)")
@@ -154,27 +159,33 @@ def _preset_and_heads(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from tokengeo.commands.flags import apply_threads, resolve_device
 
     if args.threads is not None and (isinstance(args.threads, bool) or args.threads < 1):
         raise ConfigError(f"--threads {args.threads} must be >= 1")
     preset, heads = _preset_and_heads(args)
-    from tokengeo.commands.flags import resolve_device
-
     device = resolve_device(args.device)  # a missing CUDA is refused before --out is touched
     out = Path(args.out)
-    check_output_folder("--out", out)
-    lock_run_folder(out, "tokengeo flow")  # one run per folder (a second run is told who holds it)
-    # new, empty, or (with --overwrite) a previous flow output whose files alone are removed
-    claim_output(out, "flow", overwrite=args.overwrite)
-    from tokengeo.commands.flags import apply_threads
+    # one run per folder; new, empty, or (--overwrite) a previous flow output, replaced
+    # only once the new one is complete
+    with output_folder(out, "flow", overwrite=args.overwrite) as work:
+        apply_threads(args.threads)
+        scaling, main = _write(args, preset, heads, work, out, device)
+    fit = scaling.fit
+    if fit is not None:
+        print(f"{preset.name}: G2 ~ H^b, b = {fit.exponent:.3f} "
+              f"[{fit.ci_low:.3f}, {fit.ci_high:.3f}] ({fit.level:.0%} bootstrap CI)")
+    return 0
 
-    apply_threads(args.threads)
+
+def _write(args: argparse.Namespace, preset, heads, work: Path, out: Path, device: str):
+    """Simulate and write flow.json and the figures into ``work`` (``out`` in messages)."""
+    import torch
 
     def log(msg: str) -> None:
         print(f"[flow {preset.name}] {msg}", file=sys.stderr, flush=True)
 
-    scaling = _simulate_all(preset, heads, out, log, quiet=args.quiet, device=device)
+    scaling = _simulate_all(preset, heads, work, log, quiet=args.quiet, device=device)
     main = scaling.results[preset.n_heads]
     payload = {
         "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
@@ -184,20 +195,16 @@ def run(args: argparse.Namespace) -> int:
         **scaling.to_dict(),
         "main_run": {"n_heads": preset.n_heads, **main.to_dict()},
     }
-    write_json(out / "flow.json", payload, indent=1)
-    (out / "flow.partial.json").unlink(missing_ok=True)  # flow.json now holds every run
+    write_json(work / "flow.json", payload, indent=1)
+    (work / "flow.partial.json").unlink(missing_ok=True)  # flow.json now holds every run
     log(f"wrote {out / 'flow.json'}")
     if not args.no_figures:
         try:
-            _figures(preset, scaling, main, out, gif=args.gif)
+            _figures(preset, scaling, main, work, gif=args.gif)
             log(f"wrote figures to {out}")
         except MissingDependencyError as exc:  # a core-only install: the numbers are written
             log(f"figures skipped: {exc}")
-    fit = scaling.fit
-    if fit is not None:
-        print(f"{preset.name}: G2 ~ H^b, b = {fit.exponent:.3f} "
-              f"[{fit.ci_low:.3f}, {fit.ci_high:.3f}] ({fit.level:.0%} bootstrap CI)")
-    return 0
+    return scaling, main
 
 
 def _simulate_all(preset, heads: tuple[int, ...], out: Path, log, *, quiet: bool,

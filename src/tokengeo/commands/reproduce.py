@@ -41,12 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address of a running Ray cluster (default: start a local one)")
     parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="give up connecting to Ray after SECONDS (default 30)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="where the training cells run (default auto: CUDA where this "
-                             "machine has a GPU); CPU and GPU cells never share a cache")
+    from tokengeo.commands import flags
+
+    flags.add_device(parser, help="where the training cells run; CPU and GPU cells never "
+                                  "share a cache")
     parser.add_argument("--gpus-per-cell", type=float, default=None, metavar="SHARE",
                         help="with --executor ray on CUDA: the GPUs each cell asks for "
                              "(default 1; 1/n such as 0.5 or 0.25 packs n cells on a GPU)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="added to every seed of the suites' settings: an independent "
+                             "replicate whose cells never mix with the default seeds' (0: "
+                             "the published seeds)")
+    flags.add_quiet(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
         summary_text,
     )
     from tokengeo.experiments.user_data import parse_data_paths
-    from tokengeo.runlock import lock_run_folder
 
     only = tuple(s.strip() for s in args.only.split(",") if s.strip())
     if args.only.strip() and not only:
@@ -71,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR),
                           data_paths=parse_data_paths(args.data_path),
-                          devices=DeviceConfig(args.device, args.gpus_per_cell).validate())
+                          devices=DeviceConfig(args.device, args.gpus_per_cell).validate(),
+                          seed=_seed(args.seed))
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address,
                               connect_timeout=args.connect_timeout)
     executor.validate()
@@ -80,10 +86,21 @@ def run(args: argparse.Namespace) -> int:
 
         probe_address(args.ray_address, executor.connect_timeout, "--ray-address")
     if args.dry_run:  # nothing started, locked or written
-        dry_run(cfg, jobs=executor.workers())
+        dry_run(cfg, jobs=executor.workers(), executor=executor)
         return 0
-    lock_run_folder(cfg.out, "tokengeo reproduce")  # one run per folder (released on exit)
-    path, outputs = reproduce(cfg, executor=executor)
+    log = (lambda msg: None) if args.quiet else None  # --quiet: the table and report only
+    path, outputs = reproduce(cfg, executor=executor, log=log,
+                              progress=False if args.quiet else None)
     print(summary_text(outputs))
     print(f"\nreport: {path.resolve()}")
     return 0
+
+
+def _seed(seed: int) -> int:
+    from tokengeo.checks import MAX_SEED
+    from tokengeo.errors import ConfigError
+
+    if not 0 <= seed <= MAX_SEED // 2:
+        raise ConfigError(f"--seed {seed} must be in [0, {MAX_SEED // 2}] (it is added to "
+                          "the suites' seeds)")
+    return seed

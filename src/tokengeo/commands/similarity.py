@@ -15,15 +15,34 @@ import dataclasses
 import time
 from pathlib import Path
 
-from tokengeo.checks import check_output_folder
 from tokengeo.errors import ConfigError
-from tokengeo.io import atomic_dir, write_json
-from tokengeo.outmarker import check_output, write_marker
-from tokengeo.runlock import RunLock, lock_run_folder
+from tokengeo.io import write_json
+from tokengeo.outfolder import check_folder, output_folder
+
+# what the printed table's columns mean (one row per layer, means over its heads; "top
+# pairs": each input's top-k token pairs by head-output similarity S; shares in [0, 1])
+TABLE_LEGEND = """\
+columns (per layer, mean over heads; top pairs = each window's --top-k most similar pairs):
+  within     share of top pairs inside one sentence     within_dm  its chance, distance-matched
+  short      share of positive mean S at distance <= --short-range
+  top_short  share of top pairs at distance <= --short-range
+  contrast   same- minus cross-sentence S at equal distance, in std(S) of unrelated pairs
+  repeated   share of top pairs joining two copies of one token
+  top_long   share of top pairs at distance >= seq_len/4
+  converge   per window, the largest share of top pairs that meet on one token
+  noise      share of top pairs with no sentence or repetition relation
+  snr        d' of related against unrelated pairs
+  sep_attn   attention mass on '.' and ','         spec_attn  attention mass on special tokens
+  distinct   distinct dominant tokens / heads
+  in_dist    per window, heads with a dominant token of their own / heads
+  in_chance  the same for independently shuffled heads
+  '-': not measured for this model (no attention patterns)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tokengeo.commands import flags
+
+    flags.add_legend(parser, TABLE_LEGEND)
 
     parser.add_argument("--model", default="minilm",
                         help="'minilm' (all-MiniLM-L6-v2), 'mpnet' (all-mpnet-base-v2, after "
@@ -55,19 +74,18 @@ def run(args: argparse.Namespace) -> int:
 
     apply_threads(args.threads)
     device = resolve_device(args.device)  # a missing CUDA is refused before --out is touched
-    out = check_output_folder("--out", args.out)
-    check_output(out, "similarity", overwrite=args.overwrite)
+    out = check_folder(args.out, "similarity", overwrite=args.overwrite)
     cfg = SimilarityConfig(model=args.model, corpus=args.corpus, samples=args.samples,
                            seq_len=args.seq_len, batch_size=args.batch_size, top_k=args.top_k,
                            short_range=args.short_range, seed=args.seed)
     check_arguments(cfg)  # before the model loads (seconds) and the corpus is tokenised
-    lock = lock_run_folder(out, "tokengeo similarity")
-    check_output(out, "similarity", overwrite=args.overwrite)  # again, now under the lock
-    start = time.perf_counter()
-    result = run_similarity(cfg, progress=not args.quiet and bar_wanted(), device=device)
-    seconds = time.perf_counter() - start
-    _write(out, result, cfg, seconds, figures=not args.no_figures, lock=lock, device=device)
+    with output_folder(out, "similarity", overwrite=args.overwrite, aside=True) as work:
+        start = time.perf_counter()
+        result = run_similarity(cfg, progress=not args.quiet and bar_wanted(), device=device)
+        seconds = time.perf_counter() - start
+        _write(work, result, cfg, seconds, figures=not args.no_figures, device=device)
     print(result.table())
+    print(TABLE_LEGEND)
     print(f"{result.n_samples} windows in {seconds:.0f} s; results in {out}")
     return 0
 
@@ -146,18 +164,12 @@ def _check_sizes(cfg, source, corpus_bytes: int = 0) -> None:
                  "give a smaller --corpus (a part of its files)")
 
 
-def _write(out: Path, result, cfg, seconds: float, *, figures: bool,
-           lock: RunLock | None = None, device: str = "cpu") -> None:
-    # replaces an existing --out only once complete, and only if it still holds nothing but
-    # a previous output (checked again at the rename: a file the user put there meanwhile stays)
-    with atomic_dir(out, check=lambda: check_output(out, "similarity", overwrite=True)) as tmp:
-        if lock is not None:
-            lock.carry_into(tmp)  # the lock stays held across the rename
-        write_marker(tmp, "similarity")
-        result.save(tmp)
-        meta = {"config": dataclasses.asdict(cfg), "seconds": seconds, "device": device}
-        write_json(tmp / "config.json", meta, indent=1)
-        if figures:
-            from tokengeo.probes.similarity.plots import save_figures
+def _write(work: Path, result, cfg, seconds: float, *, figures: bool,
+           device: str = "cpu") -> None:
+    result.save(work)
+    meta = {"config": dataclasses.asdict(cfg), "seconds": seconds, "device": device}
+    write_json(work / "config.json", meta, indent=1)
+    if figures:
+        from tokengeo.probes.similarity.plots import save_figures
 
-            save_figures(result, tmp)
+        save_figures(result, work)

@@ -26,10 +26,12 @@ _FLAGS = {
     "--batch-size": ("batch_size", int, "global batch size (split over ranks)"),
     "--lr": ("lr", float, "peak learning rate"),
     "--eval-every": ("eval_every", int, "evaluate every N steps (0: only at the end)"),
+    "--eval-batches": ("eval_batches", int, "batches of each periodic evaluation"),
+    "--final-eval-batches": ("final_eval_batches", int, "batches of the final evaluation of "
+                             "each split (0: the whole split)"),
     "--checkpoint-every": ("checkpoint_every", int, "checkpoint every N steps (0: at the end)"),
     "--seed": ("seed", int, "seed of initialisation, data order and dropout"),
     "--precision": ("precision", str, "fp32, bf16, fp16 (CUDA) or auto"),
-    "--device": ("device", str, "auto, cpu or cuda"),
     "--out": ("out", str, "run directory (must be new or empty unless --resume)"),
 }
 
@@ -43,6 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, (dest, kind, help_text) in _FLAGS.items():
         parser.add_argument(flag, dest=dest, type=kind, default=None,
                             help=f"{help_text} (default: {getattr(defaults, dest)})")
+    from tokengeo.devices import DEVICES
+
+    # default None: a config file's device holds unless the flag is given (auto otherwise)
+    parser.add_argument("--device", choices=DEVICES, default=None,
+                        help=f"where the model trains (default: {defaults.device}: cuda when "
+                             "this machine has a CUDA device, else cpu; one GPU of several: "
+                             "CUDA_VISIBLE_DEVICES=N)")
     parser.add_argument("--loggers", default=None, type=_loggers, metavar="NAMES",
                         help="where metrics go besides metrics.jsonl: comma-separated "
                              "tensorboard, csv, wandb (default: none)")
@@ -73,15 +82,12 @@ def run(args: argparse.Namespace) -> int:
     import tokengeo.dino  # noqa: F401 (registers --task dino)
     from tokengeo.commands.flags import apply_threads
     from tokengeo.errors import ConfigError
-    from tokengeo.outmarker import claim_output
-    from tokengeo.runlock import lock_run_folder
     from tokengeo.train.config import build_config, check_out_folder
-    from tokengeo.train.distributed import barrier, init_distributed, shutdown
+    from tokengeo.train.distributed import init_distributed, shutdown
     from tokengeo.train.rundir import RunDir
-    from tokengeo.train.trainer import train
 
     fields = {dest: getattr(args, dest) for dest, _, _ in _FLAGS.values()}
-    fields.update(loggers=args.loggers, compile=args.compile)
+    fields.update(loggers=args.loggers, compile=args.compile, device=args.device)
     args.resume = args.resume or args.resume_from is not None
     if args.overwrite and args.resume:
         raise ConfigError("--overwrite replaces a run and --resume continues it; give one")
@@ -93,17 +99,11 @@ def run(args: argparse.Namespace) -> int:
         base = RunDir(args.out).check_resumable()
     cfg = build_config(args.config, fields, args.sets, base)
     check_out_folder(cfg.out)  # before any data is read or anything created
+    if cfg.compile:
+        check_compiler()
     env = init_distributed(cfg.device, connect_timeout=args.connect_timeout)
     try:
-        if env.is_main:  # one run per folder; rank 0 speaks for the others
-            lock_run_folder(cfg.out, "tokengeo train" + (" --resume" if args.resume else ""))
-            claim_output(cfg.out, "train", resume=args.resume,  # the one --out rule
-                         overwrite=args.overwrite)
-        # the other ranks check --out only once rank 0 has claimed it: meanwhile the claim's
-        # temporary file is in the folder, and a rank that lists it then sees "not empty"
-        barrier(env)
-        summary = train(cfg, resume=args.resume, resume_from=args.resume_from, env=env,
-                        progress=False if args.quiet else None)
+        summary = _train(cfg, args, env)
     finally:
         shutdown(env)
     if env.is_main:
@@ -112,3 +112,59 @@ def run(args: argparse.Namespace) -> int:
             print(f"{split}: {shown}")
         print(f"wrote {RunDir(cfg.out).summary}")
     return 0
+
+
+def _train(cfg, args: argparse.Namespace, env) -> dict:
+    """Rank 0 claims ``--out`` (the one door of :mod:`tokengeo.outfolder`: lock, the --out
+    rule, overwrite as a swap) and speaks for the others; every rank then trains."""
+    import contextlib
+    from pathlib import Path
+
+    from tokengeo.errors import ConfigError
+    from tokengeo.outfolder import output_folder
+    from tokengeo.train.distributed import barrier
+    from tokengeo.train.trainer import train
+
+    if args.overwrite and env.enabled:
+        raise ConfigError("--overwrite under torchrun: every rank would have to build the run "
+                          "beside --out; remove the old run yourself or choose a new --out")
+    claim = (output_folder(cfg.out, "train", overwrite=args.overwrite, resume=args.resume)
+             if env.is_main else contextlib.nullcontext(Path(cfg.out).expanduser()))
+    with claim as work:
+        # the other ranks check --out only once rank 0 has claimed it: meanwhile the claim's
+        # temporary file is in the folder, and a rank that lists it then sees "not empty"
+        barrier(env)
+        return train(cfg, resume=args.resume, resume_from=args.resume_from, env=env,
+                     progress=False if args.quiet else None, root=work)
+
+
+def check_compiler() -> None:
+    """``--compile``: torch.compile builds C++ (inductor), so the compiler torch would use
+    must exist and compile a small file; refused with one line otherwise, before ``--out``
+    exists (not a long inductor traceback minutes later)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from tokengeo.errors import ConfigError
+
+    fix = "install one (e.g. apt install g++, or set CXX) or drop --compile"
+    try:
+        from torch._inductor import cpp_builder
+
+        cxx = cpp_builder.get_cpp_compiler()
+    except (RuntimeError, OSError, ImportError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"--compile needs a working C++ compiler ({reason}); {fix}") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text("#include <cmath>\nint main() { return std::isnan(0.0); }\n")
+        try:
+            done = subprocess.run([cxx, "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
+                                  capture_output=True, timeout=120)
+            ok = done.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+    if not ok:
+        raise ConfigError(f"--compile needs a working C++ compiler and {cxx!r} cannot compile "
+                          f"a small C++ file; {fix}")

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="key token positions left out of the colour scale, e.g. 0 for "
                              "an attention sink on the first token (their cells are clipped; "
                              "hover shows their exact weights)")
-    flags.add_device(parser)
+    flags.add_device(parser, help="where the model runs (--model)")
     flags.add_threads(parser)
     parser.add_argument("--inline-limit", type=float, default=48.0,
                         help="MB of per-head data kept inside the page; above it the data "
@@ -114,12 +114,14 @@ def _check_out(text: str) -> Path:
         raise ConfigError(f"--out {text!r} must name an .html file, e.g. --out view.html")
     if not out.parent.exists():
         raise ConfigError(f"the folder of --out {text!r} does not exist; create it first")
+    from tokengeo.checks import check_output_file
     from tokengeo.view.page import foreign_file
 
     foreign = foreign_file(out)
     if foreign is not None:
         raise ConfigError(f"--out {text!r} would replace {str(foreign)!r}, which tokengeo view "
                           "did not write; choose another --out or move it away")
+    check_output_file("--out", out)  # a folder we cannot write in: found before the model
     return out
 
 

@@ -58,7 +58,9 @@ def estimate(plans: Sequence, store: CellStore) -> list[SuiteCost]:
     return costs
 
 
-WIDTHS = (18, 6, 7, 13, 16, 44)
+def _widths(header: list[str], rows: list[list[str]]) -> list[int]:
+    """Each column as wide as its longest entry: no suite name or note is cut."""
+    return [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
 
 
 def _hours(seconds: float, per: float = 3600) -> str:
@@ -81,9 +83,10 @@ def render(mode: str, costs: list[SuiteCost], jobs: int, gpus: int = 0) -> str:
     rows.append(["total", str(n), str(sum(c.cached for c in costs)), _hours(total, per),
                  _hours(left, per), ""])
     unit = "GPU-min" if mode == "gpu" else "core-h"
+    header = ["suite", "cells", "cached", f"{unit} (all)", f"{unit} (to run)", "cost from"]
     lines = [f"Dry run of `tokengeo reproduce --{mode}`: nothing is run or written.",
-             text_table(["suite", "cells", "cached", f"{unit} (all)", f"{unit} (to run)",
-                         "cost from"], rows, WIDTHS)]
+             "\n".join(line.rstrip() for line in
+                       text_table(header, rows, _widths(header, rows)).splitlines())]
     if mode == "gpu":
         g = max(gpus, 1)
         lines.append(

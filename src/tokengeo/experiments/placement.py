@@ -30,21 +30,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from tokengeo import devices
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell
 
-DEVICES = ("auto", "cpu", "cuda")
 GPU_PRECISIONS = ("bf16", "fp16", "fp32")  # what a CUDA cell may train in ("auto": bf16)
 
 
 def visible_gpus() -> list[str]:
     """This process's CUDA devices as ``CUDA_VISIBLE_DEVICES`` names them (indices or
     UUIDs), or ``0 … n-1`` when the variable is unset; empty without CUDA."""
-    import torch
-
-    if not torch.cuda.is_available():
+    n = devices.visible_count()
+    if n == 0:
         return []
-    n = torch.cuda.device_count()
     named = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
              if d.strip()]
     return named[:n] if len(named) >= n else [str(i) for i in range(n)]
@@ -70,8 +68,7 @@ class DeviceConfig:
     gpus_per_cell: float | None = None
 
     def validate(self) -> DeviceConfig:
-        if self.device not in DEVICES:
-            raise ConfigError(f"--device {self.device!r}; choose one of {list(DEVICES)}")
+        devices.check(self.device)
         if self.gpus_per_cell is not None:
             check_share(self.gpus_per_cell)
         return self
@@ -80,13 +77,7 @@ class DeviceConfig:
         """``cpu`` or ``cuda`` for a node with ``gpus`` GPUs; CUDA without one is refused
         unless ``lenient`` (a dry run, or a Ray cluster whose GPUs are checked on connect)."""
         self.validate()
-        if self.device == "cuda" and gpus == 0 and not lenient:
-            raise ConfigError("--device cuda but no CUDA device is visible here "
-                              "(torch.cuda.is_available() is False); use --device cpu, or "
-                              "--device auto to use a GPU where there is one")
-        if self.device == "auto":
-            return "cuda" if gpus else "cpu"
-        return self.device
+        return devices.kind(self.device, gpus, lenient=lenient)
 
 
 def cell_gpus(cell: Cell) -> int:
@@ -140,19 +131,27 @@ def place_all(cells: Sequence[Cell], kind: str, share: float | None = None) -> l
             for c in placed]
 
 
+def check_gpu_share(cfg: DeviceConfig, kind: str, executor) -> None:
+    """The ``--gpus-per-cell`` refusals, the same for a run and its ``--dry-run`` (``kind``:
+    where the cells are placed): not 1 or 1/n, without ``--executor ray``, or with the cells
+    on the CPU."""
+    if cfg.gpus_per_cell is None:
+        return
+    check_share(cfg.gpus_per_cell)
+    if executor.executor != "ray":
+        raise ConfigError("--gpus-per-cell needs --executor ray (local workers share the "
+                          "visible GPUs round-robin)")
+    if kind != "cuda":
+        raise ConfigError(f"--gpus-per-cell {cfg.gpus_per_cell:g} needs cells on CUDA; "
+                          "they run on the CPU here (--device cpu, or auto without a GPU)")
+
+
 def check_devices(cfg: DeviceConfig, kind: str, cells: Sequence[Cell], executor,
                   gpus: int) -> None:
     """Refuse device settings no cell could run with: GPU shares outside Ray or off CUDA,
     bad fractions, and cells asking for more GPUs than this node has (a Ray cluster given
     by address is checked when it connects: :func:`check_cluster_gpus`)."""
-    if cfg.gpus_per_cell is not None:
-        check_share(cfg.gpus_per_cell)
-        if executor.executor != "ray":
-            raise ConfigError("--gpus-per-cell needs --executor ray (local workers share the "
-                              "visible GPUs round-robin)")
-        if kind != "cuda":
-            raise ConfigError(f"--gpus-per-cell {cfg.gpus_per_cell:g} needs cells on CUDA; "
-                              "they run on the CPU here (--device cpu, or auto without a GPU)")
+    check_gpu_share(cfg, kind, executor)
     if kind != "cuda" or getattr(executor, "ray_address", None):
         return
     need = max((cell_gpus(c) for c in cells if c.on_device), default=1)

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-from tokengeo.checks import check_output_folder
+from tokengeo.checks import check_output_folder, is_whole
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, CellStore
 from tokengeo.experiments.decidability import check_decidable
@@ -28,6 +27,7 @@ from tokengeo.experiments.executors import ExecutorConfig, run_cells, write_file
 from tokengeo.experiments.placement import (
     DeviceConfig,
     check_devices,
+    check_gpu_share,
     check_share,
     place_all,
     visible_gpus,
@@ -39,8 +39,8 @@ from tokengeo.experiments.settings import check_settings
 from tokengeo.experiments.suite import SKIP, Suite, SuiteContext
 from tokengeo.experiments.user_data import FLAG, Unresolved, fill_paths, placeholder_names
 from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
-from tokengeo.io import write_bytes
-from tokengeo.outmarker import claim_output
+from tokengeo.io import read_toml, write_bytes
+from tokengeo.outfolder import output_folder
 
 # name -> module (in run order); each has a settings file suites/<name>.toml
 SUITES: dict[str, str] = {
@@ -68,6 +68,7 @@ class ReproduceConfig:
     config_dir: Path = BUILTIN_CONFIG_DIR
     data_paths: dict[str, str] = field(default_factory=dict)  # placeholder name -> path
     devices: DeviceConfig = field(default_factory=DeviceConfig)  # --device, --gpus-per-cell
+    seed: int = 0  # --seed: added to every seed the suites' settings name (shift_seeds)
 
     def suites(self) -> list[str]:
         if self.mode not in MODES:
@@ -92,16 +93,9 @@ def load_settings(config_dir: Path, suite: str, mode: str) -> dict:
         raise ConfigError(f"--config-dir {folder} {what}; give a folder of suite TOML files "
                           f"(copy {BUILTIN_CONFIG_DIR})")
     path = folder / f"{suite}.toml"
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"suite config {path} not found; copy {BUILTIN_CONFIG_DIR} and edit it")
-    try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"suite config {path} cannot be read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"suite config {path} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    data = read_toml(path, f"suite config {path}")
     unknown = sorted(set(data) - set(TABLES))
     if unknown:
         raise ConfigError(f"{path}: unknown table(s) {unknown}; a suite file holds only "
@@ -160,7 +154,7 @@ def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True,
     module = importlib.import_module(SUITES[name])
     suite = getattr(module, "SUITE", None) or _module_suite(name, module)
     where = Path(cfg.config_dir) / f"{name}.toml"
-    settings = load_settings(cfg.config_dir, name, cfg.mode)
+    settings = shift_seeds(load_settings(cfg.config_dir, name, cfg.mode), cfg.seed)
     settings, unresolved = fill_paths(name, where, settings, cfg.data_paths, paths_required)
     if suite.settings or hasattr(module, "SUITE"):  # every built-in suite declares a schema
         check_settings(name, where, settings, suite.schema)
@@ -169,6 +163,27 @@ def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True,
     ctx = SuiteContext.under(cfg.out, name, settings)
     cells = place_all(suite.plan(settings, ctx), kind, _share(where, settings))
     return SuitePlan(name, suite, settings, ctx, cells, unresolved)
+
+
+def shift_seeds(settings: dict, offset: int) -> dict:
+    """``settings`` with ``offset`` added to every ``seed = N`` and every element of every
+    ``seeds = [...]`` at any depth (``--seed``: an independent replicate of the run whose
+    cells, keyed by their settings, never mix with the default seeds' cached cells). A
+    suite whose settings name no seed (flows, similarity: their draws are fixed by the
+    papers' set-ups) is unchanged."""
+    if not offset:
+        return settings
+
+    def shift(key: str, value):
+        if isinstance(value, dict):
+            return {k: shift(k, v) for k, v in value.items()}
+        if key == "seed" and is_whole(value):
+            return value + offset
+        if key == "seeds" and isinstance(value, list) and all(map(is_whole, value)):
+            return [v + offset for v in value]
+        return value
+
+    return {k: shift(k, v) for k, v in settings.items()}
 
 
 def _share(where: Path, settings: dict) -> float | None:
@@ -197,21 +212,24 @@ def plan_all(cfg: ReproduceConfig, paths_required: bool = True,
     return [plan_suite(n, cfg, paths_required, kind) for n in names]
 
 
-def dry_run(cfg: ReproduceConfig, jobs: int, out=print) -> list:
+def dry_run(cfg: ReproduceConfig, jobs: int, out=print,
+            executor: ExecutorConfig | None = None) -> list:
     """Print the mode's cells per suite and their estimated cost (core-hours here); run
-    nothing and write nothing (:mod:`tokengeo.experiments.dry_run`)."""
+    nothing and write nothing (:mod:`tokengeo.experiments.dry_run`). ``executor``'s
+    ``--gpus-per-cell`` is refused exactly as the run would refuse it."""
     from tokengeo.experiments.dry_run import dry_run_report
 
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     gpus = visible_gpus()
     gpu_mode = cfg.mode == "gpu" and cfg.devices.device == "auto"  # planned for its GPU
     kind = "cuda" if gpu_mode else cfg.devices.kind(len(gpus), lenient=True)
+    check_gpu_share(cfg.devices, kind, executor or ExecutorConfig("serial"))
     plans = plan_all(cfg, paths_required=False, kind=kind)
     return dry_run_report(cfg.mode, plans, CellStore(cfg.out), jobs, out, gpus=len(gpus))
 
 
 def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
-                  log) -> dict[tuple[str, str], CellResult]:
+                  log, progress: bool | None = None) -> dict[tuple[str, str], CellResult]:
     """Every cell's result: cached ones read from disk, the rest run by ``executor``.
 
     The driver saves each result as it arrives, so an interrupted run (Ctrl-C, a failing
@@ -234,39 +252,49 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
         log(f"{len(cells) - len(todo)} of {len(cells)} cells read from {store.root}")
     if todo:
         log(f"{len(todo)} of {len(cells)} cells to compute")
-    with CellProgress(len(todo)) as progress:
+    with CellProgress(len(todo), enabled=progress) as bar:
         for cell, outcome in run_cells(todo, executor):
             write_files(outcome.files, write_bytes)
             if outcome.not_run is None:
                 store.save(cell, outcome.value, outcome.seconds)
             results[cell.suite, cell.key] = CellResult(cell.key, outcome.value, outcome.not_run)
             how = f"not run: {outcome.not_run}" if outcome.not_run else f"{outcome.seconds:.1f} s"
-            progress.done(f"[{cell.suite}] {cell.label or cell.key}: {how}", log)
+            bar.done(f"[{cell.suite}] {cell.label or cell.key}: {how}", log)
     return results
 
 
-def reproduce(cfg: ReproduceConfig, log=None,
-              executor: ExecutorConfig | None = None) -> tuple[Path, list[SuiteOutput]]:
+def reproduce(cfg: ReproduceConfig, log=None, executor: ExecutorConfig | None = None,
+              progress: bool | None = None) -> tuple[Path, list[SuiteOutput]]:
     """Run the chosen suites, write ``report.html`` / ``report.md``; return (path, outputs).
 
     ``executor`` says where cells run (default: serially in this process); the report does
-    not depend on it.
+    not depend on it. ``progress`` forces the cells' bar on or off (default: on a
+    terminal outside CI).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     executor = executor or ExecutorConfig("serial")
     executor.validate()
     cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
     names = cfg.suites()
-    check_output_folder("--out", cfg.out)
+    check_output_folder("--out", cfg.out)  # writable; the --out rule once settings pass
     kind, executor = place_executor(cfg.devices, executor, cfg.mode)
     plans = plan_all(cfg, kind=kind)  # every setting and supplied path checked before any write
     check_devices(cfg.devices, kind, [c for p in plans for c in p.cells], executor,
                   len(executor.gpus) if kind == "cuda" else 0)
-    claim_output(cfg.out, "reproduce", resume=True)  # new, empty, or a previous reproduce
+    # new, empty, or a previous reproduce (resumed in place): locked and marked
+    with output_folder(cfg.out, "reproduce", resume=True):
+        return _run(cfg, plans, names, executor, log, progress)
+
+
+def _run(cfg: ReproduceConfig, plans: list[SuitePlan], names: list[str],
+         executor: ExecutorConfig, log, progress: bool | None
+         ) -> tuple[Path, list[SuiteOutput]]:
+    """Every cell computed (or read), the suites summarised, the report written."""
     for plan in plans:
         plan.fig_dir.mkdir(parents=True, exist_ok=True)
     store = CellStore(cfg.out)
-    results = compute_cells([c for p in plans for c in p.cells], store, executor, log)
+    results = compute_cells([c for p in plans for c in p.cells], store, executor, log,
+                            progress)
     outputs = [p.summarise({c.key: results[p.name, c.key] for c in p.cells}) for p in plans]
     for plan, output in zip(plans, outputs, strict=True):
         line = where_ran(plan.cells, [results[plan.name, c.key].value for c in plan.cells])
@@ -281,6 +309,9 @@ def reproduce(cfg: ReproduceConfig, log=None,
         "apart.",
         SCALE[cfg.mode],
     ]
+    if cfg.seed:
+        preamble.append(f"Seeds: every seed of the suites' settings shifted by {cfg.seed} "
+                        f"(--seed {cfg.seed}).")
     from tokengeo.experiments.cell_times import cell_times
 
     times = cell_times({p.name: p.cells for p in plans}, store)

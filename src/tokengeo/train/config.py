@@ -25,12 +25,12 @@ from tokengeo.checks import (
     check_types,
     replace_checked,
 )
+from tokengeo.devices import DEVICES
 from tokengeo.errors import ConfigError
 from tokengeo.train.loggers import check_loggers
 from tokengeo.train.tasks import check_task_options
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-DEVICES = ("auto", "cpu", "cuda")
 # Fields that may differ between a run and its resumption (they change no numbers).
 RESUMABLE_CHANGES = ("out", "log_every", "checkpoint_every", "keep_checkpoints", "device",
                      "loggers", "compile", "kernel")
@@ -201,28 +201,15 @@ def check_out_folder(out: str | Path) -> None:
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """The key/values of a TOML config file (tables become nested dicts), or of a run's
     resolved ``config.json`` (a ``.json`` file), so a run can be repeated from its folder."""
+    from tokengeo.io import read_toml
+
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"config file {str(path)!r} is a folder; pass a TOML file path")
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist; pass a TOML file path")
-    if path.suffix.lower() == ".json":
+    if path.suffix.lower() == ".json" and not path.is_dir():
         values = read_config_json(path)
         if not isinstance(values, dict):
             raise ConfigError(f"config file {str(path)!r} must hold a JSON object of settings")
         return values
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {str(path)!r} is not UTF-8 text; pass a TOML file "
-                          "path") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}; a run's "
-                          "config.json is read as JSON when its name ends in .json") from None
+    return read_toml(path, f"config file {str(path)!r}")
 
 
 def parse_set(assignments: Iterable[str]) -> dict[str, Any]:

@@ -40,12 +40,11 @@ class DistEnv:
 
 
 def resolve_device(preference: str, local_rank: int = 0) -> torch.device:
-    """``auto`` -> the local GPU when there is one, else the CPU."""
-    if preference == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device='cuda' but no CUDA device is available; use --device cpu")
-    if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
+    """The device of ``preference`` (``auto``, ``cpu`` or ``cuda``) for ``local_rank``
+    (:func:`tokengeo.devices.torch_device`)."""
+    from tokengeo.devices import torch_device
+
+    return torch_device(preference, local_rank)
 
 
 CONNECT_TIMEOUT = 30.0  # seconds to reach the rendezvous (MASTER_ADDR:MASTER_PORT)

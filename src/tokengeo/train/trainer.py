@@ -16,9 +16,11 @@ import contextlib
 import dataclasses
 import json
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,7 +42,7 @@ from tokengeo.train.distributed import (
     wrap_model,
 )
 from tokengeo.train.loggers import MetricLogger, close_loggers, open_loggers
-from tokengeo.train.progress import Progress
+from tokengeo.train.progress import Progress, bar_wanted
 from tokengeo.train.rng import rng_state, seed_everything, set_rng_state
 from tokengeo.train.rundir import RunDir, config_changes
 from tokengeo.train.schedule import WarmupCosine
@@ -106,7 +108,8 @@ class Trainer:
 
     ``data`` skips loading ``cfg.data`` (a bundle already in memory); ``env`` is the
     data-parallel environment (default: from torchrun's variables); ``progress`` forces
-    the bar on or off (default: on a terminal outside CI).
+    the bar on or off (default: on a terminal outside CI); ``root``: the folder written,
+    when not ``cfg.out`` (an ``--overwrite`` builds the run beside its ``--out``).
     """
 
     _callback: Callable[[Trainer], None] | None = None  # set by fit
@@ -114,12 +117,12 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, *, resume: bool = False, data: Any = None,
                  env: DistEnv | None = None, progress: bool | None = None,
-                 resume_from: int | None = None) -> None:
+                 resume_from: int | None = None, root: str | Path | None = None) -> None:
         self.cfg = cfg.validated()  # not again when the caller validated it
         self.resume_from = resume_from
         resume = resume or resume_from is not None
         self.env = env or init_distributed(cfg.device)
-        self.run = RunDir(cfg.out)
+        self.run = RunDir(cfg.out if root is None else root)  # root: where it is built
         saved_config = self._check_run_dir(resume)
         self.autocast_dtype = resolve_precision(cfg.precision, self.env.device)
         seed_everything(cfg.seed)
@@ -329,20 +332,33 @@ class Trainer:
     # ---- evaluation ----------------------------------------------------------------
 
     @torch.no_grad()
-    def evaluate(self, split: str, max_examples: int = 0) -> dict[str, float]:
-        """Metrics of the fixed evaluation examples of ``split``, sharded over ranks."""
+    def evaluate(self, split: str, max_examples: int = 0, final: bool = False
+                 ) -> dict[str, float]:
+        """Metrics of the fixed evaluation examples of ``split``, sharded over ranks
+        (``final``: with a bar over its batches where the training bar shows)."""
         self.model.eval()
         own = self.task.evaluate(self.model, split, max_examples, self.cfg.batch_size)
         if own is not None:
             return own
         idx = self.task.eval_indices(split, max_examples)  # (N,)
         sums = torch.zeros(len(self.task.stat_names), dtype=torch.float64, device=self.env.device)
-        for chunk in torch.split(idx, self.cfg.batch_size):
+        for chunk in self._eval_batches(torch.split(idx, self.cfg.batch_size), split, final):
             mine = torch.tensor_split(chunk, self.env.world_size)[self.env.rank]
             if len(mine):
                 batch = self.task.batch(split, mine).to(self.env.device)
                 sums += self.task.stats(self.forward(self.model, batch), batch)
         return self.task.metrics(all_reduce_sum(sums, self.env).cpu(), split)
+
+    def _eval_batches(self, chunks, split: str, final: bool):
+        """``chunks``, under a bar when this is the final evaluation and bars show."""
+        show = bar_wanted(self.env.is_main) if self._show_progress is None \
+            else self._show_progress and self.env.is_main
+        if not final or not show:
+            return chunks
+        from tqdm.auto import tqdm
+
+        return tqdm(chunks, desc=f"final evaluation ({split})", unit="batch", leave=False,
+                    dynamic_ncols=True, file=sys.stderr)
 
     # ---- the loop ------------------------------------------------------------------
 
@@ -365,7 +381,11 @@ class Trainer:
                        "throughput": round(r.items / max(self._step_time, 1e-9), 1)})
 
     def _log_eval(self, split: str, max_examples: int, final: bool = False) -> dict[str, float]:
-        metrics = self.evaluate(split, max_examples)
+        if final:
+            size = (f"at most {max_examples} examples" if max_examples else
+                    "the whole split; --final-eval-batches N bounds it")
+            self.progress.write(f"final evaluation of {split} ({size})")
+        metrics = self.evaluate(split, max_examples, final=final)
         flag = {"final": True} if final else {}
         self._log({"step": self.step, "split": split, **metrics, **flag})
         shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
@@ -422,8 +442,8 @@ class Trainer:
         """curves.png of the whole run (rank 0), or why it was skipped."""
         if not self.env.is_main:
             return {}
-        curves = plot_curves(self.run.read_metrics(), self.run.root / "curves.png",
-                             title=f"{self.cfg.model} on {self.cfg.data} ({self.run.root.name})")
+        title = f"{self.cfg.model} on {self.cfg.data} ({Path(self.cfg.out).name})"
+        curves = plot_curves(self.run.read_metrics(), self.run.root / "curves.png", title=title)
         if curves.skipped:
             self.progress.write(f"curves.png skipped: {curves.skipped}")
         return {"curves": {"path": curves.path, "skipped": curves.skipped}}

@@ -416,6 +416,9 @@ def laplacianize(
     Raises :class:`~tokengeo.errors.ConfigError` on bad input.
     """
     check_choice("kind", kind, KINDS)
+    if any(type(m).__module__.startswith("transformer_lens.") for m in model.modules()):
+        raise ConfigError("laplacianize cannot patch a model wrapped by TransformerLens: "
+                          "laplacianize first, then call tokengeo.to_transformer_lens")
     sites = attention_sites(model)
     chosen = resolve_heads(n_laplacian, heads, len(sites), sites[0].n_heads, kind=kind,
                            mixed_init=mixed_init, last_layers=last_layers).choice()
