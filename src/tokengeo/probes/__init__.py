@@ -18,7 +18,7 @@ import importlib
 _LAZY = {
     "run_with_cache": "tokengeo.probes.capture",
     "run_with_hooks": "tokengeo.probes.hooked",
-    "hooks": "tokengeo.probes.hooked",
+    "with_hooks": "tokengeo.probes.hooked",
     "reset_hooks": "tokengeo.probes.hooked",
     "ActivationCache": "tokengeo.probes.activation_cache",
     "hook_sites": "tokengeo.probes.capture",
@@ -55,6 +55,10 @@ _GEOMETRY = [
 _LAZY.update({name: "tokengeo.probes.geometry" for name in _GEOMETRY})
 
 __all__ = list(_LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__} - {"annotations", "importlib"})
 
 
 def __getattr__(name: str):
