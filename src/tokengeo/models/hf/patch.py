@@ -416,7 +416,8 @@ def laplacianize(
     Raises :class:`~tokengeo.errors.ConfigError` on bad input.
     """
     check_choice("kind", kind, KINDS)
-    if any(type(m).__module__.startswith("transformer_lens.") for m in model.modules()):
+    modules = model.modules() if isinstance(model, nn.Module) else ()
+    if any(type(m).__module__.startswith("transformer_lens.") for m in modules):
         raise ConfigError("laplacianize cannot patch a model wrapped by TransformerLens: "
                           "laplacianize first, then call tokengeo.to_transformer_lens")
     sites = attention_sites(model)
