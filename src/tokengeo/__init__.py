@@ -8,8 +8,8 @@ Top-level API (imported lazily so ``import tokengeo`` stays light)::
     tokengeo.laplacianize(hf_model, n_laplacian=3)      # Laplacian heads in a HF model
     tokengeo.run_with_cache(model, x, names=[...])      # (output, ActivationCache)
     tokengeo.run_with_hooks(model, x, fwd_hooks=[(name, fn)])  # edit activations by name
-    with tokengeo.probes.hooks(model, fwd_hooks=[...]): ...  # the same, removed on exit
-    # (tokengeo.hooks is the module of HookPoint, so the context lives in tokengeo.probes)
+    with tokengeo.with_hooks(model, fwd_hooks=[...]): ...  # the same, removed on exit
+    tokengeo.view.show(model, "some text", tokenizer=tok)  # the explorer in a notebook
     tokengeo.load_model("runs/vit-l3")                  # a trained run's model (no data needed)
 """
 
@@ -28,7 +28,9 @@ _LAZY = {
     "capture": "tokengeo.probes.capture",
     "run_with_cache": "tokengeo.probes.capture",
     "run_with_hooks": "tokengeo.probes.hooked",
+    "with_hooks": "tokengeo.probes.hooked",
     "reset_hooks": "tokengeo.probes.hooked",
+    "hook_sites": "tokengeo.probes.capture",
     "ActivationCache": "tokengeo.probes.activation_cache",
     "load_model": "tokengeo.train.loading",
     "load_run": "tokengeo.train.loading",
@@ -40,10 +42,21 @@ _LAZY = {
     "to_transformer_lens": "tokengeo.interop",
 }
 
+# subpackages reachable as attributes (``tokengeo.view.show``) without an import of their own;
+# each is imported on first use, and imports its own heavy dependencies lazily
+_SUBPACKAGES = ("view", "probes", "models", "nn", "flows", "hooks")
+
 __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"tokengeo.{name}")
     raise AttributeError(f"module 'tokengeo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """What ``tokengeo.<Tab>`` completes: the public API and the subpackages."""
+    return sorted({*globals(), *__all__, *_SUBPACKAGES} - {"annotations", "importlib"})

@@ -2,8 +2,11 @@
 
 A :class:`HookPoint` is an identity module placed where an activation is worth reading
 or editing. Its name is its module path (``blocks.3.attn.hook_z``), so names are stable
-and discoverable with :func:`hook_points`. Expensive activations (attention patterns)
-are only computed when a hook is attached (:meth:`HookPoint.is_active`).
+and discoverable with :func:`hook_points`. Every hook point the model passes is called as a
+module on every forward pass, hooked or not (an identity forward), so tools that wrap module
+calls (nnsight, torch's module hooks) see it with nothing attached. Expensive activations
+(attention patterns, attention scores, per-head results) are only computed when a hook is
+attached (:meth:`HookPoint.is_active`): their points are called only then.
 
 A *hook site* (:class:`HookSite`) is the model-independent view of a hook point: anything
 with ``attach(fn) -> handle`` where ``fn(activation)`` (an :data:`ActivationFn`) may return a
@@ -37,6 +40,13 @@ class HookPoint(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
+
+    def layer(self) -> int | None:
+        """The block of this point (``blocks.3.attn.hook_z`` -> 3), as TransformerLens'
+        ``HookPoint.layer()``; None outside the blocks or before the model named it."""
+        parts = (self.name or "").split(".")
+        return int(parts[1]) if len(parts) > 2 and parts[0] == "blocks" and \
+            parts[1].isdigit() else None
 
     def is_active(self) -> bool:
         """True when some hook is attached, i.e. the activation is wanted."""

@@ -34,7 +34,11 @@ def _no_training(monkeypatch):
     def refuse(self):
         raise AssertionError("bad input reached training")
 
-    monkeypatch.setattr("tokengeo.train.trainer.Trainer.fit", refuse)
+    # the module itself, not a dotted string: tokengeo.train is also the name of a lazy
+    # top-level function, which a string path resolves to when this test runs alone
+    from tokengeo.train.trainer import Trainer
+
+    monkeypatch.setattr(Trainer, "fit", refuse)
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, list[str]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers.claim_tree import every_claim, repeated_findings
-from helpers.smoothing_rows import fake_smoothing
+from helpers.smoothing_rows import fake_smoothing, fake_sublayers
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -47,7 +47,8 @@ def fake_results(slope: dict, loss_slope: float = -0.1,
             out[key] = CellResult(key, {
                 "final": {"val": {"loss": loss, "bits_per_char": loss / math.log(2)}},
                 "parameters": {"total": 1}, "wall_time_s": 1.0, "step": 10,
-                "geometry": geometry, "smoothing": fake_smoothing(k, s, H, L, smooth)})
+                "geometry": geometry, "smoothing": fake_smoothing(k, s, H, L, smooth),
+                "sublayer_smoothing": fake_sublayers(s, L)})
     return out
 
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 from helpers.claim_tree import every_claim
+from helpers.smoothing_rows import fake_sublayers
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import CellResult
@@ -53,7 +54,10 @@ def _value(seed: int, within_last: float, acc: float, ab) -> dict:
             "coefficients": [row] * LAYERS,
             "smoothing": [{"layer": layer, "head": h, "kind": "attention" if h < HEADS - K
                            else "mixed", "variance_derivative": -ab[0] + 0.01 * seed,
-                           "rayleigh": 0.0} for layer in range(LAYERS) for h in range(HEADS)]}
+                           "rayleigh": 0.0, "variance_step": -ab[0] + 0.02 * seed,
+                           "dirichlet_step": -ab[0] + 0.03 * seed}
+                          for layer in range(LAYERS) for h in range(HEADS)],
+            "sublayer_smoothing": fake_sublayers(seed, LAYERS)}
 
 
 def _results(learned_ab, control_within: float, slope: float) -> dict[str, CellResult]:
@@ -107,7 +111,8 @@ def test_claims_read_the_known_answers(tmp_path):
     control = next(c for t, c in claims.items() if t.startswith("adding V back alone"))
     assert control.verdict == "not reproduced"  # control 0.9 > attention 0.8
     assert {c.kind for c in claims.values()} == {"new"}  # the paper's claims: other suites
-    assert len(out.tables) == 3 and len(out.figures) == 3, out.notes
+    # variants, learned (a, b), three smoothing measures, sublayer shares
+    assert len(out.tables) == 6 and len(out.figures) == 3, out.notes
 
 
 def test_claims_say_no_when_heads_turn_the_other_way(tmp_path):
@@ -216,6 +221,10 @@ def test_smoothing_table_reads_the_chosen_heads_of_every_block(tmp_path):
     # the fake chosen heads write −a + 0.01 seed: at t = 1 (a = 1), −1 + 0.015 on average
     assert by_label["t=1"][1].startswith("-0.985")
     assert by_label["t=0"][2].startswith("0.015")
+    # the real update's and the Dirichlet energy's tables: −1 + 0.03 and −1 + 0.045 at t = 1
+    for start, want in (("real update", "-0.97"), ("Dirichlet energy", "-0.955")):
+        _, header, rows = next(t for t in out.tables if t[0].startswith(start))
+        assert {r[0]: r for r in rows}["t=1"][1].startswith(want)
 
 
 def test_smoothing_claim_judges_the_laplacian_heads_against_attention_ones(tmp_path):
@@ -241,3 +250,14 @@ def test_smoothing_claim_says_no_when_the_laplacian_heads_sharpen(tmp_path):
     claims, _ = _claims(tmp_path, results)
     lap = next(c for t, c in claims.items() if t.startswith("t=1: trained Laplacian heads"))
     assert lap.verdict == "not reproduced"
+
+
+def test_sublayer_table_reads_every_variant(tmp_path):
+    _, out = _claims(tmp_path, _results((1.0, -1.0), 0.8, -0.1))
+    _, header, rows = next(t for t in out.tables
+                           if t[0].startswith("within-sequence share of the token variance "
+                                              "before"))
+    assert header[1:4] == ["learned share before", "learned share after",
+                           "learned after − before"]
+    assert [r[0] for r in rows] == [f"block {b + 1}" for b in range(LAYERS)]
+    assert float(rows[0][3].split(" ± ")[0]) == pytest.approx(-0.05)

@@ -141,13 +141,21 @@ def test_train_cli_refuses_unknown_hf_model(tmp_path, capsys):
     assert code == 2 and "unknown Hugging Face model 'nope'" in err and "Traceback" not in err
 
 
-def test_retrofit_quick_setting_is_reported_as_full_only(tmp_path):
+def test_retrofit_quick_setting_is_reported_as_opt_in(tmp_path):
     from tokengeo.experiments.reproduce import ReproduceConfig, reproduce
 
     cfg = ReproduceConfig(out=tmp_path / "out", only=("retrofit",))
     path, (out,) = reproduce(cfg, log=lambda m: None)
-    assert out.claims and all(c.verdict.startswith("not run: runs only with") for c in out.claims)
-    assert "reproduce --full" in path.read_text()
+    assert out.claims and all(c.verdict.startswith("not run: opt-in") for c in out.claims)
+    assert "reproduce --full --only retrofit --config-dir DIR" in path.read_text()
+
+
+def test_retrofit_is_opt_in_in_full_with_its_cost_and_command(tmp_path):
+    from tokengeo.experiments.reproduce import ReproduceConfig, plan_suite
+
+    plan = plan_suite("retrofit", ReproduceConfig(out=tmp_path, mode="full"))
+    assert not plan.cells and plan.ctx.skipped.startswith("opt-in")
+    assert "core-h" in plan.ctx.skipped and "--only retrofit" in plan.ctx.skipped
 
 
 # ---- the suite: rows, cells, claims from fake cell results --------------------------------

@@ -162,13 +162,15 @@ def test_no_hooks_are_installed_and_unpatch_restores_forward_and_class():
     tokengeo.laplacianize(model, n_laplacian=2)
     for site in hf.attention_sites(model):
         assert not site.value_module._forward_hooks  # the fast nn.Module.__call__ path
-        assert "forward" in vars(site.value_module)
+        assert type(site.value_module).__name__ == "LaplacianLinear"  # taps after hooks
+        assert "forward" not in vars(site.value_module)
         assert not site.out_proj._forward_pre_hooks
         assert isinstance(site.out_proj, torch.nn.Linear)
         assert type(site.out_proj).__name__ == "LaplacianLinear"
     hf.unlaplacianize(model)
     for site in hf.attention_sites(model):
-        assert "forward" not in vars(site.value_module)
+        assert type(site.value_module) is torch.nn.Linear
+        assert "_tokengeo_value_tap" not in vars(site.value_module)
         assert type(site.out_proj) is torch.nn.Linear
         assert "_tokengeo_swap" not in vars(site.out_proj)
     assert torch.equal(logits(model), plain)

@@ -51,7 +51,11 @@ def test_every_hook_point_can_be_edited(name):
     with torch.no_grad():
         plain = model(x, mask)
     points = hook_points(model)
-    assert len(points) == 2 + 2 * 10  # embed, final; 5 residual + 5 attention per block
+    # embed, positions, final, the final norm's 2; per block 5 residual, 7 attention (q, k, v,
+    # scores, pattern, z, result), 2 MLP, 2 per norm. The L-Transformer: embed, final, per
+    # block 5 residual and 5 attention
+    expected = 2 + 2 * 10 if name.startswith("ltransformer") else 5 + 2 * (5 + 7 + 2 + 4)
+    assert len(points) == expected
     for hook_name, point in points.items():
         same = run_with_hook(model, x, mask, point, lambda t: t.clone())
         assert torch.allclose(same, plain, rtol=1e-4, atol=1e-4), hook_name

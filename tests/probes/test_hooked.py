@@ -1,4 +1,4 @@
-"""run_with_hooks, hooks() and ActivationCache: one API on a tokengeo GPT and a tiny HF Llama.
+"""run_with_hooks, with_hooks() and ActivationCache: one API on a tokengeo GPT and a tiny HF Llama.
 
 A head ablation through a hook (zero head h of ``hook_z``) must equal the same ablation done
 on the weights (zero the output projection's columns of head h): the reference is computed
@@ -11,7 +11,7 @@ import tokengeo
 from tokengeo.errors import ConfigError
 from tokengeo.probes.activation_cache import ActivationCache, act_name
 from tokengeo.probes.capture import capture, hook_sites, run_with_cache
-from tokengeo.probes.hooked import hooks, reset_hooks, run_with_hooks
+from tokengeo.probes.hooked import reset_hooks, run_with_hooks, with_hooks
 
 
 def tiny_gpt():
@@ -68,7 +68,7 @@ def weight_ablation(model, ids, layer, head, n_heads, out_proj):
 
 
 @pytest.mark.parametrize("which", ["gpt", "llama"])
-def test_same_edit_through_run_with_hooks_and_hooks(which, request):
+def test_same_edit_through_run_with_hooks_and_with_hooks(which, request):
     if which == "gpt":
         model, n_heads, out_proj = tiny_gpt(), 4, gpt_out_proj
         ids = torch.randint(0, 31, (2, 9), generator=torch.Generator().manual_seed(1))
@@ -81,7 +81,7 @@ def test_same_edit_through_run_with_hooks_and_hooks(which, request):
     with torch.no_grad():
         plain = logits_of(model, ids)
         via_run = logits_of_output(run_with_hooks(model, ids, fwd_hooks=edit))
-        with hooks(model, fwd_hooks=edit):
+        with with_hooks(model, fwd_hooks=edit):
             via_ctx = logits_of(model, ids)
         after = logits_of(model, ids)
     reference = weight_ablation(model, ids, 1, 2, n_heads, out_proj)
@@ -100,11 +100,11 @@ def test_hooks_removed_on_error_and_patterns_and_predicates():
     ids = torch.randint(0, 31, (1, 5))
     seen = []
     with pytest.raises(RuntimeError, match="boom"):
-        with hooks(model, fwd_hooks=[("blocks.*.hook_resid_post", lambda x, hook: None)]):
+        with with_hooks(model, fwd_hooks=[("blocks.*.hook_resid_post", lambda x, hook: None)]):
             raise RuntimeError("boom")
     assert not any(p._forward_hooks for p in model.modules())
     run_with_hooks(model, ids, fwd_hooks=[(lambda n: n.endswith("hook_z"),
-                                            lambda x, hook: seen.append((hook.name, hook.layer)))])
+                                            lambda x, hook: seen.append((hook.name, hook.layer())))])
     assert seen == [("blocks.0.attn.hook_z", 0), ("blocks.1.attn.hook_z", 1)]
     with pytest.raises(ConfigError, match="no hook point matches 'blocks.9.hook_z'"):
         run_with_hooks(model, ids, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, h: None),
@@ -126,7 +126,7 @@ def test_pattern_edit_on_tokengeo_gpt_equals_uniform_attention():
     edit = [("blocks.0.attn.hook_pattern", uniform)]
     with torch.no_grad():
         a = run_with_hooks(model, ids, fwd_hooks=edit)
-        with hooks(model, fwd_hooks=edit):
+        with with_hooks(model, fwd_hooks=edit):
             b, cache = run_with_cache(model, ids, names=["blocks.0.attn.hook_pattern"])
     torch.testing.assert_close(a, b)
     row = cache["pattern", 0][0, 0, 3]
@@ -143,14 +143,14 @@ def test_backward_hook_sees_the_gradient_and_can_replace_it():
 
     name = "blocks.0.hook_resid_post"
     with capture(model, [name], detach=False) as acts:
-        with hooks(model, bwd_hooks=[(name, keep)]):
+        with with_hooks(model, bwd_hooks=[(name, keep)]):
             out = model(ids)
             expected, = torch.autograd.grad(out.square().sum(), acts[name], retain_graph=True)
             out.square().sum().backward()
     torch.testing.assert_close(grads[name], expected)
     # a backward hook that returns zeros cuts every gradient flowing through that activation
     model.zero_grad()
-    with hooks(model, bwd_hooks=[(name, lambda g, hook: torch.zeros_like(g))]):
+    with with_hooks(model, bwd_hooks=[(name, lambda g, hook: torch.zeros_like(g))]):
         model(ids).sum().backward()
     assert model.blocks[0].attn.qkv.weight.grad.abs().max() == 0
     assert model.blocks[1].attn.qkv.weight.grad.abs().max() > 0
@@ -175,18 +175,18 @@ def test_cache_stacks_like_a_manual_stack():
     resid = cache.stack_layers("resid_post")
     torch.testing.assert_close(resid, torch.stack([cache[f"blocks.{l}.hook_resid_post"]
                                                    for l in range(L)]))
-    z, labels = cache.stack_heads("z", return_labels=True)
+    z, labels = cache.stack_by_head("z", return_labels=True)
     manual = torch.stack([cache[f"blocks.{l}.attn.hook_z"][:, :, h]
                           for l in range(L) for h in range(H)])  # (L*H, B, T, Dh)
     torch.testing.assert_close(z, manual)
     assert labels[:5] == ["L0H0", "L0H1", "L0H2", "L0H3", "L1H0"]
-    pattern = cache.stack_heads("pattern")
+    pattern = cache.stack_by_head("pattern")
     manual = torch.stack([cache["pattern", l][:, h] for l in range(L) for h in range(H)])
     torch.testing.assert_close(pattern, manual)  # (L*H, B, T, T)
     assert cache["z", 1] is cache["blocks.1.attn.hook_z"]
     assert act_name("embed") == "hook_embed" and act_name("mlp_out", 3) == "blocks.3.hook_mlp_out"
     with pytest.raises(ConfigError, match="no head axis"):
-        cache.stack_heads("resid_post")
+        cache.stack_by_head("resid_post")
     with pytest.raises(ConfigError, match="knows no tokenizer"):
         cache.to_str_tokens(ids[0])
 
@@ -198,10 +198,10 @@ def test_llama_cache_heads_and_tokens(llama, tmp_path):
     _, cache = run_with_cache(llama, ids, names=["blocks.*.attn.hook_pattern",
                                                  "blocks.*.attn.hook_z"], tokenizer=tok)
     assert "".join(cache.to_str_tokens(ids)) == "Shall I compare thee"
-    z = cache.stack_heads("z")
+    z = cache.stack_by_head("z")
     assert z.shape == (2 * 4, 1, ids.shape[1], 8)
     torch.testing.assert_close(z[5], cache["z", 1][:, :, 1])
-    torch.testing.assert_close(cache.stack_heads("pattern")[6], cache["pattern", 1][:, 2])
+    torch.testing.assert_close(cache.stack_by_head("pattern")[6], cache["pattern", 1][:, 2])
 
 
 def test_hf_pattern_is_read_only_with_a_clear_error(llama):
@@ -226,7 +226,7 @@ def test_hf_wrapper_exposes_the_hf_sites(tmp_path):
     edit = [("blocks.0.attn.hook_z", ablate(1))]
     with torch.no_grad():
         a = run_with_hooks(model, ids, fwd_hooks=edit)
-        with hooks(model, fwd_hooks=edit):
+        with with_hooks(model, fwd_hooks=edit):
             b = model(ids)
         plain = model(ids)
     torch.testing.assert_close(a, b, rtol=0, atol=0)

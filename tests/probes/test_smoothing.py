@@ -216,7 +216,8 @@ def _tiny_llama():
     transformers = pytest.importorskip("transformers", reason="transformers is an optional extra")
     config = transformers.LlamaConfig(
         vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        attn_implementation="eager")  # the Dirichlet step reads the softmax pattern
     torch.manual_seed(6)
     model = transformers.LlamaForCausalLM(config).eval()
     with torch.no_grad():
@@ -266,7 +267,7 @@ def test_hf_gpt2_fused_projection():
     from tokengeo.models.hf import laplacianize
 
     config = transformers.GPT2Config(vocab_size=64, n_embd=16, n_layer=1, n_head=2,
-                                     n_positions=32)
+                                     n_positions=32, attn_implementation="eager")
     torch.manual_seed(7)
     model = laplacianize(transformers.GPT2LMHeadModel(config).eval(), n_laplacian=1)
     ids = torch.randint(0, 64, (2, 9))
@@ -284,3 +285,12 @@ def test_hf_gpt2_fused_projection():
         expected = rayleigh_quotients(x, m[None])[0]
         assert r.rayleigh == pytest.approx(expected.item(), rel=1e-4)
     assert [r.kind for r in rows] == ["attention", "laplacian"]
+
+
+def test_hf_model_without_eager_attention_is_refused_clearly():
+    transformers = pytest.importorskip("transformers", reason="transformers is an optional extra")
+    config = transformers.GPT2Config(vocab_size=64, n_embd=16, n_layer=1, n_head=2,
+                                     n_positions=32, attn_implementation="sdpa")
+    model = transformers.GPT2LMHeadModel(config).eval()
+    with pytest.raises(ConfigError, match="eager"):
+        head_smoothing(model, {"input_ids": torch.randint(0, 64, (2, 9))})

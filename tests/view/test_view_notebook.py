@@ -9,8 +9,11 @@ import pytest
 import torch
 
 import tokengeo
+from tokengeo.errors import ConfigError
 from tokengeo.view import show
 from tokengeo.view.encode import LOG_DECADES, dequantise, dequantise_log, quantise, quantise_log
+from tokengeo.view.heads import HeadMaps
+from tokengeo.view.payloads import heads_payload
 
 
 def tiny_gpt():
@@ -69,14 +72,25 @@ def test_show_renders_inline_in_chromium_without_network(tmp_path):
         assert page.evaluate(f"{frame}.document.querySelectorAll('.panel').length") == 2
         assert page.evaluate(f"{frame}.TG.thumbs.length") == 6
         scale = page.evaluate(f"{frame}.document.querySelector('.panel .scale').textContent")
-        assert "log," in scale and f"{LOG_DECADES} decades" in scale
+        decades = heads_payload(view.maps)[0]["heads"][0]["p_log"]  # head (0, 0)
+        assert "log," in scale and f"{decades:g} decades" in scale and "grey: masked" in scale
         P = view.maps.P[0, 0]
-        bound = 10 ** (LOG_DECADES / 508) - 1
+        bound = 10 ** (decades / 508) - 1
         for i, j in [(5, 2), (19, 0), (7, 7)]:
             got = page.evaluate(f"{frame}.TG.value('P', {i}, {j})")
             want = float(P[i, j])
-            if want >= float(P.max()) * 10 ** -LOG_DECADES:
+            if want >= float(P.max()) * 10 ** -decades:
                 assert abs(got - want) <= bound * want + 1e-9, (i, j, got, want)
+        # the frame fits its page; masked cells (j > i) are grey; the token view shows row T-1
+        fits = page.evaluate(f"Math.abs(document.querySelector('iframe').offsetHeight - "
+                             f"{frame}.document.documentElement.scrollHeight)")
+        assert fits <= 8
+        grey = page.evaluate(f"Array.from({frame}.TG.panels.P.img.data.slice(4 * 3, 4 * 3 + 3))")
+        assert grey == [0xE4, 0xE4, 0xE4]  # cell (0, 3): masked by causality
+        row = page.evaluate(f"(() => {{ const d = {frame}.TG.panels.P.img.data; "
+                            f"return Array.from({{length: 20}}, (_, j) => "
+                            f"`rgb(${{d[4*(19*20+j)]}}, ${{d[4*(19*20+j)+1]}}, ${{d[4*(19*20+j)+2]}})`); }})()")
+        assert page.evaluate(f"{frame}.TG.tokenColours") == row
         assert page.errors == [] and page.requests == []
 
 
@@ -131,12 +145,15 @@ def test_head_scale_without_the_sink_and_the_default_unchanged():
     assert abs(hd["p_scale"] - float(P[:, 1:].max())) <= 1e-6 and "p_rows" not in hd
     codes = _decoded_p(chunks["0-0"], T)
     assert bool((codes[:, 0] == 255).all()) and int(codes[:, 1:].max()) == 255
-    # without exclusions the codes are those of quantise_log / quantise (one scale per head)
-    for colour, old in [("log", lambda x: quantise_log(x)[0]),
-                        ("linear", lambda x: quantise(x, signed=False)[0])]:
+    # without exclusions the codes are those of quantise_log (at the fitted decades) /
+    # quantise, one scale per head, except that a positive weight never gets the masked code 0
+    for colour, old in [("log", lambda x, d: quantise_log(x, decades=d)[0]),
+                        ("linear", lambda x, d: quantise(x, signed=False)[0])]:
         payload, chunks = heads_payload(view.maps, colour=colour)
         assert payload["p_exclude"] == [] and "p_excluded" not in payload["heads"][0]
-        assert torch.equal(_decoded_p(chunks["0-0"], T).to(torch.uint8), old(P.float()))
+        want = old(P.float(), payload["p_log"])
+        want = torch.where((P > 0) & (want == 0), torch.ones_like(want), want)
+        assert torch.equal(_decoded_p(chunks["0-0"], T).to(torch.uint8), want)
     assert torch.equal(quantise_relative(P, P.max(), decades=LOG_DECADES),
                        quantise_log(P)[0])
 
@@ -180,3 +197,62 @@ def test_row_scale_page_renders_with_exact_sink_values(tmp_path):
             got = page.evaluate(f"TG.value('L', {i}, {j})")
             assert abs(got - ((i == j) - float(P[i, j]))) <= tol, (i, j, got)
         assert page.errors == [] and page.requests == []
+
+
+def synthetic_maps(P: torch.Tensor) -> HeadMaps:
+    L, H, T, _ = P.shape
+    return HeadMaps(tokens=[f"t{i}" for i in range(T)], P=P, S=torch.zeros_like(P),
+                    kinds=[["attention"] * H for _ in range(L)])
+
+
+def causal_uniform(T: int) -> torch.Tensor:
+    mask = torch.ones(T, T).tril()
+    return (mask / mask.sum(-1, keepdim=True))[None, None]  # (1, 1, T, T)
+
+
+def test_the_log_scale_spans_what_the_text_fills():
+    """A 13-token sentence (weights from 1 down to 1/13) gets one or two decades, not four;
+    a sink row (0.999 on one token, the rest 1e-6 each) keeps all four."""
+    short, _ = heads_payload(synthetic_maps(causal_uniform(13)))
+    assert 1 <= short["p_log"] <= 1.5
+    sink = torch.full((1, 1, 30, 30), 1e-6)
+    sink[..., 0] = 0.999
+    wide, _ = heads_payload(synthetic_maps(sink / sink.sum(-1, keepdim=True)))
+    assert wide["p_log"] == LOG_DECADES
+
+
+def test_masked_cells_are_not_small_weights():
+    P = causal_uniform(6).clone()
+    P[0, 0, 5, 4] = 1e-9  # a real, tiny weight
+    P[0, 0, 5] /= P[0, 0, 5].sum()
+    for colour in ("log", "linear", "row"):
+        payload, chunks = heads_payload(synthetic_maps(P), colour=colour)
+        codes = _decoded_p(chunks["0-0"], 6)
+        upper = torch.ones(6, 6, dtype=torch.bool).triu(1)
+        assert bool((codes[upper] == 0).all()) and bool((codes[~upper] >= 1).all()), colour
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_tokens": -1}, "max_tokens=-1 must be a positive whole number"),
+    ({"max_tokens": 0}, "max_tokens=0"),
+    ({"max_tokens": True}, "max_tokens=True"),
+    ({"height": -5}, "height=-5 must be a positive whole number"),
+    ({"height": 2.5}, "height=2.5"),
+])
+def test_show_refuses_bad_sizes(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        show(tiny_gpt(), torch.arange(8), **kwargs)
+
+
+def test_show_refuses_float_ids_instead_of_truncating():
+    with pytest.raises(ConfigError, match="token ids must be integers; got torch.float32"):
+        show(tiny_gpt(), torch.tensor([1.0, 2.7, 3.0]))
+    with pytest.raises(ConfigError, match="must be integers"):
+        show(tiny_gpt(), [1.5, 2.0])
+
+
+def test_the_frame_sizes_itself_unless_given_a_height():
+    view = show(tiny_gpt(), torch.arange(8))
+    assert "onload=" in view._repr_html_() and "ResizeObserver" in view._repr_html_()
+    fixed = show(tiny_gpt(), torch.arange(8), height=500)._repr_html_()
+    assert "onload=" not in fixed and "height:500px" in fixed

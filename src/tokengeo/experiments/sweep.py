@@ -30,12 +30,14 @@ class TrainResult:
     curve: list[dict] | None = None  # {"step", "metrics", "geometry"} along training
     step_s: float | None = None  # median seconds of a training step (cells since issue 41)
     peak_memory_bytes: int | None = None  # peak CUDA memory allocated (CUDA cells only)
+    sublayers: list[dict] | None = None  # per attention sublayer: share_before, share_after
 
     @classmethod
     def from_value(cls, v: dict) -> TrainResult:
         return cls(v["final"], v.get("parameters", {}), float(v.get("wall_time_s", 0.0)),
                    int(v.get("step", 0)), v.get("geometry"), v.get("smoothing"),
-                   v.get("curve"), v.get("step_s"), v.get("peak_memory_bytes"))
+                   v.get("curve"), v.get("step_s"), v.get("peak_memory_bytes"),
+                   v.get("sublayer_smoothing"))
 
     def metric(self, split: str, name: str) -> float:
         return float(self.final[split][name])
@@ -107,7 +109,7 @@ def training_cells(sweep: Sweep, settings: dict, ctx: SuiteContext,
     """The sweep's cells, each training its config in its own run folder (under torchrun on
     ``gpus`` processes when the settings ask for more than one); ``smoothing_examples`` > 0:
     each also measures its heads' smoothing signs
-    (:func:`~tokengeo.experiments.training.smoothing_rows`); ``curve_every`` > 0: each
+    (:func:`~tokengeo.experiments.training.smoothing_fields`); ``curve_every`` > 0: each
     records a learning curve of metrics and geometry every that many steps."""
     gpus = settings.get("gpus", 1)
 

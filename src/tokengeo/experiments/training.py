@@ -97,8 +97,9 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
     device it trained on, its median step time and (on CUDA, in this process) its peak
     CUDA memory.
 
-    ``smoothing_examples`` > 0: also every head's smoothing sign on that many held-out
-    examples of ``geometry_split`` (:func:`smoothing_rows`), under ``"smoothing"``.
+    ``smoothing_examples`` > 0: also every head's smoothing sign and finite steps, and every
+    attention sublayer's within-sequence share before and after it, on that many held-out
+    examples of ``geometry_split`` (:func:`smoothing_fields`).
     ``curve_every`` > 0: the metrics and the final-layer geometry of ``geometry_examples``
     examples of ``geometry_split`` every that many steps and at the end, under ``"curve"``
     (a learning curve: :class:`CurveRecorder`; ``final`` keeps the whole split's metrics).
@@ -132,8 +133,8 @@ def train_cell(run_dir: str, config: dict[str, Any], geometry: str | None = None
     if curve_every:
         out["curve"] = recorder.finish(trainer, out.get("geometry"))
     if smoothing_examples:
-        out["smoothing"] = smoothing_rows(trainer.model, trainer.task, geometry_split,
-                                          smoothing_examples)
+        out.update(smoothing_fields(trainer.model, trainer.task, geometry_split,
+                                    smoothing_examples))
     return out
 
 
@@ -158,16 +159,19 @@ def learned_alpha(model, optimizer, peak_lr: float) -> dict[str, Any] | None:
             "lr": float(peak_lr), "weight_decay": float(group["weight_decay"])}
 
 
-def smoothing_rows(model, task, split: str, n_examples: int) -> list[dict]:
-    """:func:`tokengeo.probes.smoothing.head_smoothing` of ``model`` on the first
-    ``n_examples`` evaluation examples of ``split`` (one batch, one forward pass), as
-    JSON rows ``{layer, head, kind, variance_derivative, rayleigh}``."""
-    from tokengeo.probes.smoothing import head_smoothing
+def smoothing_fields(model, task, split: str, n_examples: int) -> dict[str, list[dict]]:
+    """:func:`tokengeo.probes.smoothing.smoothing_reading` of ``model`` on the first
+    ``n_examples`` evaluation examples of ``split`` (one batch, one forward pass), as JSON:
+    ``"smoothing"``, one row per head ``{layer, head, kind, variance_derivative, rayleigh,
+    variance_step, dirichlet_step}``, and ``"sublayer_smoothing"``, one row per attention
+    sublayer ``{layer, share_before, share_after}``."""
+    from tokengeo.probes.smoothing import smoothing_reading
 
     device = next(model.parameters()).device  # a model trained on CUDA stays there
     batch = task.batch(split, task.eval_indices(split, n_examples)).to(device)
-    rows = head_smoothing(model, batch.inputs, attention_mask=batch.attention_mask)
-    return [row.to_dict() for row in rows]
+    reading = smoothing_reading(model, batch.inputs, attention_mask=batch.attention_mask)
+    return {"smoothing": [row.to_dict() for row in reading.heads],
+            "sublayer_smoothing": [row.to_dict() for row in reading.sublayers]}
 
 
 def device_record(device) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from tokengeo.hooks import HookPoint
 from tokengeo.models.config import TextEncoderConfig
 from tokengeo.models.transformer import TokengeoModel, check_length, mask_with_prefix
 from tokengeo.nn.lposition import sinusoid
@@ -32,6 +33,7 @@ class TextEncoder(TokengeoModel):
         self.emb_scale = math.sqrt(cfg.d_model) if cfg.embed_scale else 1.0
         learned = cfg.positions == "learned"
         self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model) if learned else None
+        self.hook_pos_embed = HookPoint()  # the position code added to the tokens, (B, T, d)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if cfg.pool == "cls" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.d_model, cfg.num_classes)
@@ -53,7 +55,7 @@ class TextEncoder(TokengeoModel):
         x = self.tok_emb(ids)  # (B, T, d)
         if self.config.embed_scale:
             x = x * self.emb_scale
-        x = x + self.positions(T)  # (B, T, d)
+        x = x + self.hook_pos_embed(self.positions(T).expand(B, T, -1))  # (B, T, d)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)  # (B, 1 + T, d)
             attention_mask = mask_with_prefix(attention_mask)

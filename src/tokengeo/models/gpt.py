@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tokengeo.hooks import HookPoint
 from tokengeo.models.config import GPTConfig
 from tokengeo.models.transformer import TokengeoModel, check_length
 
@@ -19,6 +20,7 @@ class GPT(TokengeoModel):
         super().__init__(cfg)
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.hook_pos_embed = HookPoint()  # the position embeddings, (B, T, d)
         self.drop = nn.Dropout(cfg.dropout)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.finish_init()
@@ -31,7 +33,8 @@ class GPT(TokengeoModel):
         B, T = idx.shape
         check_length(T, self.config.block_size, "block_size")
         pos = torch.arange(T, device=idx.device)
-        return self.drop(self.tok_emb(idx) + self.pos_emb(pos)), attention_mask  # (B, T, d)
+        positions = self.hook_pos_embed(self.pos_emb(pos).expand(B, T, -1))  # (B, T, d)
+        return self.drop(self.tok_emb(idx) + positions), attention_mask  # (B, T, d)
 
     def forward_head(self, features: torch.Tensor, attention_mask=None) -> torch.Tensor:
         """Next-token logits at every position (no pooling): (B, T, vocab)."""

@@ -18,6 +18,7 @@ from tokengeo.errors import ConfigError
 from tokengeo.hooks import HookPoint, name_hook_points
 from tokengeo.models.config import TransformerConfig
 from tokengeo.nn.block import Block
+from tokengeo.nn.norm import HookedLayerNorm
 
 
 class TokengeoModel(nn.Module):
@@ -52,7 +53,7 @@ class TokengeoModel(nn.Module):
 
     def make_final_norm(self) -> nn.Module:
         cfg = self.config
-        return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+        return HookedLayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
 
     def stream_to_tokens(self, h: torch.Tensor) -> torch.Tensor:
         """The blocks' residual stream as tokens (B, T, width), as hooks see it."""
@@ -78,7 +79,9 @@ class TokengeoModel(nn.Module):
         name_hook_points(self)
 
     def _hook_stream(self, point: HookPoint, h: torch.Tensor) -> torch.Tensor:
-        if not point.is_active():
+        if type(self).stream_to_tokens is TokengeoModel.stream_to_tokens:
+            return point(h)  # the stream is the tokens: an identity call, hooked or not
+        if not point.is_active():  # showing the stream as tokens costs a copy: only if hooked
             return h
         return self.tokens_to_stream(point(self.stream_to_tokens(h)))
 

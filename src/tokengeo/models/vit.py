@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from tokengeo.errors import ConfigError
+from tokengeo.hooks import HookPoint
 from tokengeo.models.config import ViTConfig
 from tokengeo.models.transformer import TokengeoModel
 
@@ -27,6 +28,7 @@ class ViT(TokengeoModel):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d)) if self.num_prefix else None
         self.pos_embed = nn.Parameter(torch.zeros(1, self.num_patches + self.num_prefix, d))
         self.head = nn.Linear(d, cfg.num_classes)
+        self.hook_pos_embed = HookPoint()  # the position embeddings, (B, prefix + N, d)
         self.finish_init()
         nn.init.normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
@@ -51,7 +53,8 @@ class ViT(TokengeoModel):
         x = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, N, d)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        return x + self.position_embedding(size // cfg.patch_size), None
+        positions = self.position_embedding(size // cfg.patch_size).expand(x.shape[0], -1, -1)
+        return x + self.hook_pos_embed(positions), None  # (B, prefix + N, d)
 
     def position_embedding(self, grid: int) -> torch.Tensor:
         """Position embeddings for a ``grid`` x ``grid`` patch layout, (1, prefix + grid², d).

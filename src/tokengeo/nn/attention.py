@@ -30,7 +30,7 @@ from tokengeo.nn.config import BlockConfig
 from tokengeo.nn.heads import HeadMixer
 from tokengeo.nn.kernels.checkpointed import compiling, keep_only_attention
 from tokengeo.nn.kernels.table import Call, Plan, autocast_inputs, check_kernel_name, plan_kernel
-from tokengeo.nn.reference import attention_pattern, attention_reference
+from tokengeo.nn.reference import attention_pattern, attention_reference, attention_scores
 
 __all__ = ["ATTENTION_HOOKS", "HeadAttention", "MultiHeadAttention", "attention_pattern",
            "attention_reference", "build_attn_mask"]
@@ -144,15 +144,20 @@ class HeadAttention(HeadMixer):
         attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
         edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
         hook_z: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        z_hooked: bool | None = None,
     ) -> torch.Tensor:
         """``self.proj(z.reshape(out_shape))`` for z of q, k, v (N, T, H, Dh): planned,
         hooked (``hook_z`` sees z and may replace it) and, where the plan says so, inside
-        selective checkpointing (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`)."""
+        selective checkpointing (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`).
+        ``z_hooked``: whether something is attached to ``hook_z`` (default: it is given), for
+        the plan; an unhooked ``hook_z`` is still called (an identity), so that tools wrapping
+        module calls see it."""
         qh, kh, vh, attn_mask = autocast_inputs(  # (N, H, T, Dh) each
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask)
+        z_hooked = hook_z is not None if z_hooked is None else z_hooked
         plan = None if edit_pattern is not None else self.plan(  # a hooked P: no kernel
             qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p,
-            qkv=qkv, hooked=hook_z is not None)
+            qkv=qkv, hooked=z_hooked)
 
         def run(qh, kh, vh):
             z = self.attend(plan, qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
@@ -162,6 +167,27 @@ class HeadAttention(HeadMixer):
         if plan is not None and plan.kernel.checkpoints:
             return keep_only_attention(run, qh, kh, vh)
         return run(qh, kh, vh)
+
+
+class HeadProjection(nn.Linear):
+    """The output projection ``z W_Oᵀ + b`` of H heads; when its ``result_point`` (the
+    attention's ``hook_result``) is hooked, the per-head terms ``r_h = z_h W_O_hᵀ`` (…, H, d)
+    are formed, shown to it, and summed: ``out = Σ_h r_h + b`` (as TransformerLens'
+    ``hook_result``). Unhooked it is ``nn.Linear`` (same parameters and state dict)."""
+
+    def __init__(self, d_in: int, d_out: int, *, bias: bool, n_heads: int) -> None:
+        super().__init__(d_in, d_out, bias=bias)
+        self.n_heads = n_heads
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:  # (..., H*Dh) -> (..., d)
+        point = self.__dict__.get("result_point")
+        if point is None or not active(point):
+            return F.linear(z, self.weight, self.bias)
+        heads = z.unflatten(-1, (self.n_heads, -1))  # (..., H, Dh)
+        w = self.weight.unflatten(1, (self.n_heads, -1))  # (d, H, Dh)
+        result = point(torch.einsum("...hk,dhk->...hd", heads, w))  # (..., H, d)
+        out = result.sum(dim=-2)
+        return out if self.bias is None else out + self.bias
 
 
 def active(point: HookPoint) -> bool:
@@ -178,9 +204,12 @@ class MultiHeadAttention(HeadAttention):
     ``coefficients`` (a, b) (default: the config's ``head_coefficients``, if it has one).
 
     Hook points, each editable (what a hook returns is what flows on):
-    ``hook_q``, ``hook_k``, ``hook_v`` (B, T, H, Dh); ``hook_pattern`` (B, H, T, T), P before
-    attention dropout, materialised only when hooked, and the returned pattern is the one
-    applied to V; ``hook_z`` (B, T, H, Dh), the per-head outputs before ``proj``.
+    ``hook_q``, ``hook_k``, ``hook_v`` (B, T, H, Dh); ``hook_attn_scores`` (B, H, T, T), the
+    logits of P (``QKᵀ/√Dh``, masked keys at −∞); ``hook_pattern`` (B, H, T, T), P before
+    attention dropout, and the returned pattern is the one applied to V; ``hook_z``
+    (B, T, H, Dh), the per-head outputs before ``proj``; ``hook_result`` (B, T, H, d), each
+    head's term ``z_h W_O_h`` of the output (which is their sum plus the bias). The scores,
+    the pattern and the results are formed only when hooked.
     """
 
     def __init__(
@@ -197,10 +226,13 @@ class MultiHeadAttention(HeadAttention):
         self.d_model, self.head_dim = cfg.d_model, cfg.d_model // cfg.n_heads
         self.causal, self.attn_dropout = causal, cfg.attn_dropout
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.proj = HeadProjection(cfg.d_model, cfg.d_model, bias=cfg.bias, n_heads=cfg.n_heads)
         self.proj_drop = nn.Dropout(cfg.dropout)
         for name in ATTENTION_HOOKS:
             setattr(self, name, HookPoint())
+        self.hook_attn_scores = HookPoint()
+        self.hook_result = HookPoint()
+        self.proj.__dict__["result_point"] = self.hook_result  # a reference, no second name
 
     def forward(
         self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
@@ -208,15 +240,32 @@ class MultiHeadAttention(HeadAttention):
         B, T, D = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
         q, k, v = qkv.unbind(dim=2)  # each (B, T, H, Dh)
-        if active(self.hook_q) or active(self.hook_k) or active(self.hook_v):
-            q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
+        hooked = active(self.hook_q) or active(self.hook_k) or active(self.hook_v)
+        seen = self.hook_q(q), self.hook_k(k), self.hook_v(v)  # identity calls when unhooked
+        if hooked or any(a is not b for a, b in zip(seen, (q, k, v), strict=True)):
+            q, k, v = seen
             qkv = None  # a hook may replace q, k, v or watch their gradients
         attn_mask, is_causal = build_attn_mask(key_padding_mask, T, self.causal)
         return self.proj_drop(self.attend_project(
             q, k, v, (B, T, D), qkv=qkv, attn_mask=attn_mask,
             is_causal=is_causal, dropout_p=self.attn_dropout if self.training else 0.0,
-            edit_pattern=self.hook_pattern if active(self.hook_pattern) else None,
-            hook_z=self.hook_z if active(self.hook_z) else None))
+            edit_pattern=self._pattern_hook(q, k, attn_mask, is_causal),
+            hook_z=self.hook_z, z_hooked=active(self.hook_z)))
+
+    def _pattern_hook(self, q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None,
+                      is_causal: bool) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """What the attention does with a materialised P: nothing when neither the scores nor
+        the pattern is hooked; ``hook_pattern`` alone; with ``hook_attn_scores``, P formed
+        again from the (hooked) scores of q, k (B, T, H, Dh), then ``hook_pattern``."""
+        if not active(self.hook_attn_scores):
+            return self.hook_pattern if active(self.hook_pattern) else None
+
+        def from_scores(pattern: torch.Tensor) -> torch.Tensor:
+            scores = attention_scores(q.transpose(1, 2).to(pattern.dtype),
+                                      k.transpose(1, 2).to(pattern.dtype), attn_mask, is_causal)
+            return self.hook_pattern(self.hook_attn_scores(scores).softmax(dim=-1))
+
+        return from_scores
 
     def extra_repr(self) -> str:
         counts = {k: self.head_kinds.count(k) for k in dict.fromkeys(self.head_kinds)}

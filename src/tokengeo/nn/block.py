@@ -11,6 +11,7 @@ from tokengeo.hooks import HookPoint
 from tokengeo.nn.attention import MultiHeadAttention
 from tokengeo.nn.config import BlockConfig
 from tokengeo.nn.mlp import MLP
+from tokengeo.nn.norm import HookedLayerNorm
 
 RESIDUAL_HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out",
                   "hook_resid_post")
@@ -24,16 +25,18 @@ class Block(nn.Module):
     kinds and the family's causality from the model.
     Hook points, each editable (what a hook returns flows on), all (B, T, d):
     ``hook_resid_pre``, ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``,
-    ``hook_resid_post``; and the attention's (see :class:`MultiHeadAttention`).
+    ``hook_resid_post``; the attention's (see :class:`MultiHeadAttention`), the MLP's
+    (``mlp.hook_pre``, ``mlp.hook_post``) and the norms' (``ln1.hook_scale``,
+    ``ln1.hook_normalized``, the same on ``ln2``: :class:`~tokengeo.nn.norm.HookedLayerNorm`).
     """
 
     def __init__(
         self, cfg: BlockConfig, head_kinds: Sequence[str] | None = None, *, causal: bool = False
     ) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+        self.ln1 = HookedLayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
         self.attn = MultiHeadAttention(cfg, head_kinds, causal=causal, kernel=cfg.kernel)
-        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+        self.ln2 = HookedLayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
         self.mlp = MLP(cfg)
         for name in RESIDUAL_HOOKS:
             setattr(self, name, HookPoint())

@@ -35,11 +35,11 @@ def mix_heads(
     return coef_a.unsqueeze(-1) * v + coef_b.unsqueeze(-1) * pv
 
 
-def attention_pattern(
+def attention_scores(
     q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None = None,
     is_causal: bool = False, scale: float | None = None,
 ) -> torch.Tensor:
-    """P = softmax(QKᵀ·scale) with masked keys at −∞ (scale 1/√Dh by default).
+    """The logits of P: ``QKᵀ·scale`` with masked keys at −∞ (scale 1/√Dh by default).
 
     q, k: (N, H, T, Dh); attn_mask: bool (True = may attend) broadcasting to (N, H, T, T),
     or additive float. Returns (N, H, T, T).
@@ -54,7 +54,15 @@ def attention_pattern(
         scores = scores.masked_fill(~attn_mask, float("-inf"))
     elif attn_mask is not None:
         scores = scores + attn_mask
-    return scores.softmax(dim=-1)
+    return scores
+
+
+def attention_pattern(
+    q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False, scale: float | None = None,
+) -> torch.Tensor:
+    """P = softmax(QKᵀ·scale) with masked keys at −∞ (:func:`attention_scores`), (N, H, T, T)."""
+    return attention_scores(q, k, attn_mask, is_causal, scale).softmax(dim=-1)
 
 
 def attention_reference(

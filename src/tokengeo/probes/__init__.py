@@ -7,6 +7,8 @@ Imported lazily (``tokengeo.probes.head_output_similarity`` loads only what it n
     analyze_windows(model, windows)                     # streaming corpus statistics
     variance_decomposition / neural_collapse / spectral_decay / next_token_separability
     head_smoothing(model, inputs)                       # per-head smoothing sign, rows
+    smoothing_reading(model, inputs)                    # + per-sublayer shares before/after
+    object_separation(tokens, patch_foreground(images, patch))  # object vs background η²
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import importlib
 _LAZY = {
     "run_with_cache": "tokengeo.probes.capture",
     "run_with_hooks": "tokengeo.probes.hooked",
-    "hooks": "tokengeo.probes.hooked",
+    "with_hooks": "tokengeo.probes.hooked",
     "reset_hooks": "tokengeo.probes.hooked",
     "ActivationCache": "tokengeo.probes.activation_cache",
     "hook_sites": "tokengeo.probes.capture",
@@ -34,6 +36,13 @@ _LAZY = {
     "Windows": "tokengeo.probes.similarity.corpus",
     "head_smoothing": "tokengeo.probes.smoothing",
     "HeadSmoothing": "tokengeo.probes.smoothing",
+    "smoothing_reading": "tokengeo.probes.smoothing",
+    "SublayerSmoothing": "tokengeo.probes.smoothing",
+    "variance_step": "tokengeo.probes.diffusion",
+    "dirichlet_step": "tokengeo.probes.diffusion",
+    "dirichlet_energy": "tokengeo.probes.diffusion",
+    "patch_foreground": "tokengeo.probes.objects",
+    "object_separation": "tokengeo.probes.objects",
 }
 _GEOMETRY = [
     "NeuralCollapse", "NeuralCollapseAccumulator", "neural_collapse",
@@ -46,6 +55,10 @@ _GEOMETRY = [
 _LAZY.update({name: "tokengeo.probes.geometry" for name in _GEOMETRY})
 
 __all__ = list(_LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__} - {"annotations", "importlib"})
 
 
 def __getattr__(name: str):

@@ -9,6 +9,8 @@ GPT-NeoX, OPT, OLMo, ...).
 ``hook_embed``                  what enters block 0 (BERT: word + position + type, LayerNorm;
                                 GPT-2: wte + wpe; ViT: patches + [CLS] + positions; rotary
                                 decoders: the (scaled) token embeddings), ``(B, T, D)``
+``hook_pos_embed``              learned absolute position embeddings (BERT-likes, GPT-2, OPT),
+                                ``(1 or B, T, D)``; absent with rotary or relative positions
 ``blocks.{l}.hook_resid_pre``   input of block ``l``, ``(B, T, D)``
 ``blocks.{l}.attn.hook_q|k|v``  query / key / value projections, ``(B, T, H, Dh)``; keys
                                 and values have ``Hkv`` heads under grouped-query attention
@@ -18,10 +20,18 @@ GPT-NeoX, OPT, OLMo, ...).
 ``blocks.{l}.attn.hook_z``      per-head outputs = input of the attention output
                                 projection (BERT/ViT ``o_proj``/``attention.output.dense``,
                                 GPT-2 ``attn.c_proj``) reshaped to heads, ``(B, T, H, Dh)``
+``blocks.{l}.attn.hook_result`` each head's term of that projection, ``z_h W_O_hᵀ``,
+                                ``(B, T, H, D)`` (formed only when hooked; the projection's
+                                output is their sum plus its bias)
 ``blocks.{l}.hook_attn_out``    output of that projection, ``(B, T, D)``
 ``blocks.{l}.hook_resid_mid``   input of the MLP sub-block (BERT is post-LN: there it is
                                 ``LayerNorm(x + attn_out)``), ``(B, T, D)``; absent in parallel
                                 blocks (GPT-J, Phi, Cohere, GPT-NeoX with parallel residual)
+``blocks.{l}.mlp.hook_pre``     the MLP's hidden layer before its activation (gated MLPs: the
+                                gate projection's output), ``(B, T, F)``; absent where one
+                                fused projection gives gate and up (Phi-3, ModernBERT) and in
+                                mixture-of-experts MLPs
+``blocks.{l}.mlp.hook_post``    the hidden layer after it (the down projection's input)
 ``blocks.{l}.hook_mlp_out``     MLP module output before the residual add (Gemma 2/3, OLMo 2:
                                 before their post-MLP norm), ``(B, T, D)``
 ``blocks.{l}.hook_resid_post``  output of block ``l``, ``(B, T, D)``
@@ -29,14 +39,16 @@ GPT-NeoX, OPT, OLMo, ...).
 ==============================  =====================================================
 
 Attention patterns: Hugging Face returns attention weights only from the ``"eager"``
-attention implementation (``sdpa`` and flash kernels never form them). Attaching to
-``hook_pattern`` on a model loaded otherwise raises :class:`ConfigError` asking to load
-it with ``attn_implementation="eager"``; every other site works with any implementation.
-Eager attention always forms the pattern, so capturing it adds no computation.
+attention implementation (``sdpa`` and flash kernels never form them). Naming
+``hook_pattern`` on a model loaded otherwise raises :class:`ConfigError` asking for eager
+attention; a wildcard (``"*"``, ``blocks.*``) or a predicate leaves the patterns out there
+(``unavailable()`` says why); every other site works with any implementation. Eager
+attention always forms the pattern, so capturing it adds no computation.
 
-Every site may also *replace* its activation (``fn`` returns a tensor), except
-``hook_pattern``, whose replacement would not reach the output (the weights were
-already applied) and so raises.
+Every site may also *replace* its activation (``fn`` returns a tensor of the same shape), or
+edit it in place (honoured, also where the site hands out a copy), except ``hook_pattern``
+and the ungrouped ``hook_k``/``hook_v``, whose edit would not reach the output (the weights
+were already applied; the ungrouped tensor is a copy) and so raises.
 """
 
 from __future__ import annotations
@@ -117,14 +129,20 @@ class _PatternSite(_OutputSite):
         self.model = model
         self.weights_flag = weights_flag
 
-    def attach(self, fn: ActivationFn):
+    def unavailable(self) -> str | None:
+        """Why this model cannot show its pattern (not eager attention), or None."""
         impl = getattr(self.model.config, "_attn_implementation", None)
-        if impl != "eager":
-            raise ConfigError(
-                f"attention patterns need eager attention, but this model uses "
+        if impl == "eager":
+            return None
+        return (f"attention patterns need eager attention, but this model uses "
                 f"attn_implementation={impl!r}: load it with "
-                f"from_pretrained(..., attn_implementation=\"eager\")"
-            )
+                f"from_pretrained(..., attn_implementation=\"eager\") or call "
+                f"model.set_attn_implementation(\"eager\")")
+
+    def attach(self, fn: ActivationFn):
+        why = self.unavailable()
+        if why is not None:
+            raise ConfigError(why)
         handle = super().attach(fn)
         if self.weights_flag is None:
             return handle
@@ -158,6 +176,35 @@ def _pattern_get(output) -> torch.Tensor:
 def _pattern_put(_old, _new):
     raise ConfigError("hook_pattern is read-only on Hugging Face models: the attention weights "
                       "were already applied when the hook runs")
+
+
+class _ResultSite:
+    """Each head's term of the output projection, ``r_h = z_h W_O_hᵀ`` (B, T, H, D), from the
+    projection's input z and its weight (as TransformerLens' ``hook_result``). What ``fn``
+    returns replaces the projection's output by ``Σ_h r_h + b``."""
+
+    def __init__(self, module: nn.Module, n_heads: int) -> None:
+        self.module, self.n_heads = module, n_heads
+
+    def _weight(self) -> torch.Tensor:
+        """W_O as (D, H*Dh): ``nn.Linear`` keeps it so; GPT-2's ``Conv1D`` keeps it transposed."""
+        w = self.module.weight
+        conv1d = any(c.__name__ == "Conv1D" for c in type(self.module).__mro__)
+        return w.T if conv1d else w  # (a laplacianized model's class is a subclass)
+
+    def attach(self, fn: ActivationFn):
+        def hook(mod, args, kwargs, output):
+            z = args[0] if args else kwargs["hidden_states"]  # (B, T, H*Dh)
+            heads = z.unflatten(-1, (self.n_heads, -1))  # (B, T, H, Dh)
+            w = self._weight().unflatten(1, (self.n_heads, -1))  # (D, H, Dh)
+            new = fn(torch.einsum("...hk,dhk->...hd", heads, w))  # (B, T, H, D)
+            if new is None:
+                return None
+            out = new.sum(dim=-2)
+            bias = getattr(mod, "bias", None)
+            return _identity_put(output, out if bias is None else out + bias)
+
+        return self.module.register_forward_hook(hook, with_kwargs=True)
 
 
 def _heads_view(n_heads: int) -> tuple[Get, Put]:
@@ -208,6 +255,8 @@ def hf_hook_sites(model: nn.Module, *, ungroup_kv: bool = False) -> dict[str, Ho
                                                                         config.model_type))}
     else:
         sites = {"hook_embed": _InputSite(blocks[0])}
+    if family.pos_embed is not None:
+        sites["hook_pos_embed"] = _OutputSite(_module(base, family.pos_embed, config.model_type))
     for l, block in enumerate(blocks):
         sites.update(_block_sites(model, block, l, family, shape, ungroup_kv))
     if family.final is not None and _has_module(base, family.final):
@@ -227,11 +276,16 @@ def _block_sites(model, block, l: int, fam: Family, shape: HeadShape, ungroup_kv
                                                      *_part_view(fam, i, shape, ungroup_kv))
     sites[p + "attn.hook_pattern"] = _PatternSite(m(fam.attn), model, fam.weights_flag)
     sites[p + "attn.hook_z"] = _InputSite(m(fam.out_proj), *_heads_view(shape.n_heads))
+    sites[p + "attn.hook_result"] = _ResultSite(m(fam.out_proj), shape.n_heads)
     sites[p + "hook_attn_out"] = _OutputSite(m(fam.out_proj))
     if not is_parallel(fam, model.config.get_text_config()):
         where, path = fam.resid_mid
         site = _OutputSite if where == "output" else _InputSite
         sites[p + "hook_resid_mid"] = site(m(path))
+    if fam.mlp_pre is not None:
+        sites[p + "mlp.hook_pre"] = _OutputSite(m(fam.mlp_pre))
+    if fam.mlp_post is not None:
+        sites[p + "mlp.hook_post"] = _InputSite(m(fam.mlp_post))
     sites[p + "hook_mlp_out"] = _OutputSite(m(fam.mlp))
     sites[p + "hook_resid_post"] = _OutputSite(block)
     return sites

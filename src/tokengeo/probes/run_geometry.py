@@ -105,6 +105,9 @@ def classification_geometry(model, task, split: str, max_examples: int) -> dict:
     paper's per-image spectrum. NC2: ``nc2_equinorm`` = std / mean of the centred class-mean
     norms, ``nc2_max_angle`` = mean |cos + 1/(C-1)| over class pairs, ``nc2_etf_error`` the
     distance of their normalised Gram matrix to the ETF's (:mod:`tokengeo.probes.collapse`).
+    On images (a ViT on an image task): ``object_share`` etc., how far the foreground
+    patches' tokens (a raw pixel > 0) cluster apart from the background's
+    (:mod:`tokengeo.probes.objects`).
     """
     from tokengeo.probes.geometry import (
         neural_collapse_sequences,
@@ -126,9 +129,27 @@ def classification_geometry(model, task, split: str, max_examples: int) -> dict:
             "components_99_interp": spec.components_99_interp,
             "components_99_per_image": per_item_components(h, 0.99),  # images are unpadded
             "n_examples": int(h.shape[0]),
+            **objects(h),
         }
 
+    objects = object_metrics(model, task, split, max_examples)
     return _with_layers(model, task, split, max_examples, 256, metrics)
+
+
+def object_metrics(model, task, split: str, max_examples: int):
+    """``tokens (N, T, d) -> {object_share, object_images, foreground_fraction}`` for a ViT
+    on an image task (the foreground mask of the same evaluation images, from their raw
+    pixels: :func:`tokengeo.probes.objects.patch_foreground`); for any other model or task,
+    a function giving ``{}``."""
+    patch = getattr(getattr(model, "config", None), "patch_size", None)
+    if getattr(task, "kind", "") != "image-classification" or patch is None:
+        return lambda h: {}
+    from tokengeo.probes.objects import object_separation, patch_foreground
+
+    images, _ = task.data.split(split)[task.eval_indices(split, max_examples)]  # uint8
+    foreground = patch_foreground(images, int(patch))  # (N, P)
+    prefix = int(getattr(model, "num_prefix", 0))
+    return lambda h: object_separation(h, foreground, prefix)
 
 
 def language_geometry(model, task, split: str, max_examples: int) -> dict:

@@ -26,8 +26,16 @@ negative in the directions the tokens spread (``W_V W_O ≈ −c I`` gives ``X +
       rayleigh = mean_{b, t} uᵀ S_h u / uᵀ u.
 
   Negative: the map points back against the directions the tokens spread, as diffusion does.
+* ``variance_step`` and ``dirichlet_step`` — the head's real update X → X + O_h (ε = 1):
+  the relative change of the within-sequence variance, and of the Dirichlet energy
+  Σ_seq Σ_ij P_ij ‖x_i − x_j‖² on the head's own softmax pattern P (its graph, for Laplacian
+  heads too): heat diffusion lowers the latter (:mod:`tokengeo.probes.diffusion`).
 
-Rows are :class:`HeadSmoothing`. Works on tokengeo's ViT, GPT and text encoder, and on Hugging
+Rows are :class:`HeadSmoothing`; :func:`smoothing_reading` adds, per attention sublayer, the
+within-sequence share of the token variance before it (``hook_resid_pre``) and after it
+(``hook_resid_mid``, the stream after the attention's residual add) as
+:class:`SublayerSmoothing` rows, so "this sublayer smooths" is measured, not summed from
+derivatives. Works on tokengeo's ViT, GPT and text encoder, and on Hugging
 Face models, laplacianized or not (:func:`tokengeo.models.hf.laplacianize`); the
 L-Transformer is refused (its heads act on spectral slices in the transform domain).
 """
@@ -56,9 +64,32 @@ class HeadSmoothing:
     kind: str  # "attention", "laplacian", "mixed" or "fixed"
     variance_derivative: float  # d/dε Var_w(X + ε O_h) at 0, / Var_w(X); < 0: smooths
     rayleigh: float  # mean over centred tokens u of uᵀ S_h u / uᵀ u
+    variance_step: float  # (Var_w(X + O_h) − Var_w(X)) / Var_w(X); < 0: smooths
+    dirichlet_step: float  # (E_P(X + O_h) − E_P(X)) / E_P(X), P the head's pattern
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class SublayerSmoothing:
+    """One attention sublayer's within-sequence share of the token variance, before it
+    (the block's input) and after it (the stream after the attention's residual add)."""
+
+    layer: int
+    share_before: float
+    share_after: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SmoothingReading:
+    """What one forward pass measures: every head's row and every attention sublayer's."""
+
+    heads: list[HeadSmoothing]
+    sublayers: list[SublayerSmoothing]
 
 
 @dataclass(frozen=True)
@@ -268,11 +299,25 @@ def head_smoothing(
     ``inputs``: what the model takes (token ids, images), or a mapping of keyword arguments
     (Hugging Face: ``input_ids``, ``attention_mask``, ``pixel_values``); ``attention_mask``
     (B, T), 1 for real tokens, restricts every mean to real tokens. One forward pass in eval
-    mode without gradients; the model's training mode is restored after. Formulas: the
-    module docstring (Zhang & Papyan, arXiv 2602.09297, the Laplacian head as heat diffusion).
+    mode without gradients; the model's training mode is restored after. Hugging Face models
+    must be loaded with ``attn_implementation="eager"`` (the Dirichlet step reads the
+    softmax pattern). Formulas: the module docstring (Zhang & Papyan, arXiv 2602.09297, the
+    Laplacian head as heat diffusion).
     """
-    maps = head_maps(model)
-    names = ["blocks.*.hook_resid_pre", "blocks.*.attn.hook_z"]
+    return _measure(model, inputs, attention_mask, sublayers=False).heads
+
+
+def smoothing_reading(
+    model: nn.Module, inputs, *, attention_mask: torch.Tensor | None = None
+) -> SmoothingReading:
+    """:func:`head_smoothing`'s rows and, per attention sublayer, the within-sequence share
+    of the token variance before and after it (:class:`SublayerSmoothing`), from the same
+    forward pass. The model needs a ``hook_resid_mid`` site (parallel-residual blocks have
+    none)."""
+    return _measure(model, inputs, attention_mask, sublayers=True)
+
+
+def _capture_all(model: nn.Module, inputs, attention_mask, names: list[str]):
     was_training = model.training
     model.eval()
     try:
@@ -280,15 +325,39 @@ def head_smoothing(
             _, mask = _forward(model, inputs, attention_mask)
     finally:
         model.train(was_training)
+    return cache, mask
+
+
+def _head_rows(layer: int, lm: LayerMaps, x, z, pattern, m) -> list[HeadSmoothing]:
+    """Rows of one layer: x (B, T, d), z (B, T, H, Dh), pattern (B, H, T, T)."""
+    from tokengeo.probes.diffusion import dirichlet_step, variance_step
+
+    ray = rayleigh_quotients(x, lm.value_output.to(x.device), m)  # (H,)
     rows = []
+    for h, kind in enumerate(lm.kinds):
+        o = z[:, :, h] @ lm.write[h].to(x.device)  # (B, T, d)
+        rows.append(HeadSmoothing(layer, h, kind, float(variance_derivative(x, o, m)),
+                                  float(ray[h]), float(variance_step(x, o, m)),
+                                  float(dirichlet_step(x, o, pattern[:, h], m))))
+    return rows
+
+
+def _measure(model: nn.Module, inputs, attention_mask, sublayers: bool) -> SmoothingReading:
+    from tokengeo.probes.diffusion import within_share
+
+    maps = head_maps(model)
+    names = ["blocks.*.hook_resid_pre", "blocks.*.attn.hook_z", "blocks.*.attn.hook_pattern"]
+    names += ["blocks.*.hook_resid_mid"] if sublayers else []
+    cache, mask = _capture_all(model, inputs, attention_mask, names)
+    heads, subs = [], []
     for layer, lm in enumerate(maps):
         x = cache[f"blocks.{layer}.hook_resid_pre"].float()  # (B, T, d)
         z = cache[f"blocks.{layer}.attn.hook_z"].float()  # (B, T, H, Dh)
+        pattern = cache[f"blocks.{layer}.attn.hook_pattern"]  # (B, H, T, T)
         m = _stream_mask(mask, x.shape[1])
         m = None if m is None else m.to(x.device)
-        ray = rayleigh_quotients(x, lm.value_output.to(x.device), m)  # (H,)
-        for h, kind in enumerate(lm.kinds):
-            o = z[:, :, h] @ lm.write[h].to(x.device)  # (B, T, d)
-            rows.append(HeadSmoothing(layer, h, kind, float(variance_derivative(x, o, m)),
-                                      float(ray[h])))
-    return rows
+        heads += _head_rows(layer, lm, x, z, pattern, m)
+        if sublayers:
+            after = cache[f"blocks.{layer}.hook_resid_mid"]  # (B, T, d)
+            subs.append(SublayerSmoothing(layer, within_share(x, m), within_share(after, m)))
+    return SmoothingReading(heads, subs)

@@ -50,7 +50,9 @@ class TrainConfig:
     """Everything a training run depends on. The same config and seed give the same run.
 
     Optimisation: AdamW (decoupled ``weight_decay`` on weights with >= 2 dims), linear
-    warmup over ``warmup`` steps to ``lr`` then cosine decay to ``min_lr`` at ``steps``;
+    warmup over ``warmup`` steps to ``lr`` then cosine decay to ``min_lr`` at ``steps``
+    (``decay_steps``: at that step instead, the rate then held at ``min_lr`` until ``steps``:
+    a constant-rate tail, whose checkpoints show whether a metric still moves);
     gradients clipped to global norm ``grad_clip`` (0 = off). ``batch_size`` is the global
     batch (split across data-parallel ranks). ``eval_every``/``checkpoint_every`` of 0 mean
     only at the end; ``eval_batches`` bounds periodic evaluation, ``final_eval_batches``
@@ -75,6 +77,7 @@ class TrainConfig:
     lr: float = 1e-3
     min_lr: float = 1e-4
     warmup: int = 100
+    decay_steps: int | None = None  # None: steps; else the cosine ends there, min_lr after
     weight_decay: float = 0.05
     beta1: float = 0.9
     beta2: float = 0.99
@@ -110,6 +113,10 @@ class TrainConfig:
         check_range("lr", self.lr, 0.0, MAX_LR)
         if self.min_lr > self.lr:
             raise ConfigError(f"min_lr={self.min_lr} must not exceed lr={self.lr}")
+        if self.decay_steps is not None and not self.warmup <= self.decay_steps <= self.steps:
+            raise ConfigError(f"decay_steps={self.decay_steps} must lie between warmup="
+                              f"{self.warmup} and steps={self.steps} (or be left out: the "
+                              "cosine then ends at steps)")
         check_range("beta1", self.beta1, 0.0, 0.999999)
         check_range("beta2", self.beta2, 0.0, 0.999999)
         if not self.out:

@@ -130,7 +130,8 @@ class Trainer:
         self.task, self.model = self._build_task_and_model()
         self.optimizer = build_optimizer(self.model, cfg)
         self.notes: list[str] = []  # said when training starts, kept in summary.json
-        self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, self._warmup(), cfg.steps)
+        self.schedule = WarmupCosine(cfg.lr, cfg.min_lr, self._warmup(),
+                                     cfg.decay_steps or cfg.steps)  # min_lr after decay_steps
         self.sampler = self.task.sampler(cfg.batch_size, cfg.seed, self.env.rank,
                                          self.env.world_size)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)

@@ -17,6 +17,7 @@ encoded; the page inflates it with the browser's own ``DecompressionStream("defl
 from __future__ import annotations
 
 import base64
+import math
 import zlib
 from dataclasses import dataclass
 
@@ -81,14 +82,17 @@ def quantise_log(x: torch.Tensor, *, decades: float = LOG_DECADES, dims: int = 0
     return codes.to(torch.uint8), scale
 
 
-def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *, decades: float = 0
+def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *,
+                      decades: float | torch.Tensor = 0, masked_zero: bool = False
                       ) -> torch.Tensor:
     """uint8 codes of a non-negative ``x`` relative to a given ``scale`` (broadcastable, e.g.
     one per head ``(L, H, 1, 1)`` or per row ``(L, H, T, 1)``), cells above it clipped to the
     top code: ``round(255 r)`` with ``r = min(x / scale, 1)``, or with ``decades > 0`` the
     log codes of :func:`quantise_log` (``q = 1 + round(254 (1 + log10(r) / D))``, 0 below the
-    floor). A zero scale counts as 1. With ``scale = max(x)`` these are the codes of
-    :func:`quantise` / :func:`quantise_log`."""
+    floor; ``decades`` a number or, like ``scale``, one per head). A zero scale counts as 1.
+    With ``scale = max(x)`` these are the codes of
+    :func:`quantise` / :func:`quantise_log`. ``masked_zero``: code 0 means exactly 0 (a
+    masked cell of P), a positive weight below the first step gets code 1."""
     x = x.detach().float()
     if not bool(torch.isfinite(x).all()):
         raise ConfigError("the matrix to view holds NaN or infinite values; the model's "
@@ -97,11 +101,30 @@ def quantise_relative(x: torch.Tensor, scale: torch.Tensor, *, decades: float = 
         raise ConfigError("a colour-scaled matrix holds negative values; store it signed")
     scale = scale.float()
     r = (x / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(0, 1)
-    if not decades:
-        return torch.round(r * 255).to(torch.uint8)
-    rel = torch.log10(r.clamp_min(1e-30)) / decades + 1  # 0 at the floor, 1 at the scale
-    codes = torch.where(rel >= 0, 1 + torch.round(rel.clamp(0, 1) * 254), torch.zeros_like(r))
+    if not isinstance(decades, torch.Tensor) and not decades:
+        codes = torch.round(r * 255)
+    else:
+        rel = torch.log10(r.clamp_min(1e-30)) / decades + 1  # 0 at the floor, 1 at the scale
+        codes = torch.where(rel >= 0, 1 + torch.round(rel.clamp(0, 1) * 254),
+                            torch.zeros_like(r))
+    if masked_zero:  # code 0 only for an exact 0 (a masked cell): small weights get code 1
+        codes = torch.where((x > 0) & (codes == 0), torch.ones_like(codes), codes)
     return codes.to(torch.uint8)
+
+
+def fit_decades(ratios: torch.Tensor, *, most: float = LOG_DECADES, quantile: float = 0.05,
+                sample: int = 1 << 20) -> float:
+    """How many decades a log colour scale needs for these ``ratios`` (weights over their
+    scale, in (0, 1]): ``-log10`` of their ``quantile``, rounded up to a half decade, between
+    1 and ``most``. A short text's weights span a decade or two, and a scale of ``most``
+    decades would crowd them into its bright end; a sink's tail gets all ``most``."""
+    r = ratios[ratios > 0].flatten().float()
+    if r.numel() == 0:
+        return 1.0
+    if r.numel() > sample:  # torch.quantile takes at most 2^24 values: an even subsample
+        r = r[torch.linspace(0, r.numel() - 1, sample).long()]
+    low = float(torch.quantile(r, quantile).clamp_min(10.0 ** -most))
+    return float(min(most, max(1.0, math.ceil(-math.log10(low) * 2) / 2)))
 
 
 def dequantise_log(codes: torch.Tensor, scale, *, decades: float = LOG_DECADES

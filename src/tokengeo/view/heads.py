@@ -13,12 +13,15 @@ For layer ``l`` and head ``h`` of a model on one input of ``T`` tokens:
   ``(I - P) V``.
 
 Both come from one forward pass with :func:`tokengeo.probes.capture.capture`, on tokengeo
-models and on Hugging Face models (:mod:`tokengeo.probes.hf_sites`; those must be loaded with
-``attn_implementation="eager"`` to expose ``P``).
+models and on Hugging Face models (:mod:`tokengeo.probes.hf_sites`; a model loaded with
+another attention implementation runs that pass with eager attention, which forms ``P``,
+and gets its own back: :func:`eager_attention`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -78,6 +81,35 @@ def head_kinds(model: nn.Module, n_layers: int, n_heads: int) -> list[list[str]]
     return per_layer
 
 
+@contextmanager
+def eager_attention(model: nn.Module) -> Iterator[None]:
+    """A Hugging Face model (or a tokengeo wrapper of one) runs with eager attention, the
+    readable softmax that forms ``P`` (sdpa and flash kernels never do), and gets its own
+    implementation back afterwards: the explorer shows any model as it is loaded, from the
+    command line and from ``show()`` alike. The Laplacian heads do not depend on it."""
+    inner = wrapped_hf_model(model) or model
+    impl = getattr(getattr(inner, "config", None), "_attn_implementation", "eager")
+    if not is_hf_model(inner) or impl == "eager":
+        yield
+        return
+    inner.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        inner.set_attn_implementation(impl)
+
+
+def check_text_model(model: nn.Module) -> None:
+    """Refuse a Hugging Face model that reads no token ids (ViT reads ``pixel_values``): the
+    explorer shows the heads over a text."""
+    inner = wrapped_hf_model(model) or model
+    reads = getattr(inner, "main_input_name", "input_ids")
+    if is_hf_model(inner) and reads != "input_ids":
+        raise ConfigError(f"{type(inner).__name__} reads {reads!r}, not token ids: the explorer "
+                          "views the heads of a text model over a text (capture the heads of "
+                          "an image model with tokengeo.run_with_cache)")
+
+
 # The per-head data a page may embed (P and S codes, one byte each, before compression): a
 # browser holds all of it, and the forward pass keeps ~16 bytes per entry (P, z similarity,
 # codes) on the way. 1 GiB is 4x what the largest named encoder (mpnet, 12 x 12 heads, 514
@@ -122,13 +154,14 @@ def check_page_size(n_layers: int, n_heads: int, n_tokens: int) -> None:
 def extract_heads(model: nn.Module, input_ids: torch.Tensor, tokens: list[str], *,
                   model_name: str = "") -> HeadMaps:
     """``P`` and ``S`` of every layer and head of ``model`` on ``input_ids`` ``(1, T)``."""
+    check_text_model(model)
     check_token_ids(model, input_ids)
     if input_ids.shape[0] != 1:
         raise ConfigError(f"view one text at a time; input_ids is shaped {tuple(input_ids.shape)}")
     if len(tokens) != input_ids.shape[1]:
         raise ConfigError(f"{len(tokens)} token strings for {input_ids.shape[1]} token ids")
     device = next((p.device for p in model.parameters()), input_ids.device)
-    with capture(model, [P_PATTERN, Z_PATTERN], device="cpu") as cache:
+    with eager_attention(model), capture(model, [P_PATTERN, Z_PATTERN], device="cpu") as cache:
         forward_tokens(model, input_ids.to(device))
         p_names = sorted((n for n in cache if n.endswith("hook_pattern")), key=layer_index)
         z_names = sorted((n for n in cache if n.endswith("hook_z")), key=layer_index)

@@ -84,21 +84,10 @@ def _tokengeo_run(path: Path) -> ViewModel:
         raise ConfigError(f"run {str(path)!r} was trained on {loaded.config.data!r}, which has "
                           "no text tokenizer; the explorer views text models")
     model = getattr(loaded.model, "model", loaded.model)  # a task wrapper holds the backbone
-    _eager_attention(model)
     block = getattr(model.config, "block_size", None)
     return ViewModel(model=model.eval(), encode=tokenizer.encode,
                      token_text=lambda i: tokenizer.decode([i]), positions=block,
                      name=str(path))
-
-
-def _eager_attention(model: nn.Module) -> None:
-    """A run of an ``hf:`` model trains with sdpa, which forms no attention pattern: switch
-    its Hugging Face model to eager attention (the same function, written out) to view P."""
-    from tokengeo.probes.capture import wrapped_hf_model
-
-    inner = wrapped_hf_model(model)
-    if inner is not None and getattr(inner.config, "_attn_implementation", "eager") != "eager":
-        inner.set_attn_implementation("eager")
 
 
 def encode_text(vm: ViewModel, text: str, max_tokens: int | None = None

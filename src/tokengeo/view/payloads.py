@@ -10,15 +10,23 @@ import zlib
 import torch
 
 from tokengeo.errors import ConfigError
-from tokengeo.view.encode import LOG_DECADES, quantise, quantise_relative, thumbnail
+from tokengeo.view.encode import (
+    LOG_DECADES,
+    fit_decades,
+    quantise,
+    quantise_relative,
+    thumbnail,
+)
 from tokengeo.view.heads import HeadMaps
 
 THUMB = 40  # thumbnail side in cells (max-pooled when the text is longer)
-# How P is coloured (and stored): "log" (default) spans LOG_DECADES decades below each head's
-# largest weight, so an attention sink (SmolLM2's first token takes most of every row) leaves
-# the other weights readable; "linear" is 0 ... max P, where a sink flattens the rest; "row"
-# scales each query row (linearly) to its own largest weight. Any of them can leave chosen key
-# tokens (columns, e.g. an attention sink at 0) out of the scale: :func:`p_scales`.
+# How P is coloured (and stored): "log" (default) spans the decades below each head's largest
+# weight that the head's weights on this text fill (:func:`~tokengeo.view.encode.fit_decades`:
+# one or two on a short sentence, up to LOG_DECADES beside an attention sink, where SmolLM2's
+# first token takes most of every row), so both read; "linear" is 0 ... max P, where a sink
+# flattens the rest; "row" scales each query row (linearly) to its own largest weight. Any of
+# them can leave chosen key tokens (columns, e.g. an attention sink at 0) out of the scale:
+# :func:`p_scales`.
 COLOURS = ("log", "linear", "row")
 
 
@@ -68,8 +76,9 @@ def heads_payload(maps: HeadMaps, *, text_source: str = "", colour: str = "log",
     exclude = check_exclude(exclude, T)
     P = maps.P.detach().float()  # (L, H, T, T)
     scale = p_scales(P, colour, exclude)  # (L, H, 1, 1) or (L, H, T, 1)
-    decades = LOG_DECADES if colour == "log" else 0
-    p_codes = quantise_relative(P, scale, decades=decades)  # (L, H, T, T)
+    decades = _decades(P, scale, exclude) if colour == "log" else None  # (L, H): per head
+    spans = 0 if decades is None else decades[:, :, None, None]  # (L, H, 1, 1)
+    p_codes = quantise_relative(P, scale, decades=spans, masked_zero=True)  # (L, H, T, T)
     s_codes, s_scale = quantise(maps.S, signed=True, dims=2)
     chunks, heads = {}, []
     for l in range(L):
@@ -77,21 +86,36 @@ def heads_payload(maps: HeadMaps, *, text_source: str = "", colour: str = "log",
             chunks[f"{l}-{h}"] = head_blob(p_codes[l, h], s_codes[l, h])
             heads.append({"l": l, "h": h, "kind": maps.kinds[l][h],
                           "p_scale": float(scale[l, h].max()), "s_scale": float(s_scale[l, h]),
+                          **({} if decades is None else {"p_log": float(decades[l, h])}),
                           **_row_and_excluded(P[l, h], scale[l, h], colour, exclude)})
     peak = scale.clamp_min(1e-12)  # (L, H, 1, 1) or (L, H, T, 1)
     small = thumbnail((P / peak).clamp(0, 1), THUMB)  # (L, H, s, s), max 1
     if colour == "log":  # the page draws thumbnail codes linearly: log them here
-        small = (torch.log10(small.clamp_min(1e-30)) / LOG_DECADES + 1).clamp(0, 1)
+        small = (torch.log10(small.clamp_min(1e-30)) / spans + 1).clamp(0, 1)
     thumbs, _ = quantise(small * 1.0, signed=False)
     size = thumbs.shape[-1]
     payload = {
         "kind": "heads", "model": maps.model, "source": text_source, "tokens": maps.tokens,
         "L": L, "H": H, "T": T, "heads": heads, "notes": maps.notes,
-        "p_log": decades, "colour": colour, "p_exclude": list(exclude),
+        "p_log": 0 if decades is None else float(decades.max()), "colour": colour,
+        "p_exclude": list(exclude),
         "thumbs": {"size": size, "data": base64.b64encode(
             zlib.compress(thumbs.numpy().tobytes(), 6)).decode("ascii")},
     }
     return payload, chunks
+
+
+def _decades(P: torch.Tensor, scale: torch.Tensor, exclude: tuple[int, ...]) -> torch.Tensor:
+    """Each head's log-scale span on this text ``(L, H)``: fitted to its weights over its
+    scale, the excluded key columns left out."""
+    ratios = P / scale.clamp_min(1e-30)  # (L, H, T, T)
+    if exclude:
+        keep = [j for j in range(P.shape[-1]) if j not in exclude]
+        ratios = ratios[..., keep]
+    ratios = ratios.clamp(0, 1)
+    L, H = P.shape[:2]
+    return torch.tensor([[fit_decades(ratios[l, h], most=LOG_DECADES) for h in range(H)]
+                         for l in range(L)])
 
 
 def _row_and_excluded(P: torch.Tensor, scale: torch.Tensor, colour: str,

@@ -39,11 +39,14 @@ TITLE = "Laplacian heads: image classification"
 PAPER = lap.PAPER
 SRC_ACC = "Zhang & Papyan 2026, Sec. 5.1 and Fig. 2 (ViT, ImageNet-1k / CIFAR-100)"
 SRC_GEO = "Zhang & Papyan 2026, abstract and Sec. 4 (token geometry, per layer)"
+SRC_OBJECTS = ("Zhang & Papyan 2026, Sec. 5.3 (PCA of DINO tokens: sharper object "
+               "boundaries) and the reading of vision gains as smoothing within objects")
 PAPER_KEY = lap.PAPER_KEY
 IMAGENET_GAIN = 82.32 - 81.45  # points of top-1 accuracy, all heads Laplacian (the smaller gain)
 GEOMETRY_KIND = "classification"
-# cells cached before per-layer geometry, or before the interpolated count, are recomputed
-FIELDS = (lap.GEOMETRY_LAYERS, "geometry.components_99_interp")
+# cells cached before per-layer geometry, the interpolated count or the object-token measure
+# are recomputed
+FIELDS = (lap.GEOMETRY_LAYERS, "geometry.components_99_interp", "geometry.object_share")
 
 
 def _acc(r) -> float:
@@ -87,6 +90,14 @@ GEOMETRY = [
               "fewer (faster-decaying spectra)"),
 ]
 TABLE_ONLY = ("PCs 99% per image",)  # the same claim as the pooled count: a table, no row
+# object vs background tokens (tokengeo.probes.objects): the share of each image's token
+# variance that its foreground/background split explains (η², foreground: a raw pixel > 0),
+# final layer and every block; k = H against k = 0 is the catalogue entry's test
+OBJECTS = lap.KMetric("object/background η²", geo("object_share"), True,
+                      "object tokens cluster apart from background tokens",
+                      "sharper object boundaries; object tokens cluster, apart from the "
+                      "background", SRC_OBJECTS, geometry_key="object_share",
+                      catalogue="laplacian.vit-object-background")
 LAYER_TABLES = ("within_sequence_share", "between_class_share", "nc1", "nc2_etf_error",
                 "components_99_per_image")
 
@@ -126,9 +137,40 @@ def claims(settings: dict, sweep) -> list:
     out = [lap.k_finding(NAME, sweep, settings, ACCURACY, **stand_in)]
     out += [lap.k_finding(NAME, sweep, settings, m, blocks=True, **stand_in)
             for m in GEOMETRY if m.name not in TABLE_ONLY]
+    out.append(object_finding(sweep, settings, **stand_in))
     smooth = lap.smoothing_output(NAME, sweep, settings, **stand_in)
     smooth[0].catalogue = "laplacian.diffusion-smooths"  # the paper's setting: a ViT
     return out + smooth
+
+
+def objects_undefined(sweep) -> str | None:
+    """Why some cell has no object/background measure: no evaluation image with both kinds
+    of patch (the patches too large for the data), or a cell measured before it existed."""
+    for lab in sweep.labels:
+        for seed in sweep.seeds:
+            g = sweep.typed(lab, seed).geometry or {}
+            if any(not entry.get("object_images") for entry in [g, *g.get("layers", [])]):
+                return (f"cell {sweep.sweep.key(lab, seed)} has no evaluation image with both "
+                        "foreground and background patches (or predates the measure): the "
+                        "object/background split is undefined there; smaller patches or "
+                        "data with background give it")
+    return None
+
+
+def object_finding(sweep, settings: dict, **fields):
+    """The object-token finding (:data:`OBJECTS`, its readings as every geometry metric's),
+    or that finding not run where the measure is undefined (:func:`objects_undefined`)."""
+    from tokengeo.experiments.claims import Claim
+    from tokengeo.experiments.stats import Region
+
+    why = None if sweep.not_run() else objects_undefined(sweep)
+    if why is None:
+        return lap.k_finding(NAME, sweep, settings, OBJECTS, blocks=True, **fields)
+    claim = Claim(NAME, OBJECTS.text, OBJECTS.source, OBJECTS.paper,
+                  f"{OBJECTS.name}(k=H) − {OBJECTS.name}(k=0), paired by seed",
+                  Region.above(0.0), catalogue=OBJECTS.catalogue, **fields)
+    claim.not_run = why
+    return claim
 
 
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
@@ -137,14 +179,20 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                       referee=referee(settings))
     if sweep.not_run():
         return out
+    no_objects = objects_undefined(sweep)
+    objects = {} if no_objects else {"object/background η²": geo("object_share")}
     cols = {"test acc": _acc, "within-seq share": geo("within_sequence_share"),
             "between-class share": geo("between_class_share"), "NC1": geo("nc1"),
             "NC2 ETF dist": geo("nc2_etf_error"), "NC2 norm std/mean": geo("nc2_equinorm"),
             "NC2 |cos+1/(C-1)|": geo("nc2_max_angle"), "PCs for 99%": geo("components_99"),
-            "PCs 99% per image": geo("components_99_per_image")}
+            "PCs 99% per image": geo("components_99_per_image"), **objects}
     out.tables.append(lap.per_k_table(sweep, cols))
-    names = {m.geometry_key: m.name for m in GEOMETRY}
-    out.tables += [lap.layer_table(sweep, settings, names[key], key) for key in LAYER_TABLES]
+    add_plateau(out, sweep, settings)
+    names = {m.geometry_key: m.name for m in (*GEOMETRY, OBJECTS)}
+    keys = LAYER_TABLES + (() if no_objects else (OBJECTS.geometry_key,))
+    out.tables += [lap.layer_table(sweep, settings, names[key], key) for key in keys]
+    if no_objects:
+        out.notes.append(f"No object/background column or table: {no_objects}.")
     fig_dir, model = ctx.figure_dir, model_label(settings["train"])
     out.add_figure(lap.k_figure, fig_dir / "accuracy_vs_k.png", settings, sweep,
                    {"test accuracy": _acc}, "test accuracy")
@@ -168,6 +216,24 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
                      f"{lap.smoothing_examples(settings)} "
                      "test images (one forward pass).")
     return out
+
+
+def add_plateau(out: SuiteOutput, sweep, settings: dict) -> None:
+    """The test accuracy at both budgets of a constant-rate tail
+    (:mod:`~tokengeo.experiments.suites.plateau`), per k, and the k = H − k = 0 gap at both."""
+    from tokengeo.experiments.suites import plateau
+
+    reading = plateau.plateau(sweep, settings, lap.headline_ks(settings)[0])
+    if reading is None:
+        return
+    out.tables.append(plateau.plateau_table(reading))
+    b1, b2 = reading.budgets
+    out.notes.append(
+        f"Plateau: test accuracy (the {settings.get('geometry_examples', 1000)} held-out "
+        f"images of the learning curve) at step {b1} and after a tail at the final rate to "
+        f"step {b2}: " + "; ".join(f"{lab} {state}" for lab, state in reading.status.items())
+        + f". Gap k=H − k=0: {reading.gap[0].fmt(4)} at step {b1}, {reading.gap[1].fmt(4)} at "
+        f"step {b2}. The accuracy claims read the final model (step {b2}).")
 
 
 CURVE_COLUMNS = {"test acc": ("metrics", "accuracy"),

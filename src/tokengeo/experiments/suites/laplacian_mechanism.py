@@ -77,7 +77,7 @@ SRC = "Zhang & Papyan 2026, Sec. 3-4 (I − P and within-sequence variance)"
 CONTROL_AB = (1.0, 1.0)
 ATTENTION_DEG, LAPLACIAN_DEG = 90.0, 135.0  # the lines of (0, 1) and (1, −1)
 SUITE_SETS = ("n_laplacian", "head_kind")  # train fields the suite sets itself
-CELL_FIELDS = TRAIN_FIELDS + ("layers", "coefficients", "smoothing")
+CELL_FIELDS = TRAIN_FIELDS + ("layers", "coefficients", "smoothing", "sublayer_smoothing")
 SMOOTHING_EXAMPLES = 64  # held-out test images of each cell's smoothing sign (one batch)
 MIXED = "mixed"  # head_smoothing's kind of the chosen heads (a V + b P V, learnt or frozen)
 
@@ -167,8 +167,8 @@ def mechanism_cell(run_dir: str, config: dict[str, Any], coefficients: list | No
     """Train ``config`` (mixed heads from attention) with its mixed heads frozen at
     ``coefficients`` (None: learnt); return the final metrics, per-layer variance shares of
     test tokens, every head's (a, b) and its smoothing sign on held-out test images
-    (:func:`~tokengeo.experiments.training.smoothing_rows`)."""
-    from tokengeo.experiments.training import open_trainer, smoothing_rows
+    (:func:`~tokengeo.experiments.training.smoothing_fields`)."""
+    from tokengeo.experiments.training import open_trainer, smoothing_fields
     from tokengeo.nn.heads import freeze_mixed_heads
 
     trainer = open_trainer(Path(run_dir), config)
@@ -179,7 +179,7 @@ def mechanism_cell(run_dir: str, config: dict[str, Any], coefficients: list | No
             "wall_time_s": summary["wall_time_s"], "step": summary["step"],
             "layers": layer_shares(trainer.model, trainer.task, geometry_examples),
             "coefficients": head_coefficients(trainer.model),
-            "smoothing": smoothing_rows(trainer.model, trainer.task, "test", SMOOTHING_EXAMPLES)}
+            **smoothing_fields(trainer.model, trainer.task, "test", SMOOTHING_EXAMPLES)}
 
 
 def head_coefficients(model) -> list[list[list[float]]]:
@@ -412,10 +412,12 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
     if res.not_run():
         return out
     from tokengeo.experiments.suites import mechanism_figures as figs
+    from tokengeo.experiments.suites import smoothing_sign as smoothing
 
     out.tables.append(figs.variant_table(res, last_depth(settings)))
     out.tables.append(figs.learned_table(res, settings["k"]))
-    out.tables.append(figs.smoothing_table(res))
+    out.tables += [figs.smoothing_table(res, key) for key in figs.STEP_MEASURES]
+    out.tables.append(smoothing.sublayer_table(res, res.labels, last_depth(settings)))
     fig_dir = ctx.figure_dir
     out.add_figure(figs.learned_figure, fig_dir / "learned_coefficients.png", res,
                    settings["k"], model_label(settings["train"]))

@@ -70,7 +70,7 @@ def smoothing_examples(settings: dict) -> int:
 
 def sweep(suite: str, settings: dict, geometry: str, fields: tuple[str, ...] = ()) -> Sweep:
     curve = ("curve",) if settings.get("curve_every") else ()
-    signs = (smoothing.FIELD,) if smoothing_examples(settings) else ()
+    signs = (smoothing.FIELD, smoothing.SUBLAYERS) if smoothing_examples(settings) else ()
     return training_sweep(suite, settings, k_variants(settings["ks"]), geometry,
                           (*fields, *signs, *curve))
 
@@ -101,7 +101,9 @@ def add_smoothing(out, res: SweepResults, settings: dict, fig_dir: Path) -> None
     if missing:
         out.notes.append(f"No smoothing-sign table or figures: {missing}.")
         return
-    out.tables.append(smoothing.smoothing_table(res, [k_label(k) for k in (0, half, heads)], n))
+    shown = [k_label(k) for k in (0, half, heads)]
+    out.tables.append(smoothing.smoothing_table(res, shown, n))
+    out.tables.append(smoothing.sublayer_table(res, shown, n))
     for layer in range(n):
         out.add_figure(smoothing.smoothing_figure, fig_dir / f"smoothing_block{layer + 1}.png",
                        res, labels(settings), layer, model_label(settings["train"]))
@@ -168,9 +170,11 @@ def check(where: str, settings: dict) -> None:
     ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`); no learning
     curve or smoothing sign asked of DDP cells (``gpus`` > 1), which record neither."""
     from tokengeo.errors import ConfigError
+    from tokengeo.experiments.suites import plateau
     from tokengeo.experiments.validation import check_ks
 
     check_ks(where, settings, headline=True)
+    plateau.check(where, settings)
     gpus = settings.get("gpus", 1)
     for name in ("smoothing_examples", "curve_every"):
         if gpus > 1 and name in settings:

@@ -65,6 +65,9 @@ SETTINGS = {  # suites/ltransformer.toml: [common] + [quick] or [full]
     "long_train": Setting("table", required=False, check=train_table),
     "widths": Setting("int_list", required=False),
     "slices": Setting("int_list", required=False),
+    # optional arms kept in the settings but not run: {"long_train" | "slices": why, with
+    # their cost and the command that runs them}; their claims are reported not run so
+    "left_out": Setting("table", required=False, check=lambda t, w: check_left_out(t, w)),
     "efficiency": Setting("table"),
     "cell_cost": Setting("number", required=False),
     "efficiency_cost": Setting("number", required=False),
@@ -86,6 +89,30 @@ PAPER_WIDTH = 768
 PAPER_768 = dict(d_model=768, p=4, n_heads=3, n_layers=4)  # 28.4M -> 7.1M encoder, -41 %
 LONG = "long"  # label prefix of the long-task runs
 FULL_ONLY = "runs only with `tokengeo reproduce --full` (not in these settings: {what})"
+ARMS = ("long_train", "slices")  # the optional arms ``left_out`` may name
+
+
+def check_left_out(table: dict, where: str) -> None:
+    """``left_out`` names optional arms (:data:`ARMS`) with a non-empty reason each."""
+    from tokengeo.errors import ConfigError
+
+    for name, reason in table.items():
+        if name not in ARMS or not isinstance(reason, str) or not reason.strip():
+            raise ConfigError(f"{where}.{name}: left_out maps an optional arm ({', '.join(ARMS)})"
+                              " to the reason it is not run (a non-empty string, with its cost "
+                              "and the command that runs it)")
+
+
+def runs_arm(settings: dict, name: str) -> bool:
+    """Whether optional arm ``name`` (``long_train``, ``slices``) is in the settings and not
+    ``left_out``."""
+    return name in settings and name not in settings.get("left_out", {})
+
+
+def arm_not_run(settings: dict, name: str) -> str:
+    """Why arm ``name`` does not run: its ``left_out`` reason, else that it runs only with
+    --full."""
+    return settings.get("left_out", {}).get(name) or FULL_ONLY.format(what=name)
 NO_WIDTHS = ("not in these settings: no widths are trained (5 seeds of the fair and L pair "
              "cost ~1,500 core-s at d = 256 and ~5,500 at d = 512, ltransformer.toml's note: "
              "past --full's 2 h 30 min on 2 cores); add `widths` to a copy of "
@@ -140,7 +167,7 @@ def _main_variants(settings: dict) -> dict[str, dict]:
     for d in settings.get("widths", []):
         out[f"d{d}_fair"] = _encoder_variant(settings, fair_baseline, d)
         out[f"d{d}_L"] = _l_variant(settings, d, alpha=settings["main_alpha"])
-    for p in settings.get("slices", []):
+    for p in settings.get("slices", []) if runs_arm(settings, "slices") else []:
         out[f"p{p}_L"] = _l_variant(settings, p=p, alpha=settings["main_alpha"])
     return out
 
@@ -170,7 +197,7 @@ def _sweeps(settings: dict):
 def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
     main, long = _sweeps(settings)
     out = training_cells(main, settings, ctx, geometry=None)
-    if "long_train" in settings:
+    if runs_arm(settings, "long_train"):
         out += training_cells(long, settings, ctx, geometry=None)
     out = [_with_alpha_field(c) for c in out]
     out.append(Cell(NAME, "efficiency", efficiency_cell,
@@ -330,13 +357,14 @@ def slices_claim(settings: dict, sweep: SweepResults) -> Claim:
     """Accuracy against log₂ p at one width (tokengeo's question: what does splitting cost?)."""
     p0 = settings["p"]
     labels = {p0: "L_alpha-" + settings["main_alpha"]}
-    labels |= {p: f"p{p}_L" for p in settings.get("slices", [])}
+    if runs_arm(settings, "slices"):
+        labels |= {p: f"p{p}_L" for p in settings["slices"]}
     text = "accuracy falls as the width is split into more slices p"
     quantity = "slope of test accuracy on log₂ p (d fixed), mean over seeds"
     fields = dict(paper="p ∈ {1, 2, 4, 8} (parameters and FLOPs ≈ 1/p)", kind="new",
                   variable="log₂ p")
     if len(labels) < 3:
-        return _trend(text, None, FULL_ONLY.format(what="slices"), quantity, False, **fields)
+        return _trend(text, None, arm_not_run(settings, "slices"), quantity, False, **fields)
     missing = sweep.not_run()
     values = None if missing else {int(math.log2(p)): sweep.values(lab, _acc)
                                    for p, lab in labels.items()}
@@ -718,8 +746,8 @@ def referee(settings: dict) -> Referee:
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
     main_sweep, long_sweep = _sweeps(settings)
     main = main_sweep.results(results, ctx.skipped)
-    has_long = "long_train" in settings
-    no_long = None if has_long else FULL_ONLY.format(what="long_train")
+    has_long = runs_arm(settings, "long_train")
+    no_long = None if has_long else arm_not_run(settings, "long_train")
     long = long_sweep.results(results if has_long else {}, ctx.skipped or no_long)
     long_missing = ctx.skipped or no_long or long.not_run()
     eff = results.get("efficiency")

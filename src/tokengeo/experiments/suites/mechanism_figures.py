@@ -36,24 +36,33 @@ def variant_table(res: SweepResults, last: int) -> tuple:
             "token variance at depth N (0: embedding, N: after block N)", header, rows)
 
 
-def smoothing_table(res: SweepResults) -> tuple:
-    """Rows: variant; per block, the mean over its mixed (chosen) heads of the variance
-    derivative d/dε Var_w(X + ε O_h) / Var_w(X) (< 0: they smooth), mean ± std over seeds
+STEP_MEASURES = {"variance_derivative": "smoothing sign of the chosen heads per block: mean "
+                 "d/dε Var_w(X + ε O_h) / Var_w(X) over them",
+                 "variance_step": "real update (ε = 1) of the chosen heads per block: mean "
+                 "(Var_w(X + O_h) − Var_w(X)) / Var_w(X) over them",
+                 "dirichlet_step": "Dirichlet energy on each chosen head's own pattern P per "
+                 "block: mean (E_P(X + O_h) − E_P(X)) / E_P(X) over them"}
+
+
+def smoothing_table(res: SweepResults, key: str = "variance_derivative") -> tuple:
+    """Rows: variant; per block, the mean over its mixed (chosen) heads of ``key``: the
+    variance derivative d/dε Var_w(X + ε O_h) / Var_w(X), the real update's relative change
+    ``variance_step`` (ε = 1) or the Dirichlet energy's on the head's own pattern
+    ``dirichlet_step`` (each < 0: they smooth), mean ± std over seeds
     (:mod:`tokengeo.probes.smoothing`)."""
     first = res.typed(res.labels[0], res.seeds[0]).get("smoothing") or []
     depth = 1 + max((r["layer"] for r in first), default=-1)
 
     def mean_of(layer: int):
         def get(value: dict) -> float:
-            rows = [r["variance_derivative"] for r in value["smoothing"]
+            rows = [r[key] for r in value["smoothing"]
                     if r["layer"] == layer and r["kind"] != "attention"]
             return sum(rows) / len(rows)
         return get
 
     rows = [[label, *(_fmt(res.values(label, mean_of(layer))) for layer in range(depth))]
             for label in res.labels]
-    return ("smoothing sign of the chosen heads per block: mean d/dε Var_w(X + ε O_h) / "
-            "Var_w(X) over them on held-out test images (< 0: they smooth; mean ± std over "
+    return (f"{STEP_MEASURES[key]} on held-out test images (< 0: they smooth; mean ± std over "
             "seeds)", ["variant", *(f"block {b + 1}" for b in range(depth))], rows)
 
 

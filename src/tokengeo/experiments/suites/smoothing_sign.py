@@ -9,6 +9,12 @@ model's heads of one kind of
 
 * ``variance_derivative`` — d/dε Var_w(X + ε O_h) at 0 over Var_w(X) (< 0: the head smooths),
 * ``rayleigh`` — the mean Rayleigh quotient of sym(diag(γ) W_V W_O) over centred tokens,
+* ``variance_step`` — the head's real update (ε = 1): (Var_w(X + O_h) − Var_w(X)) / Var_w(X),
+* ``dirichlet_step`` — (E_P(X + O_h) − E_P(X)) / E_P(X), the Dirichlet energy on the head's
+  own softmax graph P (what a heat-diffusion step lowers; :mod:`tokengeo.probes.diffusion`),
+
+and, per attention sublayer (``"sublayer_smoothing"``), the within-sequence share of the
+token variance before and after it (:func:`sublayer_table`),
 
 and the claim "trained Laplacian heads smooth the residual stream" (a family over blocks,
 rule "all", seeds the units) beside the same measurement of attention heads as the control.
@@ -24,7 +30,12 @@ from tokengeo.experiments.stats import Region, mean_interval
 from tokengeo.experiments.sweep import SweepResults
 
 FIELD = "smoothing"  # the cells' value field (a cached cell without it is recomputed)
+SUBLAYERS = "sublayer_smoothing"  # per attention sublayer: share before / after it
 DERIVATIVE, RAYLEIGH = "variance_derivative", "rayleigh"
+STEP, DIRICHLET = "variance_step", "dirichlet_step"
+# the per-head measures a table shows, as its columns name them
+MEASURES = {DERIVATIVE: "dVar/Var", RAYLEIGH: "Rayleigh", STEP: "ΔVar/Var (ε=1)",
+            DIRICHLET: "ΔE_P/E_P"}
 LAPLACIAN, ATTENTION = "laplacian", "attention"
 SOURCE = ("Zhang & Papyan 2026, title, abstract and Sec. 3 (the Laplacian head as heat "
           "diffusion on the attention graph)")
@@ -119,19 +130,55 @@ def smoothing_table(res: SweepResults, labels: list[str], depth: int) -> tuple:
     kinds = {lab: sorted({r["kind"] for r in rows_of(res.typed(lab, res.seeds[0]))})
              for lab in labels}
     header = ["block"] + [f"{lab} {kind} {what}" for lab in labels for kind in kinds[lab]
-                          for what in ("dVar/Var", "Rayleigh")]
+                          for what in MEASURES.values()]
     rows = []
     for layer in range(depth):
         row = [f"block {layer + 1}"]
         for lab in labels:
             for kind in kinds[lab]:
-                for key in (DERIVATIVE, RAYLEIGH):
+                for key in MEASURES:
                     iv = mean_interval(res.values(lab, head_mean(kind, layer, key)))
                     row.append(f"{iv.mean:.3g} ± {iv.std:.2g}")
         rows.append(row)
-    return ("smoothing sign per block: d/dε Var_w(X + ε O_h) / Var_w(X) (< 0: smooths) and "
-            "the Rayleigh quotient of sym(W_V W_O), mean over a model's heads of each kind "
-            "(mean ± std over seeds)", header, rows)
+    return ("smoothing sign per block: d/dε Var_w(X + ε O_h) / Var_w(X) (< 0: smooths), the "
+            "Rayleigh quotient of sym(W_V W_O), the real update's (Var_w(X + O_h) − Var_w(X)) "
+            "/ Var_w(X) and the Dirichlet energy's on the head's own pattern "
+            "(E_P(X + O_h) − E_P(X)) / E_P(X), mean over a model's heads of each kind "
+            "(mean ± std over seeds)",
+            header, rows)
+
+
+def sublayer_value(layer: int, key: str) -> Callable[[object], float]:
+    """Getter: ``key`` ("share_before" / "share_after") of attention sublayer ``layer`` of
+    one cell (a :class:`~tokengeo.experiments.sweep.TrainResult` or a cell's dict)."""
+    def get(result) -> float:
+        rows = result.get(SUBLAYERS) if isinstance(result, dict) else result.sublayers
+        row = next((r for r in rows or () if r["layer"] == layer), None)
+        if row is None:
+            raise ValueError(f"the cell has no {SUBLAYERS} row for block {layer}")
+        return row[key]
+    return get
+
+
+def sublayer_table(res: SweepResults, labels: list[str], depth: int) -> tuple:
+    """Rows: block; per label, the within-sequence share of the token variance before and
+    after the block's attention sublayer and their difference, mean ± std over seeds (a
+    falling share: the sublayer, all its heads together, smooths)."""
+    header = ["block"] + [f"{lab} {what}" for lab in labels
+                          for what in ("share before", "share after", "after − before")]
+    rows = []
+    for layer in range(depth):
+        row = [f"block {layer + 1}"]
+        for lab in labels:
+            before = res.values(lab, sublayer_value(layer, "share_before"))
+            after = res.values(lab, sublayer_value(layer, "share_after"))
+            for values in (before, after, [a - b for a, b in zip(after, before, strict=True)]):
+                iv = mean_interval(values)
+                row.append(f"{iv.mean:.3g} ± {iv.std:.2g}")
+        rows.append(row)
+    return ("within-sequence share of the token variance before and after each attention "
+            "sublayer (block input; stream after the attention's residual add), held-out "
+            "inputs (mean ± std over seeds)", header, rows)
 
 
 KIND_STYLE = {LAPLACIAN: ("C3", "o"), ATTENTION: ("C0", "s")}  # others: ("C2", "^")

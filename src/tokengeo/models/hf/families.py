@@ -60,6 +60,12 @@ class Family:
     # block -> the norm whose output the attention reads (pre-LN); None: it reads the
     # residual stream itself (post-LN encoders, OLMo 2). Read by the smoothing probe.
     attn_norm: str | None = None
+    # TransformerLens' MLP sites: block -> the projection whose output is the hidden layer
+    # before the activation (gated MLPs: the gate's; None where one fused projection gives
+    # gate and up together, or experts), and the one whose input is the hidden layer after it
+    mlp_pre: str | None = None
+    mlp_post: str | None = None
+    pos_embed: str | None = None  # backbone -> module whose output is the position embeddings
 
     @property
     def value(self) -> str:
@@ -72,6 +78,8 @@ def _bert_like() -> Family:
         blocks="encoder.layer", attn="attention.self", out_proj="attention.output.dense",
         mlp="output.dense", resid_mid=("output", "attention"), q="attention.self.query",
         k="attention.self.key", v="attention.self.value", embed="embeddings", causal=False,
+        mlp_pre="intermediate.dense", mlp_post="output.dense",
+        pos_embed="embeddings.position_embeddings",
     )
 
 
@@ -80,7 +88,8 @@ def _llama_like(resid_mid: tuple[str, str] | None = ("input", "post_attention_la
     fields = dict(
         blocks="layers", attn="self_attn", out_proj="self_attn.o_proj", mlp="mlp",
         resid_mid=resid_mid, q="self_attn.q_proj", k="self_attn.k_proj", v="self_attn.v_proj",
-        final="norm", attn_norm="input_layernorm",
+        final="norm", attn_norm="input_layernorm", mlp_pre="mlp.gate_proj",
+        mlp_post="mlp.down_proj",
     )
     return Family(**{**fields, **changes})
 
@@ -98,62 +107,70 @@ FAMILIES: dict[str, Family] = {
         blocks="encoder.layer", attn="attention.attn", out_proj="attention.attn.o",
         mlp="output.dense", resid_mid=("output", "attention"), q="attention.attn.q",
         k="attention.attn.k", v="attention.attn.v", embed="embeddings", causal=False,
-        weights_flag="output_attentions",
+        weights_flag="output_attentions", mlp_pre="intermediate.dense", mlp_post="output.dense",
+        pos_embed="embeddings.position_embeddings",
     ),
     "distilbert": Family(
         blocks="transformer.layer", attn="attention", out_proj="attention.out_lin", mlp="ffn",
         resid_mid=("output", "sa_layer_norm"), q="attention.q_lin", k="attention.k_lin",
-        v="attention.v_lin", embed="embeddings", causal=False,
+        v="attention.v_lin", embed="embeddings", causal=False, mlp_pre="ffn.lin1",
+        mlp_post="ffn.lin2", pos_embed="embeddings.position_embeddings",
     ),
     "modernbert": Family(
         blocks="layers", attn="attn", out_proj="attn.Wo", mlp="mlp",
         resid_mid=("input", "mlp_norm"), qkv="attn.Wqkv", qkv_split="thirds",
         embed="embeddings", final="final_norm", causal=False, attn_norm="attn_norm",
+        mlp_post="mlp.Wo",
     ),
     "vit": Family(
         blocks="layers", attn="attention", out_proj="attention.o_proj", mlp="mlp",
         resid_mid=("input", "layernorm_after"), q="attention.q_proj", k="attention.k_proj",
         v="attention.v_proj", embed="embeddings", final="layernorm", causal=False,
-        attn_norm="layernorm_before",
+        attn_norm="layernorm_before", mlp_pre="mlp.fc1", mlp_post="mlp.fc2",
     ),
     # decoders
     "gpt2": Family(
         blocks="h", attn="attn", out_proj="attn.c_proj", mlp="mlp",
         resid_mid=("input", "ln_2"), qkv="attn.c_attn", qkv_split="thirds", embed="drop",
-        final="ln_f", attn_norm="ln_1",
+        final="ln_f", attn_norm="ln_1", mlp_pre="mlp.c_fc", mlp_post="mlp.c_proj",
+        pos_embed="wpe",
     ),
     "llama": _llama_like(),
     "mistral": _llama_like(),
-    "mixtral": _llama_like(),
+    "mixtral": _llama_like(mlp_pre=None, mlp_post=None),  # experts
     "qwen2": _llama_like(),
     "qwen3": _llama_like(),
-    "qwen3_moe": _llama_like(),
+    "qwen3_moe": _llama_like(mlp_pre=None, mlp_post=None),
     "gemma": _llama_like(),
     "gemma2": _GEMMA2,
     "gemma3_text": _GEMMA2,
     "granite": _llama_like(),
     "smollm3": _llama_like(),
-    "starcoder2": _llama_like(),
+    "starcoder2": _llama_like(mlp_pre="mlp.c_fc", mlp_post="mlp.c_proj"),
     "olmo": _llama_like(),
     "olmo2": _llama_like(("input", "mlp"), attn_norm=None),  # norms after attention
     "cohere": _llama_like(None),
-    "phi": _llama_like(None, out_proj="self_attn.dense", final="final_layernorm"),
-    "phi3": _llama_like(q=None, k=None, v=None, qkv="self_attn.qkv_proj", qkv_split="grouped"),
+    "phi": _llama_like(None, out_proj="self_attn.dense", final="final_layernorm",
+                       mlp_pre="mlp.fc1", mlp_post="mlp.fc2"),
+    "phi3": _llama_like(q=None, k=None, v=None, qkv="self_attn.qkv_proj", qkv_split="grouped",
+                        mlp_pre=None),
     "gpt_neox": Family(
         blocks="layers", attn="attention", out_proj="attention.dense", mlp="mlp",
         resid_mid=("input", "post_attention_layernorm"), qkv="attention.query_key_value",
         qkv_split="per_head", final="final_layer_norm", parallel_flag="use_parallel_residual",
-        attn_norm="input_layernorm",
+        attn_norm="input_layernorm", mlp_pre="mlp.dense_h_to_4h", mlp_post="mlp.dense_4h_to_h",
     ),
     "gptj": Family(
         blocks="h", attn="attn", out_proj="attn.out_proj", mlp="mlp", resid_mid=None,
         q="attn.q_proj", k="attn.k_proj", v="attn.v_proj", final="ln_f", attn_norm="ln_1",
+        mlp_pre="mlp.fc_in", mlp_post="mlp.fc_out",
     ),
     "opt": Family(
         blocks="decoder.layers", attn="self_attn", out_proj="self_attn.out_proj", mlp="fc2",
         resid_mid=("input", "final_layer_norm"), q="self_attn.q_proj", k="self_attn.k_proj",
         v="self_attn.v_proj", final="decoder.final_layer_norm",
-        attn_norm="self_attn_layer_norm",
+        attn_norm="self_attn_layer_norm", mlp_pre="fc1", mlp_post="fc2",
+        pos_embed="decoder.embed_positions",
     ),
 }
 

@@ -5,8 +5,10 @@ matrix); a Laplacian head writes ``z_h = (I - P_h) V_h = V_h - P_h V_h``. It add
 parameters. :func:`laplacianize` converts a loaded model in place, whatever its attention
 kernel (eager, sdpa, flash, ...), with two taps per patched layer and no T x T matrix:
 
-1. a wrapper of the value projection's ``forward`` (not a hook, which would put every call
-   on ``nn.Module.__call__``'s slow path) keeps ``V`` of the current call, shaped
+1. the value projection gets a subclass of its class (not a hook, which would put every
+   call on ``nn.Module.__call__``'s slow path) whose ``__call__`` keeps ``V`` of the current
+   call as the model goes on with it (after the module's forward hooks: an edit of ``V`` by
+   ``hook_v``, nnsight or TransformerLens is the ``V`` a Laplacian head subtracts from), shaped
    (B, T, Hkv*Dh): the values of the *query* tokens (with a KV cache, dynamic or static:
    the new tokens only, never rows read back from the cache);
 2. the output projection, whose input is the per-head outputs ``z = P V`` (B, T, H*Dh),
@@ -134,56 +136,27 @@ def attention_sites(model: Any) -> list[AttentionSite]:
     return sites
 
 
-class _ValueTap:
-    """Keeps what a module's forward returns, by wrapping ``module.forward`` (an instance
-    attribute, the way ``accelerate`` wraps forwards), not by a forward hook.
-
-    A forward hook makes ``nn.Module.__call__`` take its slow path at every call (about 7 us
-    of Python per call, per layer, per generated token); a wrapped forward keeps the fast
-    path. Hooks registered on the module still run and see the same output. ``keep`` is
-    called with the output; :meth:`remove` restores the previous forward, or turns this
-    wrapper into a pass-through if something wrapped the forward after it. The class's
-    forward is looked up at each call rather than kept bound, so that pickling the model
-    (``torch.save``) cannot bind it to this wrapper when loaded.
-    """
-
-    def __init__(self, module: nn.Module, keep: Callable[[Any], None]) -> None:
-        self.module, self.keep = module, keep
-        self.own = module.__dict__.get("forward")  # an earlier instance-level wrapper, if any
-        module.forward = self.forward
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if self.own is not None:  # what runs inside: that wrapper or the class's forward
-            out = self.own(*args, **kwargs)
-        else:
-            out = type(self.module).forward(self.module, *args, **kwargs)
-        if self.keep is not None:
-            self.keep(out)
-        return out
-
-    def remove(self) -> None:
-        self.keep = None
-        current = self.module.__dict__.get("forward")
-        if getattr(current, "__self__", None) is self:  # still the outermost: undo
-            if self.own is None:
-                del self.module.forward
-            else:
-                self.module.forward = self.own
-
-
 _SWAP_KEY = "_tokengeo_swap"  # in the output projection's __dict__: its LaplacianSwap
-_SWAPPING: dict[type, type] = {}  # module class -> its subclass that swaps heads first
+_TAP_KEY = "_tokengeo_value_tap"  # in the value projection's __dict__: keep(output)
+_SWAPPING: dict[type, type] = {}  # module class -> its subclass that swaps / taps around calls
+_SWAPPING_BASE: dict[type, type] = {}  # that subclass -> the module class
 
 
 def _swapping_class(cls: type) -> type:
-    """The subclass of ``cls`` whose ``__call__`` swaps the heads of its input, then runs
-    ``cls.__call__`` (pre-hooks, forward, hooks), made once per class."""
+    """The subclass of ``cls`` whose ``__call__`` swaps the heads of its input (when the
+    module holds a swap), runs ``cls.__call__`` (pre-hooks, forward, hooks), then hands the
+    final output (what every forward hook left, i.e. what the model goes on with) to the
+    module's value tap (when it holds one). Made once per class."""
     if cls not in _SWAPPING:
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             swap = self.__dict__.get(_SWAP_KEY)
             if swap is not None:
                 args = swap.swap_heads(self, args)
-            return cls.__call__(self, *args, **kwargs)
+            out = cls.__call__(self, *args, **kwargs)
+            keep = self.__dict__.get(_TAP_KEY)
+            if keep is not None:
+                keep(out)
+            return out
 
         def __reduce_ex__(self, protocol: int) -> tuple:
             # pickle (torch.save) names the plain class; loading makes the subclass again
@@ -191,6 +164,7 @@ def _swapping_class(cls: type) -> type:
 
         _SWAPPING[cls] = type(f"Laplacian{cls.__name__}", (cls,),
                               {"__call__": __call__, "__reduce_ex__": __reduce_ex__})
+        _SWAPPING_BASE[_SWAPPING[cls]] = cls
     return _SWAPPING[cls]
 
 
@@ -199,22 +173,41 @@ def _swapping_instance(cls: type) -> nn.Module:
     return object.__new__(_swapping_class(cls))
 
 
-class _InputSwap:
-    """Runs ``swap.swap_heads`` on ``module``'s input before everything ``nn.Module.__call__``
-    does, by giving the module a subclass of its class (as ``torch.nn.utils.parametrize``
-    does), not a forward pre-hook: a hook would put every call on the slow path of
-    ``nn.Module.__call__`` (about 7 us per call). Every pre-hook of the module, whenever
-    registered, sees the swapped z. :meth:`remove` gives the module its class back."""
+class _ClassSwap:
+    """Puts ``value`` under ``key`` in ``module.__dict__`` and gives the module the swapping
+    subclass of its class (as ``torch.nn.utils.parametrize`` does), not a hook: a hook would
+    put every call on the slow path of ``nn.Module.__call__`` (about 7 us per call), and the
+    subclass's ``__call__`` runs outside every hook, whenever registered. :meth:`remove`
+    gives the module its class back once it holds neither a swap nor a tap."""
 
-    def __init__(self, module: nn.Module, swap: LaplacianSwap) -> None:
-        self.module, self.cls = module, type(module)
+    def __init__(self, module: nn.Module, key: str, value: Any) -> None:
+        self.module, self.key = module, key
+        self.cls = _SWAPPING_BASE.get(type(module), type(module))
         module.__class__ = _swapping_class(self.cls)
-        module.__dict__[_SWAP_KEY] = swap
+        module.__dict__[key] = value
 
     def remove(self) -> None:
-        self.module.__dict__.pop(_SWAP_KEY, None)
-        if type(self.module) is _SWAPPING.get(self.cls):
+        self.module.__dict__.pop(self.key, None)
+        held = any(k in self.module.__dict__ for k in (_SWAP_KEY, _TAP_KEY))
+        if not held and type(self.module) is _SWAPPING.get(self.cls):
             self.module.__class__ = self.cls
+
+
+class _ValueTap(_ClassSwap):
+    """Keeps the value projection's output *after* its forward hooks: an edit of ``V``
+    (a ``hook_v`` replacement, an nnsight or TransformerLens intervention) is the ``V`` the
+    Laplacian heads subtract from, as it is the ``V`` the attention kernel reads."""
+
+    def __init__(self, module: nn.Module, keep: Callable[[Any], None]) -> None:
+        super().__init__(module, _TAP_KEY, keep)
+
+
+class _InputSwap(_ClassSwap):
+    """Runs ``swap.swap_heads`` on the output projection's input before everything
+    ``nn.Module.__call__`` does: every pre-hook of the module sees the swapped z."""
+
+    def __init__(self, module: nn.Module, swap: LaplacianSwap) -> None:
+        super().__init__(module, _SWAP_KEY, swap)
 
 
 @dataclass(frozen=True)
@@ -423,7 +416,8 @@ def laplacianize(
     Raises :class:`~tokengeo.errors.ConfigError` on bad input.
     """
     check_choice("kind", kind, KINDS)
-    if any(type(m).__module__.startswith("transformer_lens.") for m in model.modules()):
+    modules = model.modules() if isinstance(model, nn.Module) else ()
+    if any(type(m).__module__.startswith("transformer_lens.") for m in modules):
         raise ConfigError("laplacianize cannot patch a model wrapped by TransformerLens: "
                           "laplacianize first, then call tokengeo.to_transformer_lens")
     sites = attention_sites(model)

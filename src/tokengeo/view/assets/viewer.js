@@ -90,6 +90,9 @@
     if (w) { c.style.width = w + "px"; c.style.height = h + "px"; }
     return c;
   }
+  // a masked cell of P (weight exactly 0: a causal or padding mask): light grey, never a colour
+  // of the scale, so that it cannot be read as a small weight
+  const MASKED = (255 << 24) | (0xe4 << 16) | (0xe4 << 8) | 0xe4;
   function hexOf(m, k) {
     return "#" + [0, 1, 2].map((c) => m[3 * k + c].toString(16).padStart(2, "0")).join("");
   }
@@ -137,10 +140,13 @@
     }
 
     // ----- values and scales -----
+    // decades of the head's log scale (fitted per head; 0: linear)
+    function decOf(hd) { return D.p_log ? (hd.p_log || D.p_log) : 0; }
     function valueFns(hd) {
       const ps = hd.p_scale, ss = hd.s_scale;
-      // P codes: linear (c / 255 of max P) or, with D.p_log decades, log (encode.quantise_log)
-      const pv = D.p_log ? (c) => (c === 0 ? 0 : ps * Math.pow(10, D.p_log * ((c - 1) / 254 - 1)))
+      // P codes: linear (c / 255 of max P) or, with the head's decades, log (encode.quantise_log)
+      const dl = decOf(hd);
+      const pv = dl ? (c) => (c === 0 ? 0 : ps * Math.pow(10, dl * ((c - 1) / 254 - 1)))
         : (c) => (c / 255) * ps;
       return {
         P: pv,
@@ -206,8 +212,8 @@
       return lim > 0 ? lim : 1;
     }
     // log colour scale of P: 0 at lim 10^-decades (and below), 1 at lim
-    function logPosition(v, lim) {
-      return v <= 0 ? 0 : Math.max(0, Math.min(1, 1 + Math.log10(v / lim) / D.p_log));
+    function logPosition(v, lim, dl) {
+      return v <= 0 ? 0 : Math.max(0, Math.min(1, 1 + Math.log10(v / lim) / dl));
     }
     function rgbaImage(kind, codes, hd, lim) {
       const f = valueFns(hd), dv = KINDS[kind].diverging;
@@ -224,7 +230,7 @@
         }
       }
       else if (kind === "P") {
-        const t = D.p_log ? codeTable((c) => logPosition(f.P(c), lim), 1, false) : codeTable(f.P, lim, false);
+        const t = D.p_log ? codeTable((c) => logPosition(f.P(c), lim, decOf(hd)), 1, false) : codeTable(f.P, lim, false);
         for (let k = 0; k < T * T; k++) px[k] = t[codes.P[k]];
       }
       else if (kind === "S") { const t = codeTable(f.S, lim, true); for (let k = 0; k < T * T; k++) px[k] = t[codes.S[k]]; }
@@ -232,6 +238,9 @@
         const off = codeTable(f.Loff, lim, dv), diag = codeTable(f.Ldiag, lim, dv);
         for (let k = 0; k < T * T; k++) px[k] = off[codes.P[k]];
         for (let i = 0; i < T; i++) px[i * T + i] = diag[codes.P[i * T + i]];
+      }
+      if (kind !== "S") { // code 0 is kept for weights exactly 0 (masked)
+        for (let k = 0; k < T * T; k++) if (codes.P[k] === 0 && k % (T + 1) !== 0) px[k] = MASKED;
       }
       return img;
     }
@@ -251,7 +260,11 @@
     const panelsEl = el("div", { class: "panels" });
     const info = el("div", { id: "info" });
     const strip = el("div", { id: "tokens" });
-    const main = el("div", { id: "main" }, title, el("div", { class: "controls" }, scaleBtn), panelsEl, info, strip);
+    const tokKind = el("button", { onclick: () => { st.tokKind = st.tokKind === "P" ? "S" : "P"; colourTokens(); } });
+    const tokHead = el("div", { class: "muted", id: "tokhead" });
+    st.tokKind = "P";
+    const main = el("div", { id: "main" }, title, el("div", { class: "controls" }, scaleBtn), panelsEl, info,
+      el("div", { class: "controls" }, tokKind, tokHead), strip);
     app.replaceChildren(hdr, el("div", { id: "layout" }, side, main));
 
     // thumbnails: L rows x H columns, P of each head scaled to its own maximum (max-pooled)
@@ -332,12 +345,12 @@
       ctx.fillText(t, 0, 0);
       ctx.restore();
     }
-    function scaleText(kind, lim) {
+    function scaleText(kind, lim, hd) {
       const how = st.scale === "max" ? "largest |value| of this head" : "99th percentile of |value| (beyond: clipped)";
       const without = EXCL.length ? ` without key token${EXCL.length > 1 ? "s" : ""} ${EXCL.join(", ")}, clipped above` : "";
       const top = (st.scale === "max" ? "max P of this head" : "99th percentile of P") + without;
       if (kind === "P" && ROW) return `linear per query row i, 0 … each row's max P${without}`;
-      if (kind === "P" && D.p_log) return `log, ${fmt(lim * Math.pow(10, -D.p_log))} … ${fmt(lim)} (${D.p_log} decades below the ${top})`;
+      if (kind === "P" && D.p_log) return `log, ${fmt(lim * Math.pow(10, -decOf(hd)))} … ${fmt(lim)} (${decOf(hd)} decades below the ${top})`;
       if (kind === "P") return `linear, 0 … ${fmt(lim)} (${top})`;
       return `diverging, centred at 0: −${fmt(lim)} … 0 … +${fmt(lim)} (${how})`;
     }
@@ -356,9 +369,10 @@
       ctx.strokeStyle = "#999"; ctx.strokeRect(p.margin - 0.5, p.margin - 0.5, p.M + 1, p.M + 1);
       drawLabels(ctx, p.M, p.margin, null);
       Object.assign(p, { lim, img, off, codes, hd });
-      p.scale.textContent = "rows: query token i, columns: token j · colour " + scaleText(p.kind, lim);
+      p.scale.textContent = "rows: query token i, columns: token j · colour " + scaleText(p.kind, lim, hd) +
+        (p.kind !== "S" ? " · grey: masked (P exactly 0)" : "");
       const dv = KINDS[p.kind].diverging;
-      const low = dv ? "−" + fmt(lim) : p.kind === "P" && D.p_log ? fmt(lim * Math.pow(10, -D.p_log)) : "0";
+      const low = dv ? "−" + fmt(lim) : p.kind === "P" && D.p_log ? fmt(lim * Math.pow(10, -decOf(hd))) : "0";
       p.bar.replaceChildren(el("span", { text: low }), barCanvas(dv, 180, 10),
         el("span", { text: p.kind === "P" && ROW ? "row max" : (dv ? "+" : "") + fmt(lim) }));
       TG.timings["draw_" + p.kind] = performance.now() - t0;
@@ -394,10 +408,29 @@
       }
       for (const k of want) { drawPanel(TG.panels[k], codes, hd); drawOverlay(TG.panels[k]); }
       updateInfo();
+      colourTokens();
       TG.timings.render = performance.now() - t0;
       TG.ready = true;
       document.body.dataset.ready = `${l}-${h}`;
       load(l, (h + 1) % D.H); // prefetch the next head
+    }
+    // the text coloured by one row of the selected head (as CircuitsVis' coloured tokens): token
+    // j takes the colour of cell (i, j) of the P or S panel, i the hovered token (or the last)
+    function colourTokens() {
+      const p = TG.panels[st.tokKind];
+      tokKind.textContent = "tokens coloured by: " + (st.tokKind === "P" ? "attention P" : "similarity S");
+      if (!p || !p.img) return;
+      const i = st.hover ? st.hover.i : T - 1, px = p.img.data;
+      tokHead.textContent = `row ${i} “${showTok(tokens[i])}”: ` + (st.tokKind === "P"
+        ? "how much it attends to each token" : "how alike its head output is to each token's") +
+        " (hover a token or a cell to change the row)";
+      TG.tokenSpans.forEach((s, j) => {
+        const k = 4 * (i * T + j), [r, g, b] = [px[k], px[k + 1], px[k + 2]];
+        s.style.background = `rgb(${r},${g},${b})`;
+        s.style.color = 0.299 * r + 0.587 * g + 0.114 * b < 128 ? "#fff" : "#000";
+        s.classList.toggle("row", j === i);
+      });
+      TG.tokenColours = TG.tokenSpans.map((s) => s.style.background);
     }
     function markSelected() {
       for (const c of TG.thumbs) c.classList.toggle("selected", +c.dataset.l === st.l && +c.dataset.h === st.h);
@@ -414,6 +447,7 @@
       for (const p of Object.values(TG.panels)) drawOverlay(p);
       TG.tokenSpans.forEach((s, k) => s.classList.toggle("hl", !!hv && (k === hv.i || k === hv.j)));
       updateInfo();
+      colourTokens();
     }
     function topOfRow(arr, i, valueOf, n, abs) {
       const idx = [];
@@ -469,7 +503,7 @@
       const ticks = [];
       for (let i = 0; i < T; i += showEvery) ticks.push(i);
       const heading = `${KINDS[kind].title} — layer ${st.l}, head ${st.h} (${p.hd.kind}), ${D.model || ""}`;
-      const legend = "colour " + scaleText(kind, p.lim);
+      const legend = "colour " + scaleText(kind, p.lim, p.hd);
       const dv = KINDS[kind].diverging;
       if (format === "png") {
         const c = el("canvas", { width: W, height: H }), ctx = c.getContext("2d");
@@ -531,7 +565,7 @@
       const s = panelSize();
       if (s !== st.size) { st.size = s; st.resized = true; render(); }
     });
-    Object.assign(TG, { select, setHover, setScale, exportPanel, load, value: (k, i, j) => {
+    Object.assign(TG, { select, setHover, setScale, exportPanel, load, colourTokens, value: (k, i, j) => {
       const p = TG.panels[k]; return value(k, p.codes, p.hd, i, j); } });
     select(0, 0);
   }
