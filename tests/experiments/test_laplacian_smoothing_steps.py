@@ -58,7 +58,8 @@ def test_object_share_per_k_and_per_block(tmp_path):
     assert rows[0][1].startswith("0.301 ")
     row = next(c for c in out.claims if c.text == images.OBJECTS.text)
     assert row.kind == "stand-in" and row.verdict == "reproduced"
-    assert [m.label for m in row.members] == ["k=H", "some k<H", "trend over k",
+    assert row.catalogue == "laplacian.vit-object-background"
+    assert [m.label for m in row.members] == ["k=H", "some k<H", "monotone over k",
                                               "every block at k=H"]
     cells = images.cells(SETTINGS, SuiteContext.under(tmp_path, images.NAME))
     assert all({"geometry.object_share", "sublayer_smoothing"} <= set(c.fields) for c in cells)
