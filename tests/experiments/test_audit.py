@@ -100,6 +100,7 @@ def _nested_report(tmp_path) -> dict:
     reversed_rows = [c for c in rows(-1.0) if c.members]  # the readings fail
     for c in reversed_rows:
         c.text += " (reversed)"
+        c.catalogue = c.catalogue and c.catalogue + "-reversed"  # its own entry
     out = [SuiteOutput(images.NAME, images.TITLE, images.PAPER, rows(1.0),
                        paper_key=images.PAPER_KEY),
            SuiteOutput("rev", "reversed", images.PAPER, reversed_rows, paper_key="Z")]
@@ -154,3 +155,49 @@ def test_every_not_run_claim_of_the_published_run_names_its_cost_and_command():
         reason = c["verdict"]
         assert "core-s" in reason or "core-h" in reason or " s for " in reason, c["claim"]
         assert "tokengeo reproduce" in reason or "make run" in reason, c["claim"]
+
+
+def _rules_report(tmp_path) -> dict:
+    """A report whose rows use the judging rules: a stated margin, a primary reading, a
+    verdict decided under normality only, and catalogue ids."""
+    from tokengeo.experiments.claims import Claim, family
+    from tokengeo.experiments.report import SuiteOutput
+    from tokengeo.experiments.stats import Interval, Region, mean_interval
+
+    up = Region.above(0.0)
+    near = Claim("s", "exponent", "src", "-1", "b", Region.above(-0.5, margin=0.1),
+                 measured=Interval.exact_value(-0.579, "deterministic"), kind="paper",
+                 catalogue="x.near")
+    members = [Claim("s", "at H", "src", "+", "d", up, label="k=H",
+                     measured=mean_interval([-1.0, -1.1, -0.9, -1.05, -0.95])),
+               Claim("s", "below", "src", "+", "d", up, label="k<H",
+                     measured=mean_interval([0.3, -0.2, 0.1, -0.1, 0.2]))]
+    opposite = family("s", "finding", members, primary="k=H", kind="stand-in", proxy="p",
+                      catalogue="x.finding")
+    few = Claim("s", "three seeds", "src", "+", "d", up, kind="paper", catalogue="x.few",
+                measured=mean_interval([1.0, 1.1, 0.9]))
+    write_report(tmp_path, [SuiteOutput("s", "S", "P", [near, opposite, few])], "r", [],
+                 mode="quick")
+    return json.loads((tmp_path / "report.json").read_text())
+
+
+def test_the_audit_applies_margins_the_papers_setting_and_the_catalogue(tmp_path):
+    data = _rules_report(tmp_path)
+    validate_report(data)
+    assert [c["verdict"] for c in data["claims"]] == [
+        "inconclusive", "contradicted at the paper's setting", "reproduced"]
+    assert [c["normality_only"] for c in data["claims"]] == [False, True, True]
+    assert audit(data).problems == []
+    bad = copy.deepcopy(data)
+    bad["claims"][0]["region"]["margin"] = 0.0  # without it, -0.579 is not reproduced
+    assert any("verdict 'inconclusive', recomputed 'not reproduced'" in p
+               for p in audit(bad).problems)
+    bad = copy.deepcopy(data)
+    bad["claims"][1]["primary"] = None  # the finding is merely inconclusive then
+    assert any("family verdict" in p for p in audit(bad).problems)
+    bad = copy.deepcopy(data)
+    bad["claims"][2]["catalogue"] = "x.near"
+    assert any("already tallied" in p for p in audit(bad).problems)
+    bad = copy.deepcopy(data)
+    bad["claims"][2]["normality_only"] = False
+    assert any("normality_only" in p for p in audit(bad).problems)

@@ -1,5 +1,6 @@
 """Claims undecidable by design are refused before any cell runs; no shipped mode has one."""
 
+import importlib
 import math
 
 import pytest
@@ -24,6 +25,10 @@ from tokengeo.experiments.reproduce import (
 )
 
 
+def _suite(name: str):
+    return importlib.import_module(SUITES[name]).SUITE
+
+
 def test_the_floors_are_the_tests_own_smallest_p_values():
     # sign-flip: every value positive is the most extreme sample
     for n in (3, 5, 6):
@@ -44,7 +49,7 @@ def test_undecidable_tests_name_the_units_they_need():
     assert units_needed(PlannedTest("c", "relabelling", 4, 4, symmetric=True)) == 5
     assert units_needed(PlannedTest("c", "t", 1)) == 2
     with pytest.raises(ConfigError, match=r"ranking of the α.*needs 5 seeds per task"):
-        check_decidable("ltransformer", "x.toml", {
+        check_decidable(_suite("ltransformer"), "x.toml", {
             "seeds": [0, 1, 2, 3], "alphas": ["identity", "linear"], "long_train": {}})
 
 
@@ -52,12 +57,12 @@ def test_undecidable_tests_name_the_units_they_need():
 def test_no_shipped_claim_is_undecidable_by_design(mode):
     for suite in SUITES:
         settings = load_settings(BUILTIN_CONFIG_DIR, suite, mode)
-        for t in planned_tests(suite, settings):
+        for t in planned_tests(_suite(suite), settings):
             assert decidable(t), (mode, suite, t)
-        check_decidable(suite, f"{suite}.toml", settings)
+        check_decidable(_suite(suite), f"{suite}.toml", settings)
     if mode != "quick":  # the α ranking runs, and can decide
-        tests = planned_tests("ltransformer", load_settings(BUILTIN_CONFIG_DIR,
-                                                            "ltransformer", mode))
+        tests = planned_tests(_suite("ltransformer"), load_settings(BUILTIN_CONFIG_DIR,
+                                                                    "ltransformer", mode))
         assert any(t.test == "relabelling" for t in tests)
 
 
@@ -72,3 +77,16 @@ def test_a_run_is_refused_before_any_cell(tmp_path):
     with pytest.raises(ConfigError, match="undecidable by design.*needs 5 seeds per task"):
         plan_suite("ltransformer", cfg)
     assert not out.exists()
+
+
+def test_each_suite_declares_its_planned_tests_beside_its_check():
+    import tokengeo.experiments.decidability as decidability
+
+    assert not hasattr(decidability, "PLANNERS")  # no table keyed by suite name
+    lt = _suite("ltransformer")
+    settings = {"seeds": [0, 1, 2, 3, 4], "alphas": ["identity", "linear"], "long_train": {}}
+    assert [t.test for t in lt.planned("ltransformer", settings)] == ["t", "relabelling"]
+    assert [t.unit for t in planned_tests(_suite("flows"), {"preset": {"n_paths": 8}})] == [
+        "paths"]
+    assert [t.unit for t in planned_tests(_suite("similarity"),
+                                          {"corpora": {"a": {"shards": 4}}})] == ["shards"]

@@ -21,10 +21,10 @@ def validate_report(data: dict) -> None:
 def _suites() -> list[SuiteOutput]:
     up = Region.above(0)
     a = Claim("s1", "paper claim", "src", "+1", "d", up, measured=mean_interval([1, 1.2, 0.9]),
-              paper_effect=1.0)
+              paper_effect=1.0, catalogue="x.paper-claim")
     b = Claim("s1", "stand-in claim", "src", "+1", "d", up,
               measured=mean_interval([0.1, -0.2, 0.15]), kind="stand-in", proxy="tiny model",
-              paper_effect=0.5)
+              paper_effect=0.5, catalogue="x.stand-in-claim")
     sane = Claim("s1", "trains above chance", "src", "-", "d", up,
                  measured=mean_interval([1, 1.1, 1.2]), kind="sanity")
     built = Claim("s1", "1/p parameters", "src", "25%", "ratio", Region(0.24, 0.27),
@@ -34,8 +34,9 @@ def _suites() -> list[SuiteOutput]:
     fam = family("s1", "some α helps", [
         Claim("s1", f"α={x}", "src", "+1", "d", up, measured=mean_interval(v), label=f"α={x}",
               kind="stand-in", proxy="tiny model")
-        for x, v in (("a", [1, 2, 1.5]), ("b", [0.1, -0.1, 0.0]))])
-    missing = Claim("s2", "not run claim", "src", "-", "d", up, not_run="needs --full")
+        for x, v in (("a", [1, 2, 1.5]), ("b", [0.1, -0.1, 0.0]))], catalogue="x.some-alpha")
+    missing = Claim("s2", "not run claim", "src", "-", "d", up, not_run="needs --full",
+                    catalogue="y.not-run")
     return [SuiteOutput("s1", "Suite one", "Paper A", [a, b, sane, built, new, fam],
                         tables=[("t", ["x"], [["1"]])], paper_key="A"),
             SuiteOutput("s2", "Suite two", "Paper B", [missing], paper_key="B")]
@@ -74,7 +75,8 @@ def test_tally_counts_only_paper_and_stand_in_claims():
     # paper A: "paper claim" (reproduced), "stand-in claim" (inconclusive), the family
     # (inconclusive: α=a holds alone, p ≈ 1.7%, but not after Holm's ×2) - not the sanity,
     # construction or new claims
-    assert t["papers"]["A"] == {"reproduced": 1, "not reproduced": 0, "inconclusive": 2,
+    assert t["papers"]["A"] == {"reproduced": 1, "not reproduced": 0,
+                                "contradicted at the paper's setting": 0, "inconclusive": 2,
                                 "no change": 0, "not run": 0, "not testable here": 0}
     assert t["papers"]["B"]["not run"] == 1
     assert t["kinds"]["sanity"]["reproduced"] == 1 and t["kinds"]["new"]["inconclusive"] == 1
@@ -107,11 +109,12 @@ def test_report_json_carries_the_values_behind_every_verdict(tmp_path):
     validate_report(data)
     by_name = {c["claim"]: c for c in data["claims"]}
     assert by_name["paper claim"]["interval"]["values"] == [1, 1.2, 0.9]
-    assert by_name["paper claim"]["region"] == {"low": 0, "high": None, "text": "> 0"}
+    assert by_name["paper claim"]["region"] == {"low": 0, "high": None, "text": "> 0",
+                                                "margin": 0.0}
     assert by_name["unpaired"]["interval"]["values_a"] == [1.0, 1.2, 0.9]
     assert by_name["unpaired"]["interval"]["values_b"] == [0.1, 0.3, 0.2]
     assert by_name["1/p parameters"]["region"] == {"low": 0.24, "high": 0.27,
-                                                   "text": "within [0.24, 0.27]"}
+                                                   "text": "within [0.24, 0.27]", "margin": 0.0}
     # the ratio claim's values are the per-seed log ratios its t interval is made from
     ratio = by_name["our question"]["interval"]
     assert ratio["values"] == pytest.approx([0.0, 0.0953102, -3.912023], abs=1e-6)
@@ -141,7 +144,7 @@ def test_a_claim_whose_precondition_fails_is_not_testable_and_counted_apart(tmp_
                    measured=mean_interval([-0.01, 0.005, -0.002]), kind="sanity")
     seg = Claim("d", "Laplacian heads raise segmentation", "src", "×1.083", "d", up,
                 measured=mean_interval([0.01, 0.02, 0.015]), kind="stand-in", proxy="p",
-                precondition=sanity)
+                precondition=sanity, catalogue="x.segmentation")
     assert sanity.verdict == "inconclusive"
     assert seg.verdict.startswith("not testable here: the precondition")
     assert "inconclusive" in seg.verdict and seg.vs_paper is None

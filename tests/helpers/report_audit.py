@@ -7,6 +7,11 @@ what it could check from the JSON alone. A format-1 report (before intervals car
 values) is checked from each t interval's mean, std and n; a test whose values it lacks
 (sign-flip) is taken as stored and counted as such.
 
+Stated margins (the region's ``margin``), the "contradicted at the paper's setting" outcome
+(an inconclusive "any" family whose ``primary`` member is not reproduced after Holm), the
+``normality_only`` mark and the catalogue's rule (every tallied row names one entry, none
+twice) are checked where the report carries them; older reports carry none.
+
 Families nest: a member that is itself a family enters its parent's Holm step with its own
 pair of p-values (:func:`family_p`: for "all" the largest member p_in and the smallest
 Holm-adjusted p_out, for "any" the reverse), recomputed here from its members.
@@ -24,9 +29,11 @@ from scipy import stats
 
 SIDE = 0.025
 R, NR, INC, NOCH = "reproduced", "not reproduced", "inconclusive", "no change"
+CONTRA = "contradicted at the paper's setting"  # an "any" family's primary reading fails
+EXACT_UNITS = 6  # fewer: no exact sign-flip test of n values reaches 2.5% (2^-5 > 2.5%)
 TALLIED = ("paper", "stand-in")
 NOT_TESTABLE = "not testable here"
-BUCKETS = (R, NR, INC, NOCH, "not run", NOT_TESTABLE)
+BUCKETS = (R, NR, CONTRA, INC, NOCH, "not run", NOT_TESTABLE)
 CONTAINMENT = ("t", "welch", "log-ratio", "bootstrap over paths")
 Z975 = stats.norm.ppf(0.975)
 
@@ -52,6 +59,21 @@ def region(claim: dict) -> tuple[float, float]:
         return (-math.inf if r["low"] is None else r["low"],
                 math.inf if r["high"] is None else r["high"])
     return parse_region(r)
+
+
+def margin(claim: dict) -> float:
+    """The region's stated tolerance m (0 when none): reproduced only inside the region by
+    more than m, not reproduced only outside it by more than m."""
+    r = claim["region"]
+    return float(r.get("margin") or 0.0) if isinstance(r, dict) else 0.0
+
+
+def shrunk(reg: tuple[float, float], m: float) -> tuple[float, float]:
+    return reg[0] + m, reg[1] - m
+
+
+def grown(reg: tuple[float, float], m: float) -> tuple[float, float]:
+    return reg[0] - m, reg[1] + m
 
 
 def parse_region(text: str) -> tuple[float, float]:
@@ -127,16 +149,23 @@ def p_below(iv: dict, b: float) -> float | None:
     return None if p is None else 1.0 - p
 
 
-def p_in_out(iv: dict, reg: tuple[float, float]) -> tuple[float, float] | None:
-    lo, hi = reg
+def p_in_out(iv: dict, reg: tuple[float, float], m: float = 0.0
+             ) -> tuple[float, float] | None:
+    """(p of "inside the region by more than m", p of "outside it by more than m")."""
+    (in_lo, in_hi), (out_lo, out_hi) = shrunk(reg, m), grown(reg, m)
     ins, outs = [0.0], [1.0]
-    for b, inside, outside in ((lo, p_above, p_below), (hi, p_below, p_above)):
+    for b, test in ((in_lo, p_above), (in_hi, p_below)):
         if math.isfinite(b):
-            pi, po = inside(iv, b), outside(iv, b)
-            if pi is None or po is None:
+            p = test(iv, b)
+            if p is None:
                 return None
-            ins.append(pi)
-            outs.append(po)
+            ins.append(p)
+    for b, test in ((out_lo, p_below), (out_hi, p_above)):
+        if math.isfinite(b):
+            p = test(iv, b)
+            if p is None:
+                return None
+            outs.append(p)
     return max(ins), min(outs)
 
 
@@ -205,23 +234,25 @@ def ranking_z(runs_a, runs_b) -> float | None:
 
 
 # ------------------------------------------------------------------ verdicts
-def raw_verdict(iv: dict, reg) -> str | None:
-    """The region rule (None: the values needed are not in the JSON)."""
+def raw_verdict(iv: dict, reg, mg: float = 0.0) -> str | None:
+    """The region rule with its margin ``mg`` (None: the values needed are not in the
+    JSON)."""
     m = iv["method"]
     if iv["n"] < 2 and m not in ("exact", "deterministic", "worst run"):
         return INC
     if m.endswith("sign-flip") and iv.get("values") and all(v == 0 for v in iv["values"]):
         return NOCH
-    lo, hi = reg
+    (in_lo, in_hi), (out_lo, out_hi) = shrunk(reg, mg), grown(reg, mg)
     if m in ("exact", "deterministic", "worst run"):
-        return R if lo < iv["mean"] < hi else NR
+        x = iv["mean"]
+        return R if in_lo < x < in_hi else NR if (x <= out_lo or x >= out_hi) else INC
     if m in CONTAINMENT:
         low = -math.inf if iv["low"] is None else iv["low"]
         high = math.inf if iv["high"] is None else iv["high"]
-        if lo < low and high < hi:
+        if in_lo < low and high < in_hi:
             return R
-        return NR if (high <= lo or low >= hi) else INC
-    ps = p_in_out(iv, reg)
+        return NR if (high <= out_lo or low >= out_hi) else INC
+    ps = p_in_out(iv, reg, mg)
     if ps is None:
         return None
     return R if ps[0] < SIDE else NR if ps[1] < SIDE else INC
@@ -263,7 +294,7 @@ def _claim_verdict(c: dict, a: Audit, name: str) -> str:
         a.taken += 1
         return c["verdict"]
     iv, reg = _format1(c["interval"]), region(c)
-    v = raw_verdict(iv, reg)
+    v = raw_verdict(iv, reg, margin(c))
     if v is None:
         a.taken += 1
         return c["verdict"]
@@ -276,7 +307,7 @@ def _claim_verdict(c: dict, a: Audit, name: str) -> str:
 def _single_p(c: dict) -> tuple[float, float] | None:
     if c.get("not_run") or c["interval"] is None:
         return None
-    return p_in_out(_format1(c["interval"]), region(c))
+    return p_in_out(_format1(c["interval"]), region(c), margin(c))
 
 
 def _is_judged(c: dict, v: str) -> bool:
@@ -328,6 +359,9 @@ def _family(c: dict, a: Audit, name: str) -> tuple[str, tuple[float, float] | No
                     f"{name} [{m.get('label')}]: Holm {m['verdict_holm']!r}, recomputed {h!r}")
         pair = family_p(ps, ok, c["family_rule"])
     v = family_verdict(raw, adjusted, c["family_rule"])
+    if v == INC and c["family_rule"] == "any" and c.get("primary"):
+        at = {m.get("label"): h for m, h in zip(members, adjusted, strict=True)}
+        v = CONTRA if at.get(c["primary"]) == NR else v
     a.families += 1
     a.check(v == c["verdict"], f"{name}: family verdict {c['verdict']!r}, recomputed {v!r}")
     return v, pair
@@ -339,20 +373,57 @@ def _judge(c: dict, a: Audit, name: str) -> tuple[str, tuple[float, float] | Non
     return _claim_verdict(c, a, name), _single_p(c)
 
 
+def _normality_only(c: dict, v: str) -> bool:
+    """A decided verdict that rests on a t-type interval of fewer units than an exact test
+    of the same values needs (a family: some decided member)."""
+    if v not in (R, NR, CONTRA) or c.get("not_run"):
+        return False
+    if c.get("members"):
+        return any(_normality_only(m, m["verdict"]) for m in c["members"])
+    iv = c["interval"]
+    if iv is None:
+        return False
+    if iv["method"] == "welch" and iv.get("values_a"):
+        na, nb = len(iv["values_a"]), len(iv["values_b"])
+        return 1 / math.comb(na + nb, na) >= SIDE
+    return iv["method"] in ("t", "log-ratio") and iv["n"] < EXACT_UNITS
+
+
+def _catalogue(report: dict, a: Audit) -> None:
+    """A report that names catalogue entries: every tallied row names one, none twice."""
+    claims = report["claims"]
+    if not any("catalogue" in c for c in claims):
+        return  # reports before the catalogue
+    seen: dict[str, int] = {}
+    for i, c in enumerate(claims):
+        if c["kind"] not in TALLIED:
+            continue
+        cid = c.get("catalogue")
+        a.check(bool(cid), f"claims[{i}]: a tallied row without a catalogue entry")
+        a.check(cid not in seen, f"claims[{i}]: catalogue entry {cid!r} already tallied by "
+                                 f"claims[{seen.get(cid)}]")
+        seen.setdefault(cid, i)
+
+
 def audit(report: dict) -> Audit:
     a = Audit()
-    buckets = BUCKETS if any(NOT_TESTABLE in n for n in report["tally"]["kinds"].values()) \
-        else BUCKETS[:-1]  # reports before "not testable" count five buckets
+    first = next(iter(report["tally"]["kinds"].values()), {})
+    buckets = tuple(first) or BUCKETS  # the report's own columns (older reports have fewer)
     papers = {p: dict.fromkeys(buckets, 0) for p in report["tally"]["papers"]}
     kinds = {k: dict.fromkeys(buckets, 0) for k in report["tally"]["kinds"]}
     for i, c in enumerate(report["claims"]):
         name = f"claims[{i}] {c['claim'][:60]}"
         v, _ = _judge(c, a, name)
+        if "normality_only" in c:
+            a.check(c["normality_only"] == _normality_only(c, v),
+                    f"{name}: normality_only {c['normality_only']}, recomputed "
+                    f"{_normality_only(c, v)}")
         bucket = ("not run" if v.startswith("not run") else
                   NOT_TESTABLE if v.startswith(NOT_TESTABLE) else v)
         kinds.setdefault(c["kind"], dict.fromkeys(buckets, 0))[bucket] += 1
         if c["kind"] in TALLIED:
             papers.setdefault(c["paper"], dict.fromkeys(buckets, 0))[bucket] += 1
+    _catalogue(report, a)
     a.check(papers == report["tally"]["papers"],
             f"tally per paper {report['tally']['papers']}, recomputed {papers}")
     a.check(kinds == report["tally"]["kinds"],

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 
 from tokengeo.experiments import power
 from tokengeo.experiments.stats import (
+    CONTRADICTED,
     INCONCLUSIVE,
     NO_CHANGE,
     NOT_REPRODUCED,
@@ -73,6 +74,8 @@ CLAIM_KINDS = ("paper", "stand-in", "sanity", "construction", "new")
 TALLIED_KINDS = ("paper", "stand-in")  # the headline tally per paper
 FAMILY_RULES = ("any", "all")
 EXACT_MIN_UNITS = 6  # the fewest seeds an exact sign-flip test can decide with (2^-6 < 2.5%)
+NORMALITY_NOTE = ("Decided under normality only: an exact test of the same values (sign-flip, "
+                  "or relabelling for two samples) could not reach 2.5% with this few units.")
 
 
 @dataclass
@@ -112,6 +115,11 @@ class Claim:
     precondition: Claim | None = field(default=None, repr=False)
     holm_size: int = 1  # the members in this claim's family (power at 2.5% / m)
     untestable: str | None = None  # why the measurement cannot test the claim (not judged)
+    # the id of the one catalogue entry (tokengeo.experiments.catalogue) a tallied row tests
+    catalogue: str | None = None
+    # a family's member at the paper's own setting (its label): an "any" family that is
+    # inconclusive while that member is not reproduced after Holm is CONTRADICTED
+    primary: str | None = None
 
     def __post_init__(self) -> None:
         if self.paper_effect == 0 and not (self.margin or 0) > 0:
@@ -121,6 +129,9 @@ class Claim:
             raise ValueError(f"claim kind {self.kind!r}; choose one of {CLAIM_KINDS}")
         if self.rule_of_family not in FAMILY_RULES:
             raise ValueError(f"family rule {self.rule_of_family!r}; choose {FAMILY_RULES}")
+        if self.primary is not None and self.primary not in {m.label for m in self.members}:
+            raise ValueError(f"claim {self.text!r}: primary reading {self.primary!r} is not "
+                             "a member's label")
 
     # ------------------------------------------------------------------ verdicts
     @property
@@ -148,9 +159,35 @@ class Claim:
         if missing:
             return missing
         if self.is_family:
-            return family_verdict([m.verdict for m in self.members], self.member_holm(),
-                                  self.rule_of_family)
+            holm_verdicts = self.member_holm()
+            v = family_verdict([m.verdict for m in self.members], holm_verdicts,
+                               self.rule_of_family)
+            return self._at_primary(v, holm_verdicts)
         return verdict(self.measured, self.region)
+
+    def _at_primary(self, v: str, holm_verdicts: list[str]) -> str:
+        """:data:`CONTRADICTED` for an inconclusive "any" family whose reading at the
+        paper's own setting (``primary``) is not reproduced after Holm; else ``v``."""
+        if v != INCONCLUSIVE or self.primary is None or self.rule_of_family != "any":
+            return v
+        at = dict(zip((m.label for m in self.members), holm_verdicts, strict=True))
+        return CONTRADICTED if at.get(self.primary) == NOT_REPRODUCED else v
+
+    @property
+    def normality_only(self) -> bool:
+        """Whether the verdict is decided only under normality: a t-type interval
+        (t, log-ratio, Welch) on so few units that the exact test of the same values
+        (sign-flip; a relabelling for Welch) could not reach 2.5% whatever the data. A
+        family: some decided member is. The verdict stands; the report says so."""
+        if self._missing() or self.verdict not in (REPRODUCED, NOT_REPRODUCED, CONTRADICTED):
+            return False
+        if self.is_family:
+            return any(m.normality_only for m in self.members)
+        iv = self.measured
+        if iv.method == "welch":
+            na, nb = len(iv.values), len(iv.values_b)
+            return na > 0 and nb > 0 and 1 / math.comb(na + nb, na) >= power.ALPHA
+        return iv.method in ("t", "log-ratio") and iv.n < EXACT_MIN_UNITS
 
     @property
     def verdict_raw(self) -> str:
@@ -224,11 +261,13 @@ class Claim:
     @property
     def mde_80(self) -> float | None:
         """Smallest distance from the region's boundary detected at 80% power (t
-        approximation); None where no effect is detectable (an exact test on n ≤ 5 seeds)."""
+        approximation) at the level the claim is judged at (2.5% / m in a family of m, as
+        :attr:`seeds_for_80`); None where no effect is detectable (an exact test on n ≤ 5 seeds)."""
         spread = None if self.is_family else self._spread()
         if spread is None or (self._exact_test() and spread[1] < EXACT_MIN_UNITS):
             return None
-        return power.mde(spread[0], spread[1], spread[2])
+        return power.mde(spread[0], spread[1], spread[2],
+                         alpha=power.ALPHA / max(1, self.holm_size))
 
     @property
     def power_basis(self) -> str | None:
@@ -332,9 +371,13 @@ class Claim:
             "seeds_for_80_upper": self.seeds_for_80_upper, "holm_size": self.holm_size,
             "power_basis": self.power_basis,
             "not_run": self._not_run(), "rule": self.rule, "detail": self.detail,
+            "catalogue": self.catalogue, "normality_only": self.normality_only,
         }
+        if self.normality_only:
+            out["detail"] = " ".join([self.detail, NORMALITY_NOTE]).strip()
         if self.is_family:
             out["family_rule"] = self.rule_of_family
+            out["primary"] = self.primary
             out["verdict_raw"] = self.verdict_raw
             out["members"] = [dict(m.to_dict(paper), label=m.label, verdict_holm=h)
                               for m, h in zip(self.members, self.members_holm(),

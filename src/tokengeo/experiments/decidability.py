@@ -13,9 +13,15 @@ only on how many units they get, not on the data:
   runs per task, 2/252 = 0.8% with 5);
 * a **t** interval needs n ≥ 2 values (its p falls to 0 as |t| grows).
 
+One standard for every test: a verdict counts when its test reaches 2.5% on the data. A
+t interval can do so from 2 units on, but only under normality; where the exact test of the
+same values could not (fewer than 6 seeds for a sign-flip), the report marks the verdict
+"decided under normality only" (:attr:`~tokengeo.experiments.claims.Claim.normality_only`).
+
 A claim whose test cannot reach 2.5% with the configured seeds is *undecidable by design*:
 its "inconclusive" says nothing about the paper. :func:`planned_tests` lists, from a suite's
-resolved settings, the tests whose power depends on units, and :func:`check_decidable`
+resolved settings, the tests whose power depends on units (each suite declares them in
+``Suite.planned``, beside ``Suite.check``), and :func:`check_decidable`
 refuses the settings (one :class:`~tokengeo.errors.ConfigError` naming each such claim and
 the seeds it needs) before any cell runs. Tests a suite chooses at run time (the sign-flip
 fallback for a tied sample) cannot be foreseen and are not listed.
@@ -78,42 +84,31 @@ def units_needed(t: PlannedTest, alpha: float = ALPHA_SIDE) -> int:
 
 
 # --------------------------------------------------------------------- the suites' tests
+# Each suite declares its planner beside its own rules: ``Suite(..., planned=...)``, a
+# function ``(suite name, resolved settings) -> [PlannedTest]``; these are the shared ones.
 def _seeds(settings: dict) -> int:
     return len(settings.get("seeds", []))
 
 
-def _seed_t(suite: str, settings: dict) -> list[PlannedTest]:
-    """Every seeded suite judges paired differences over seeds with t intervals."""
+def seed_t(suite: str, settings: dict) -> list[PlannedTest]:
+    """A seeded suite judges paired differences over seeds with t intervals."""
     if "seeds" not in settings:
         return []
     return [PlannedTest(f"{suite}: paired differences over seeds", "t", _seeds(settings))]
 
 
-def _sweep_tests(module: str) -> Callable[[str, dict], list[PlannedTest]]:
-    """A Laplacian sweep: its integer (``discrete``) metrics take the exact sign-flip test."""
+def sweep_tests(metrics) -> Callable[[str, dict], list[PlannedTest]]:
+    """A Laplacian sweep over ``metrics``: its integer (``discrete``) metrics take the exact
+    sign-flip test, the others t intervals over seeds."""
     def tests(suite: str, settings: dict) -> list[PlannedTest]:
-        import importlib
-
-        metrics = getattr(importlib.import_module(module), "GEOMETRY", [])
-        return _seed_t(suite, settings) + [
+        return seed_t(suite, settings) + [
             PlannedTest(f"{suite}: {m.text}", "sign-flip", _seeds(settings))
             for m in metrics if getattr(m, "discrete", False)]
     return tests
 
 
-def _ltransformer(suite: str, settings: dict) -> list[PlannedTest]:
-    """The α ranking: a relabelling test of the main task's runs against the long task's."""
-    out = _seed_t(suite, settings)
-    if len(settings.get("alphas", [])) >= 2 and "long_train" in settings:
-        n = _seeds(settings)
-        out.append(PlannedTest(f"{suite}: the ranking of the α strategies depends on the "
-                               "data set", "relabelling", n, n, "seeds per task",
-                               symmetric=True))
-    return out
-
-
-def _flows(suite: str, settings: dict) -> list[PlannedTest]:
-    """OU weights: intervals over Monte Carlo paths (the deterministic drifts need none)."""
+def paths_t(suite: str, settings: dict) -> list[PlannedTest]:
+    """Intervals over the Monte Carlo paths of ``preset.n_paths`` (none without paths)."""
     paths = dict(settings.get("preset", {})).get("n_paths")
     if paths is None:
         return []
@@ -121,9 +116,9 @@ def _flows(suite: str, settings: dict) -> list[PlannedTest]:
                         unit="paths")]
 
 
-def _similarity(suite: str, settings: dict) -> list[PlannedTest]:
-    """Claims from each shard's corpus-level statistics: a t interval over the shards of
-    the first corpus."""
+def shards_t(suite: str, settings: dict) -> list[PlannedTest]:
+    """Claims from each shard's statistics: a t interval over the shards of the first
+    corpus."""
     corpora = list(dict(settings.get("corpora", {})).values())
     if not corpora:
         return []
@@ -131,26 +126,18 @@ def _similarity(suite: str, settings: dict) -> list[PlannedTest]:
                         unit="shards")]
 
 
-PLANNERS: dict[str, Callable[[str, dict], list[PlannedTest]]] = {
-    "laplacian-images": _sweep_tests("tokengeo.experiments.suites.laplacian_images"),
-    "laplacian-language": _sweep_tests("tokengeo.experiments.suites.laplacian_language"),
-    "ltransformer": _ltransformer,
-    "flows": _flows,
-    "similarity": _similarity,
-}
-
-
-def planned_tests(suite: str, settings: dict) -> list[PlannedTest]:
-    """The unit-dependent tests of ``suite``'s claims under ``settings`` (none when the
-    settings skip the suite)."""
+def planned_tests(suite, settings: dict) -> list[PlannedTest]:
+    """The unit-dependent tests of ``suite``'s claims (a
+    :class:`~tokengeo.experiments.suite.Suite`: its ``planned``) under ``settings`` (none
+    when the settings skip the suite)."""
     if settings.get("skip"):
         return []
-    return PLANNERS.get(suite, _seed_t)(suite, settings)
+    return suite.planned(suite.name, settings)
 
 
-def check_decidable(suite: str, where: str, settings: dict) -> None:
-    """Refuse settings under which some claim's test cannot reach 2.5% (ConfigError naming
-    each claim, its test, and the units it needs)."""
+def check_decidable(suite, where: str, settings: dict) -> None:
+    """Refuse settings under which some claim's test of ``suite`` cannot reach 2.5%
+    (ConfigError naming each claim, its test, and the units it needs)."""
     bad = [t for t in planned_tests(suite, settings) if not decidable(t)]
     if not bad:
         return

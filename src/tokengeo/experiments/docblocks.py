@@ -36,8 +36,8 @@ END = "<!-- tokengeo:end {} -->"
 BLOCK = re.compile(r"<!-- tokengeo:begin (?P<name>[^ ]+) -->\n(?P<body>.*?)"
                    r"<!-- tokengeo:end (?P=name) -->", re.S)
 DOC_GLOBS = ("README.md", "docs/*.md", "docs/*/*.md")
-VERDICT_COLUMNS = ("reproduced", "not reproduced", "inconclusive", "no change", "not run",
-                   "not testable here")
+VERDICT_COLUMNS = ("reproduced", "not reproduced", "contradicted at the paper's setting",
+                   "inconclusive", "no change", "not run", "not testable here")
 TALLIED = ("paper", "stand-in")
 
 

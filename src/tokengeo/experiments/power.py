@@ -55,16 +55,20 @@ def power(effect: float, sd: float, n: int, groups: int = 1, alpha: float = ALPH
     return float(st.nct.sf(crit, df, ncp))
 
 
-def mde(sd: float, n: int, groups: int = 1, target: float = TARGET) -> float | None:
-    """The effect detected with probability ``target`` (None without spread or n < 2)."""
+def mde(sd: float, n: int, groups: int = 1, target: float = TARGET,
+        alpha: float = ALPHA) -> float | None:
+    """The effect detected with probability ``target`` by a one-sided test at ``alpha``
+    (a member of a family of m is judged at 2.5% / m: pass that); None without spread or
+    n < 2."""
     if n < 2 or not sd > 0:
         return None
     from scipy.optimize import brentq
 
     hi = sd
-    while power(hi, sd, n, groups) < target:
+    while power(hi, sd, n, groups, alpha) < target:
         hi *= 2
-    return float(brentq(lambda d: power(d, sd, n, groups) - target, 0.0, hi, xtol=1e-12 * hi))
+    return float(brentq(lambda d: power(d, sd, n, groups, alpha) - target, 0.0, hi,
+                        xtol=1e-12 * hi))
 
 
 def units_for(effect: float, sd: float, groups: int = 1, target: float = TARGET,

@@ -165,7 +165,7 @@ def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True,
     if suite.settings or hasattr(module, "SUITE"):  # every built-in suite declares a schema
         check_settings(name, where, settings, suite.schema)
         check_suite(suite, where, settings)  # as a whole
-        check_decidable(name, str(where), settings)  # every claim's test can decide
+        check_decidable(suite, str(where), settings)  # every claim's test can decide
     ctx = SuiteContext.under(cfg.out, name, settings)
     cells = place_all(suite.plan(settings, ctx), kind, _share(where, settings))
     return SuitePlan(name, suite, settings, ctx, cells, unresolved)

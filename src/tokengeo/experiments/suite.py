@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.decidability import PlannedTest, seed_t
 from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.summary import SuiteOutput
 
@@ -59,6 +60,9 @@ class Suite:
     # from ``where``), a ConfigError naming the setting; run by
     # :func:`tokengeo.experiments.validation.check_suite` before any cell is built
     check: Callable[[str, dict], None] = no_checks
+    # ``planned(name, settings)``: the claims' tests whose power depends on the units the
+    # settings give (:mod:`tokengeo.experiments.decidability`), checked before any cell
+    planned: Callable[[str, dict], list[PlannedTest]] = seed_t
 
     @property
     def schema(self) -> dict[str, Setting]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from tokengeo.errors import TokengeoError
 from tokengeo.experiments.claims import CLAIM_KINDS, TALLIED_KINDS, Claim
 from tokengeo.experiments.stats import (
+    CONTRADICTED,
     INCONCLUSIVE,
     NO_CHANGE,
     NOT_REPRODUCED,
@@ -20,7 +21,8 @@ from tokengeo.experiments.stats import (
 )
 
 JSON_FORMAT = "tokengeo-report/2"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_CHANGE, "not run", NOT_TESTABLE)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, CONTRADICTED, INCONCLUSIVE, NO_CHANGE, "not run",
+            NOT_TESTABLE)
 
 
 UNRECORDED = "not recorded in tokengeo (see the paper)"  # a paper setting we do not cite

@@ -50,7 +50,6 @@ from tokengeo.experiments.sweep import (
     metric_table,
     model_label,
     run_folder,
-    trend_claim,
 )
 
 SEG_PROBE_MIN_IMAGES = 3  # fit_seg_probe: at least 2 fitting images and 1 validation image
@@ -213,15 +212,18 @@ def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
         k_label(0), "linear-probe accuracy", _get("linear_accuracy"), higher=True,
         label=k_label(k), **stand_in) for k in reversed(claim_ks(heads))]
     by_k = {k: k_label(k) for k in ks}
-    readings.append(trend_claim(
-        NAME, _over_k(sweep, ks), "Linear-probe accuracy rises with the number k of Laplacian "
-        "heads", SRC, "more Laplacian heads, better features", by_k, "linear-probe accuracy",
-        _get("linear_accuracy"), higher=True, label=lap.TREND, **stand_in))
-    claims.append(lap.finding(NAME, "Laplacian heads raise linear-probe accuracy", readings))
+    readings.append(lap.monotone_claim(
+        NAME, _over_k(sweep, ks), "Linear-probe accuracy rises at every step of the number k "
+        "of Laplacian heads (monotone)", SRC, "more Laplacian heads, better features", by_k,
+        "linear-probe accuracy", _get("linear_accuracy"), higher=True, **stand_in))
+    claims.append(lap.finding(NAME, "Laplacian heads raise linear-probe accuracy", readings,
+                              primary=readings[0].label,  # H − 1: the paper's setting
+                              catalogue="laplacian.dino-linear-probe"))
     claims.extend(difference_claim(
         NAME, _at_k(sweep, ks, k), f"{k_label(k)}: fewer components explain 99% of patch-token "
         "variance", SRC, "faster spectral decay", k_label(k), k_label(0), "PCs for 99%",
-        _get("patch_components_99"), higher=False, **stand_in)
+        _get("patch_components_99"), higher=False, catalogue="laplacian.dino-spectral-decay",
+        **stand_in)
         for k in claim_ks(heads)[-1:])  # H − 1, the paper's setting
     return claims
 

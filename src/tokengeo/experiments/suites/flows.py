@@ -22,6 +22,7 @@ import torch
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
 from tokengeo.experiments.claims import Claim
+from tokengeo.experiments.decidability import paths_t
 from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.stats import Interval, Region, mean_interval, worst_run_in
@@ -681,7 +682,7 @@ NOTES = [
 ]
 
 
-SUITE = Suite("flows", TITLE, PAPER, SETTINGS, cells, summarise, check)
+SUITE = Suite("flows", TITLE, PAPER, SETTINGS, cells, summarise, check, planned=paths_t)
 
 
 # ---- issue 42: the clustering control, stationarity, the long run, the signed residual ----

@@ -24,6 +24,7 @@ seconds of one cell, a scheduling hint), ``train`` (TrainConfig fields).
 from __future__ import annotations
 
 from tokengeo.experiments.cells import Cell, CellResult
+from tokengeo.experiments.decidability import sweep_tests
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.suite import Suite, SuiteContext
 from tokengeo.experiments.suites import laplacian_sweep as lap
@@ -52,32 +53,40 @@ def _acc(r) -> float:
 ACCURACY = lap.KMetric(
     "test accuracy", _acc, True, "Laplacian heads raise test accuracy",
     "ImageNet 81.45 → 82.32 (all heads Laplacian); CIFAR-100 75.12 → 77.04; nearly "
-    "monotone in k", SRC_ACC, paper_effect=IMAGENET_GAIN / 100)
+    "monotone in k", SRC_ACC, paper_effect=IMAGENET_GAIN / 100,
+    catalogue="laplacian.vit-accuracy")
 
 
 def _geometry(name: str, key: str, higher: bool, text: str, paper: str,
-              discrete: bool = False) -> lap.KMetric:
+              discrete: bool = False, catalogue: str | None = None) -> lap.KMetric:
     return lap.KMetric(name, geo(key), higher, text, paper, SRC_GEO, discrete=discrete,
-                       geometry_key=key)
+                       geometry_key=key, catalogue=catalogue)
 
 
 GEOMETRY = [
     _geometry("within-seq share", "within_sequence_share", False,
-              "within-sequence variance share falls", "lower"),
+              "within-sequence variance share falls", "lower",
+              catalogue="laplacian.vit-within-sequence"),
     _geometry("between-class share", "between_class_share", True,
-              "between-class variance share (of sequence means) rises", "higher"),
-    _geometry("NC1", "nc1", False, "neural collapse strengthens (NC1 falls)", "lower"),
+              "between-class variance share (of sequence means) rises", "higher",
+              catalogue="laplacian.vit-between-class"),
+    _geometry("NC1", "nc1", False, "neural collapse strengthens (NC1 falls)", "lower",
+              catalogue="laplacian.vit-neural-collapse"),
     _geometry("NC2 ETF dist", "nc2_etf_error", False,
               "sequence means closer to a simplex ETF (NC2 ETF distance falls)",
-              "aligned with neural-collapse geometry"),
+              "aligned with neural-collapse geometry",
+              catalogue="laplacian.vit-sequence-means-etf"),
     # the pooled count, interpolated between integers (continuous: a t interval over seeds
-    # decides it; the integer count's sign-flip test cannot with fewer than 6 seeds)
+    # decides it; the integer count's sign-flip test cannot with fewer than 6 seeds). The
+    # paper states faster spectral decay for the LM and DINO, not for supervised ViTs: a
+    # new question here (no catalogue entry), one row; the per-image count is a table
     _geometry("PCs for 99% (interpolated)", "components_99_interp", False,
               "fewer principal components explain 99% of token variance", "fewer"),
     _geometry("PCs 99% per image", "components_99_per_image", False,
               "fewer principal components explain 99% of each image's token variance",
               "fewer (faster-decaying spectra)"),
 ]
+TABLE_ONLY = ("PCs 99% per image",)  # the same claim as the pooled count: a table, no row
 LAYER_TABLES = ("within_sequence_share", "between_class_share", "nc1", "nc2_etf_error",
                 "components_99_per_image")
 
@@ -115,9 +124,11 @@ def claims(settings: dict, sweep) -> list:
     """Accuracy over k; each geometry metric over k and, at k = H, after every block."""
     stand_in = {"kind": "stand-in", "proxy": proxy(settings)}
     out = [lap.k_finding(NAME, sweep, settings, ACCURACY, **stand_in)]
-    out += [lap.k_finding(NAME, sweep, settings, m, blocks=True, **stand_in) for m in GEOMETRY]
-    out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
-    return out
+    out += [lap.k_finding(NAME, sweep, settings, m, blocks=True, **stand_in)
+            for m in GEOMETRY if m.name not in TABLE_ONLY]
+    smooth = lap.smoothing_output(NAME, sweep, settings, **stand_in)
+    smooth[0].catalogue = "laplacian.diffusion-smooths"  # the paper's setting: a ViT
+    return out + smooth
 
 
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
@@ -180,4 +191,5 @@ def add_curves(out: SuiteOutput, sweep, settings: dict, fig_dir) -> None:
                    "geometry", "nc1", "NC1", f"neural collapse (NC1, test) along training, {model}")
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check)
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, lap.check,
+              planned=sweep_tests(GEOMETRY))

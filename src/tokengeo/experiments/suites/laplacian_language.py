@@ -38,7 +38,6 @@ from tokengeo.experiments.sweep import (
     k_label,
     metric_table,
     model_label,
-    trend_claim,
 )
 from tokengeo.experiments.sweep import geometry_metric as geo
 
@@ -58,6 +57,8 @@ SEPARABILITY = [  # (name, result key, higher is the paper's direction)
     ("CDNV", "cdnv_mean", False),
     ("next-token NM accuracy", "next_token_nm_accuracy", True),
 ]
+CATALOGUE = {"CDNV": "laplacian.lm-linguistic-collapse",
+             "next-token NM accuracy": "laplacian.lm-next-token-separability"}
 TRENDS = [  # (what moves, metric name, getter key or None for val loss, higher)
     ("validation loss falls", "val loss", None, False),
     ("fewer components for 99% of each sequence's variance", "PCs 99% per seq.",
@@ -146,18 +147,21 @@ def _blocks(sweep: SweepResults, k: int, name: str, key: str, word: str, higher:
 
 
 def _trend(sweep: SweepResults, settings: dict, heads: int, trend: tuple,
-           stand_in: dict, label: str = "") -> Claim:
+           stand_in: dict, label: str = lap.TREND, ratio: bool = False) -> Claim:
+    """"``text`` at every step of k": monotone in k
+    (:func:`~tokengeo.experiments.suites.laplacian_sweep.monotone_claim`)."""
     text, metric, key, higher = trend
     by_k = {k: k_label(k) for k in sorted(settings["ks"])}
-    return trend_claim(NAME, sweep, f"with more Laplacian heads (k = 0 … {heads}), {text}",
-                       SRC, "improves with Laplacian heads", by_k, metric, _getter(key),
-                       higher, label=label, **stand_in)
+    return lap.monotone_claim(NAME, sweep, f"with more Laplacian heads (k = 0 … {heads}), "
+                              f"{text} at every step (monotone)", SRC,
+                              "improves with Laplacian heads", by_k, metric, _getter(key),
+                              higher, ratio=ratio, label=label, **stand_in)
 
 
 def _finding(settings: dict, sweep: SweepResults, heads: int, text: str, paper: str,
              metric: str, get: Callable, higher: bool, trend: tuple, stand_in: dict,
              extra: list[Claim] = (), ratio: bool = False,
-             paper_effect: float | None = None) -> Claim:
+             paper_effect: float | None = None, catalogue: str | None = None) -> Claim:
     """One tallied row (:func:`~tokengeo.experiments.suites.laplacian_sweep.finding`):
     readings k = H (with the paper's effect), some k < H (an "any" family), the trend over
     k, and ``extra``."""
@@ -169,9 +173,9 @@ def _finding(settings: dict, sweep: SweepResults, heads: int, text: str, paper: 
         family(NAME, f"{text}, at k < H (some of k = "
                f"{', '.join(str(k) for k in _between(settings, heads))})", below,
                rule="any", label=lap.BELOW_H),
-        _trend(sweep, settings, heads, trend, stand_in, label=lap.TREND), *extra]
+        _trend(sweep, settings, heads, trend, stand_in, ratio=ratio), *extra]
     readings[0].label = lap.AT_H
-    return lap.finding(NAME, text, readings)
+    return lap.finding(NAME, text, readings, primary=lap.AT_H, catalogue=catalogue)
 
 
 def claims(settings: dict, sweep: SweepResults) -> list[Claim]:
@@ -185,12 +189,14 @@ def claims(settings: dict, sweep: SweepResults) -> list[Claim]:
     out = [
         _finding(settings, sweep, heads, "Laplacian heads lower the validation loss",
                  "better downstream averages with Laplacian heads", "val loss", val_loss,
-                 False, trends["val loss"], stand_in),
+                 False, trends["val loss"], stand_in,
+                 catalogue="laplacian.lm-benchmarks"),
         _finding(settings, sweep, heads, "fewer components for 99% of variance",
                  "547.7 → 430.4 components (mean per sequence), ×0.786 at k = H; fewer "
                  "components (faster-decaying spectra)", "PCs for 99% per sequence",
                  geo(PER_SEQUENCE), False, trends["PCs 99% per seq."], stand_in,
-                 ratio=True, paper_effect=math.log(COMPONENTS_RATIO)),
+                 ratio=True, paper_effect=math.log(COMPONENTS_RATIO),
+                 catalogue="laplacian.lm-spectral-decay"),
     ]
     for (name, key, higher), trend in zip(SEPARABILITY, (trends["CDNV"], trends["NM acc"]),
                                           strict=True):
@@ -200,9 +206,12 @@ def claims(settings: dict, sweep: SweepResults) -> list[Claim]:
                   for k in (heads, half)]
         out.append(_finding(settings, sweep, heads, f"{name} {word} at the final norm",
                             "stronger linguistic collapse", name, geo(key), higher, trend,
-                            stand_in, extra=blocks))
-    out.append(_trend(sweep, settings, heads, trends["within-seq share"], stand_in))
-    out += lap.smoothing_output(NAME, sweep, settings, **stand_in)
+                            stand_in, extra=blocks, catalogue=CATALOGUE[name]))
+    # within-sequence collapse and the smoothing sign are the paper's ViT claims (tallied
+    # in laplacian-images): read here as tokengeo's own questions about the LM
+    new = {**stand_in, "kind": "new"}
+    out.append(_trend(sweep, settings, heads, trends["within-seq share"], new, label=""))
+    out += lap.smoothing_output(NAME, sweep, settings, **new)
     return out
 
 

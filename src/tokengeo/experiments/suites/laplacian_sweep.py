@@ -12,6 +12,7 @@ and ``laplacian_language`` choose their task's metrics."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from tokengeo.experiments.cells import Cell, CellResult
 from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.settings import Setting, train_table
-from tokengeo.experiments.stats import mean_interval
+from tokengeo.experiments.stats import Region, mean_interval
 from tokengeo.experiments.suite import SuiteContext
 from tokengeo.experiments.suites import smoothing_sign as smoothing
 from tokengeo.experiments.sweep import (
@@ -34,7 +35,6 @@ from tokengeo.experiments.sweep import (
     model_label,
     training_cells,
     training_sweep,
-    trend_claim,
 )
 
 SETTINGS = {  # common to both suites' TOML: [common] + [quick] or [full]
@@ -152,6 +152,7 @@ class KMetric:
     discrete: bool = False
     ratio: bool = False
     geometry_key: str | None = None
+    catalogue: str | None = None  # the catalogue entry its row tests (None: a new question)
 
 
 def headline_ks(settings: dict) -> tuple[int, int]:
@@ -204,7 +205,32 @@ def _difference(suite: str, res: SweepResults, m: KMetric, k: int, text: str,
 
 
 # the readings of one finding, as its members' labels
-AT_H, BELOW_H, TREND, EVERY_BLOCK = "k=H", "some k<H", "trend over k", "every block at k=H"
+AT_H, BELOW_H, TREND, EVERY_BLOCK = "k=H", "some k<H", "monotone over k", "every block at k=H"
+
+
+def monotone_claim(suite: str, res: SweepResults, text: str, source: str, paper: str,
+                   labels_by_k: dict[float, str], metric: str, get: Callable, higher: bool,
+                   discrete: bool = False, ratio: bool = False, label: str = TREND,
+                   **fields) -> Claim:
+    """"``metric`` moves monotonically with k": an "all" family over the steps between
+    consecutive ks (each step paired by seed, in the paper's direction): it holds when
+    every step does (an intersection–union test, Berger 1982), and fails when some step is
+    significantly the other way after Holm. With 3 or more ks this is not the k = H
+    contrast (a per-seed least-squares slope over k ∈ {0, H/2, H} is exactly that contrast
+    / H: it tests no shape); with fewer it is not run."""
+    ks = sorted(labels_by_k)
+    if len(ks) < 3:
+        out = Claim(suite, text, source, paper, f"{metric}, every step between consecutive k",
+                    Region.above(0.0), label=label,
+                    not_run=f"a monotone trend needs 3 or more k (have {len(ks)})",
+                    **fields)
+        return out
+    steps = [difference_claim(suite, res, f"{metric}: {labels_by_k[a]} → {labels_by_k[b]}",
+                              source, paper, labels_by_k[b], labels_by_k[a], metric, get,
+                              higher, discrete=discrete, ratio=ratio,
+                              label=f"{labels_by_k[a]}→{labels_by_k[b]}", **fields)
+             for a, b in itertools.pairwise(ks)]
+    return family(suite, text, steps, rule="all", label=label)
 
 
 def finding(suite: str, text: str, readings: list[Claim], **fields) -> Claim:
@@ -216,6 +242,8 @@ def finding(suite: str, text: str, readings: list[Claim], **fields) -> Claim:
     nothing); when none ran, the finding is not run."""
     ran = [r for r in readings if not r.verdict.startswith("not run")]
     left = [r for r in readings if r not in ran] if ran else []
+    if fields.get("primary") not in {r.label for r in ran or readings}:
+        fields.pop("primary", None)  # the paper's setting did not run: no primary reading
     out = family(suite, text, ran or readings, rule="any", **fields)
     if left:
         out.detail = " ".join([out.detail, "Left out (not run): " + "; ".join(
@@ -231,12 +259,16 @@ def k_finding(suite: str, res: SweepResults, settings: dict, m: KMetric, blocks:
     1. ``k=H``: k = H (all heads Laplacian, the paper's headline setting) against k = 0,
        with the paper's effect when it gives one;
     2. ``some k<H``: an "any" family over every k with 0 < k < H (k = H // 2 among them);
-    3. ``trend over k``: the trend of the metric over every k in the settings
-       (:func:`~tokengeo.experiments.sweep.trend_claim`: mean per-seed slope, Page's L);
+    3. ``monotone over k``: every step between consecutive ks in the paper's direction
+       (:func:`monotone_claim`);
     4. with ``blocks``, ``every block at k=H``: the "all" family over the blocks'
        outputs (:func:`layer_claim`).
 
-    ``fields``: further :class:`Claim` fields of every claim (kind, proxy)."""
+    ``fields``: further :class:`Claim` fields of every claim (kind, proxy). The row
+    carries ``m.catalogue`` (the paper's claim it tests; a metric without one makes a
+    ``new`` row) and reads ``k=H``, the paper's setting, as its primary reading: an
+    inconclusive row whose k = H reading is significantly opposite is
+    :data:`~tokengeo.experiments.stats.CONTRADICTED`."""
     heads, half = headline_ks(settings)
     ks = sorted(settings["ks"])
     readings = [_difference(suite, res, m, heads,
@@ -248,13 +280,15 @@ def k_finding(suite: str, res: SweepResults, settings: dict, m: KMetric, blocks:
     readings.append(family(suite, f"{m.text}, at k < H (some of k = "
                            f"{', '.join(map(str, between))}; H/2 = {half})", members,
                            rule="any", label=BELOW_H))
-    readings.append(trend_claim(suite, res, f"{m.text} as k grows ({m.name} trend over k = "
-                                f"{', '.join(map(str, ks))})", m.source, m.paper,
-                                {k: k_label(k) for k in ks}, m.name, m.get, m.higher,
-                                label=TREND, **fields))
+    readings.append(monotone_claim(suite, res, f"{m.text} at every step of k = "
+                                   f"{', '.join(map(str, ks))} (monotone)", m.source, m.paper,
+                                   {k: k_label(k) for k in ks}, m.name, m.get, m.higher,
+                                   discrete=m.discrete, ratio=m.ratio, **fields))
     if blocks:
         readings.append(layer_claim(suite, res, settings, m, label=EVERY_BLOCK, **fields))
-    return finding(suite, m.text, readings, paper_effect=m.paper_effect)
+    return finding(suite, m.text, readings, paper_effect=m.paper_effect, primary=AT_H,
+                   catalogue=m.catalogue,
+                   kind=fields.get("kind", "paper") if m.catalogue else "new")
 
 
 def layer_claim(suite: str, res: SweepResults, settings: dict, m: KMetric,

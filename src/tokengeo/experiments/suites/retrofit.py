@@ -264,13 +264,35 @@ def _last_layers_claim(settings: dict, sweep: SweepResults) -> Claim:
                   "budget), for some L", members)
 
 
+MIN_MOVE = 1e-3  # the least |Δa|, |Δb| of some mixed head for fine-tuning to have acted
+
+
+def too_short(sweep: SweepResults) -> str | None:
+    """Why the fine-tuning cannot answer the retrofit's questions at this size: its budget
+    moved no learnable (a, b) by :data:`MIN_MOVE` in any seed (then neither the perplexity
+    comparisons nor the direction of (a, b) say anything about the heads); None when it
+    did, or when nothing ran."""
+    if sweep.not_run():
+        return None
+    pairs = [p for s in sweep.seeds for p in mix_pairs(sweep.typed(MIXED, s))]
+    moved = max((max(abs(a), abs(b - 1.0)) for _, a, b in pairs), default=0.0)
+    if moved >= MIN_MOVE:
+        return None
+    return (f"not answerable at this size: fine-tuning moved the learnable (a, b) by at most "
+            f"{moved:.2g} (< {MIN_MOVE:g}) from attention's (0, 1); train longer to answer")
+
+
 def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
     mixed_vs_base = _ratio_claim(
         sweep, f"mixed heads (the last {settings['k']} of every layer, learnable (a, b) from "
         "attention) fine-tune to a lower held-out perplexity than k=0 with the same budget",
         MIXED, Region.ratio_below(1.0))
-    return [_start_claim(sweep), mixed_vs_base, _direction_claim(sweep, settings["k"]),
-            _last_layers_claim(settings, sweep)]
+    questions = [mixed_vs_base, _direction_claim(sweep, settings["k"]),
+                 _last_layers_claim(settings, sweep)]
+    why = too_short(sweep)
+    for c in questions:
+        c.untestable = why
+    return [_start_claim(sweep), *questions]
 
 
 def referee(settings: dict) -> Referee:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tokengeo.experiments.cells import Cell, CellResult, draw_figures, figure_notes
 from tokengeo.experiments.claims import Claim, family
+from tokengeo.experiments.decidability import shards_t
 from tokengeo.experiments.report import Referee, SuiteOutput
 from tokengeo.experiments.settings import Setting
 from tokengeo.experiments.stats import Interval, Region, mean_interval
@@ -240,6 +241,53 @@ CONTRASTS = [
 ]
 
 
+SAME_SENTENCE_33 = "top similarities fall within the same sentence more than a third of the time"
+SAME_SENTENCE_CHANCE = ("top similarities prefer the same sentence, above the distance-matched "
+                        "chance")
+BEYOND_ATTENTION = "output similarity carries information attention does not"
+# (row text start, how its readings combine, the row's text) of findings read several ways
+MERGED = [
+    ((SAME_SENTENCE_33, SAME_SENTENCE_CHANCE), "all",
+     "top similarities prefer the same sentence: a share above 33 % and above the "
+     "distance-matched chance"),
+    ((BEYOND_ATTENTION,), "any", BEYOND_ATTENTION + " (some relation)"),
+]
+CATALOGUE = {  # row text start -> the catalogue entry the row tests
+    CONTRASTS[0][0]: "similarity.middle-layers-short-range",
+    CONTRASTS[1][0]: "similarity.early-layers-long-range",
+    CONTRASTS[2][0]: "similarity.final-layers-within-sentence",
+    "top similarities prefer the same sentence": "similarity.same-sentence-preference",
+    "a repetition head": "similarity.repetition-heads",
+    BEYOND_ATTENTION: "similarity.beyond-attention",
+    "heads specialise": "similarity.distinct-token-per-head",
+    "high similarities include noise": "similarity.noise",
+    "final layers' attention concentrates": "similarity.separator-attention",
+    "high-similarity pairs sit in high-attention": "similarity.high-attention-regions",
+}
+
+
+def merged(rows: list[Claim]) -> list[Claim]:
+    """One row per paper claim (:data:`MERGED`): rows that read one claim several ways
+    become the members of one family, labelled by what each reads; each row then carries
+    its catalogue entry (:data:`CATALOGUE`)."""
+    out = list(rows)
+    for starts, rule, text in MERGED:
+        parts = [r for r in out if r.text.startswith(starts)]
+        if len(parts) < 2:
+            continue
+        for r in parts:
+            r.label = r.text.split(": ", 1)[-1].split(" [")[0] if rule == "any" else (
+                "share > 1/3" if r.text.startswith(SAME_SENTENCE_33) else "above chance")
+        models = parts[0].text.rsplit(" [", 1)[-1]
+        row = family(NAME, f"{text} [{models}", parts, rule=rule, proxy=parts[0].proxy)
+        ids = {id(r) for r in parts[1:]}
+        out = [row if r is parts[0] else r for r in out if id(r) not in ids]
+    for r in out:
+        r.catalogue = next((cid for start, cid in CATALOGUE.items()
+                            if r.text.startswith(start)), None)
+    return out
+
+
 def per_finding(claims: list[Claim]) -> list[Claim]:
     """One row per finding of the paper: a claim measured on several models becomes one
     family whose members are its models (rule ``all``: the paper states each finding of
@@ -289,8 +337,13 @@ def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
 
     excess = layer_share(a.inputs, "excess", all_layers)  # (N,) per input
     b = bootstrap_mean(excess, n_boot=n_boot)
-    out.append(_claim("top similarities prefer the same sentence, above the distance-matched "
-                      "chance", "sentence preference", "> 33% (BERT)",
+    within = layer_share(a.inputs, "within", all_layers)  # (N,) per input
+    b33 = bootstrap_mean(within, n_boot=n_boot)
+    out.append(_claim(SAME_SENTENCE_33, "sentence preference", "> 33% (BERT)",
+                      f"within-sentence share of top pairs, all layers (per input), bootstrap "
+                      f"over {b33.n} inputs", Region.above(1 / 3),
+                      _boot_interval(b33, within), a.model, a.corpus))
+    out.append(_claim(SAME_SENTENCE_CHANCE, "sentence preference", "> 33% (BERT)",
                       f"within-sentence share of top pairs − its distance-matched chance, all "
                       f"layers (per input), bootstrap over {b.n} inputs", Region.above(0),
                       _boot_interval(b, excess), a.model, a.corpus))
@@ -515,16 +568,18 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
         if a is None:
             why = next((m for m in missing if m.startswith(f"{model} on {main_corpus}")),
                        missing[0] if missing else "not run")
-            claims.append(Claim(NAME, f"head-output similarity analysis [{model}]", SRC, "—",
-                                "—", Region.above(0), not_run=why, kind="stand-in",
-                                proxy=_proxy(model, main_corpus)))
+            if model == main_model:  # every paper claim the suite tests, not run
+                claims += [Claim(NAME, f"{start} [{model}]", SRC, "—", "—", Region.above(0),
+                                 not_run=why, kind="stand-in", catalogue=cid,
+                                 proxy=_proxy(model, main_corpus))
+                           for start, cid in CATALOGUE.items()]
             continue
         claims += _contrast_claims(a, n_boot)
         if a.attention is not None:
             claims += _attention_claims(a, n_boot)
         if model == main_model:
             claims += _shard_claims(a)
-    claims = per_finding(claims)
+    claims = merged(per_finding(claims)) if analyses else claims
     main = analyses.get((main_model, main_corpus))
     figures = [Path(f) for f in main.values[0]["figures"]] if main else []
     out = SuiteOutput(NAME, TITLE, PAPER, claims, figures=figures, paper_key=PAPER_KEY,
@@ -549,4 +604,4 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     return out
 
 
-SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise)
+SUITE = Suite(NAME, TITLE, PAPER, SETTINGS, cells, summarise, planned=shards_t)
