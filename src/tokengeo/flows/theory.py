@@ -130,6 +130,7 @@ class Stability:
     max_distance: list[list[float]]  # per size, per direction
     constant: list[list[float]]  # max_distance / size
     slope: Estimate  # per-direction log-log slope of max distance against size, over directions
+    slopes: list[float]  # the per-direction slopes the interval is made of
     energy_gap: list[list[float]]  # |E_pert(T) - E(T)| per size and direction
 
     def to_dict(self) -> dict:
@@ -156,7 +157,8 @@ def _stability(x_starts: Tensor, D_starts: Tensor, path: Tensor, *, what: str,
     else:
         slope = Estimate(float(arr[0]), float(arr[0]), float(arr[0]), 1)
     const = dist / torch.tensor(sizes, dtype=dist.dtype, device=dist.device)[:, None]
-    return Stability(what, list(sizes), dist.tolist(), const.tolist(), slope, gap.tolist())
+    return Stability(what, list(sizes), dist.tolist(), const.tolist(), slope, slopes,
+                     gap.tolist())
 
 
 def gronwall_stability(x0: Tensor, D0: Tensor, *, drift: str, noise_var: float, T: float,
