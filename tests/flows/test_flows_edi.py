@@ -49,7 +49,7 @@ def test_many_heads_the_gap_is_the_squared_mismatch_of_v_and_b_times_g():
                 u = (k[:, None] * (x[p] @ D[p, h])).sum(0) / n
                 grads.append(u - xi * (xi @ u))
                 mobs.append(n / k.sum())
-            v = sum(m * gr for m, gr in zip(mobs, grads)) / len(grads)
+            v = sum(m * gr for m, gr in zip(mobs, grads, strict=True)) / len(grads)
             g = sum(grads) / len(grads)
             b = 1 / (sum(1 / m for m in mobs) / len(mobs))
             gap[p] += (v - b * g).square().sum() / b / (2 * n)
@@ -72,7 +72,7 @@ def test_two_tokens_on_the_circle_closed_form():
     t = edi_terms(x, D)
     grad = [c * math.exp(c * math.cos(a)) * math.sin(a) / 2 for c in cs]  # |P grad phi_h|
     mob = [2 / (math.exp(c) + math.exp(c * math.cos(a))) for c in cs]
-    v = sum(m * gr for m, gr in zip(mob, grad)) / 2
+    v = sum(m * gr for m, gr in zip(mob, grad, strict=True)) / 2
     g = sum(grad) / 2
     b = 1 / ((1 / mob[0] + 1 / mob[1]) / 2)
     # both tokens see the same scalars by symmetry (|x1 . x2| the same, K symmetric)

@@ -88,7 +88,7 @@ def edi_terms(x: Tensor, D: Tensor) -> EdiTerms:
     """Every state term of the identity at tokens x (P, n, d) and symmetric weights
     D (P, H, d, d) (see the module docstring for the formulas)."""
     K, dx = _kernels(x, D)  # (P, H, n, n), (P, H, n, d)
-    (P, n, d), H = x.shape, D.shape[1]
+    n, H = x.shape[1], D.shape[1]
     m = n / K.sum(-1)  # (P, H, n)  m_h(x_i)
     grad = tangent_project(x[:, None], K @ dx / n)  # (P, H, n, d)  P grad phi_h(x_i)
     v = (m[..., None] * grad).mean(1)  # (P, n, d)

@@ -19,10 +19,11 @@ from tokengeo.experiments.decidability import paths_t
 from tokengeo.experiments.suite import Suite
 from tokengeo.experiments.suites.flows.common import PAPER, TITLE
 from tokengeo.experiments.suites.flows.plan import SETTINGS, cells, check
+from tokengeo.experiments.suites.flows.runs import flow_cell
 from tokengeo.experiments.suites.flows.scaling import EXPONENT_CLAIMS, power_law_shape
 from tokengeo.experiments.suites.flows.summary import summarise
 
 SUITE = Suite("flows", TITLE, PAPER, SETTINGS, cells, summarise, check, planned=paths_t)
 
-__all__ = ["EXPONENT_CLAIMS", "SETTINGS", "SUITE", "cells", "check", "power_law_shape",
-           "summarise"]
+__all__ = ["EXPONENT_CLAIMS", "SETTINGS", "SUITE", "cells", "check", "flow_cell",
+           "power_law_shape", "summarise"]

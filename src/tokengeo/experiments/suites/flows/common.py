@@ -33,8 +33,8 @@ STATIONARY_RELATIVE = 0.1  # tangential share of grad E below this: near a stati
 STATIONARY_MARGIN = 0.02
 # W_2(mu_{T/2}, mu_T) (radians, geodesic): above this the cloud still moves (never settles),
 # below it the cloud has settled; one threshold for both, so the two are disjoint
-MOVING_W2 = 0.05
-MOVING_MARGIN = 0.01
+MOVING_W2 = 0.1  # 5.7 degrees over the whole second half
+MOVING_MARGIN = 0.02
 
 
 def deterministic(p) -> bool:

@@ -47,13 +47,15 @@ def power_law_shape(local: list[dict], tol: float) -> str | None:
             f"(H {flat['h0']}→{flat['h1']}), more than ±{tol:g} apart")
 
 
-def estimate_interval(est: dict) -> Interval:
-    """A :class:`tokengeo.flows.fits.Estimate` (as a dict): one ``deterministic`` number for
-    noiseless runs, else its bootstrap interval over paths."""
+def estimate_interval(est: dict, vals: list[dict]) -> Interval:
+    """A :class:`tokengeo.flows.fits.Estimate` (as a dict) of the H sweep ``vals``: one
+    ``deterministic`` number for noiseless runs, else its bootstrap interval over paths,
+    keeping one row per path of avg G² at every H (what the bootstrap resamples)."""
     if est["exact"]:
         return Interval.exact_value(est["value"], "deterministic")
+    rows = tuple(zip(*(v["summary"]["g2_avg"] for v in vals), strict=True))  # (P, H)
     return Interval(est["value"], est["lo"], est["hi"], est["n"], 0.0,
-                    method="bootstrap over paths")
+                    method="bootstrap over paths", values=rows)
 
 
 def fits_detail(fits, slope_word: str = "b") -> str:
@@ -86,7 +88,7 @@ def exponent_claim(drift: str, settings: dict, vals: list[dict]):
     claim = Claim(
         "flows", text, SOURCE, paper, "b of the log-log OLS of avg G² on all H (bootstrap "
         "over paths; exact for deterministic runs)", region(tol),
-        measured=estimate_interval(fits.to_dict()["loglog_b"]), detail=fits_detail(fits),
+        measured=estimate_interval(fits.to_dict()["loglog_b"], vals), detail=fits_detail(fits),
         kind=kind, paper_effect=effect, margin=tol, catalogue=entry)
     if shape is not None:
         if math.isfinite(region(tol).low) and math.isfinite(region(tol).high):  # b ≈ a value
@@ -113,10 +115,10 @@ def tokens_words(vals: list[dict]) -> list[str]:
 def drift_rows(drift: str, settings: dict, vals: list[dict], out: SuiteOutput,
                fig_dir: Path) -> None:
     """The exponent claim of one drift, its rows of the runs table, notes and figures."""
-    from tokengeo.flows.diagnostics import g2_trend
-    from tokengeo.experiments.suites.flows.identity import paths, signed
-
     import torch
+
+    from tokengeo.experiments.suites.flows.identity import paths, signed
+    from tokengeo.flows.diagnostics import g2_trend
 
     claim, fits = exponent_claim(drift, settings, vals)
     out.claims.append(claim)

@@ -41,11 +41,10 @@ def level_slope(heads: list[int], vals: list[dict]) -> Interval:
 
     from tokengeo.flows.fits import scaling_fits
 
+    from tokengeo.experiments.suites.flows.scaling import estimate_interval
+
     fits = scaling_fits(heads, [np.asarray(v["summary"]["g2_avg"]) for v in vals], heads)
-    b = fits.to_dict()["loglog_b"]
-    if b["exact"]:
-        return Interval.exact_value(b["value"], "deterministic")
-    return Interval(b["value"], b["lo"], b["hi"], b["n"], 0.0, method="bootstrap over paths")
+    return estimate_interval(fits.to_dict()["loglog_b"], vals)
 
 
 def _moves(name: str, label: str, s: dict, H: int, settled: bool) -> Claim:

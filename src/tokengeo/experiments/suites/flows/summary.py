@@ -6,7 +6,6 @@ from tokengeo.experiments.cells import CellResult, figure_notes
 from tokengeo.experiments.claims import Claim
 from tokengeo.experiments.report import SuiteOutput
 from tokengeo.experiments.suite import SuiteContext
-from tokengeo.experiments.summary import Referee
 from tokengeo.experiments.suites.flows.clustering import (
     attractive_claim,
     prevents_clustering_claim,
@@ -21,6 +20,7 @@ from tokengeo.experiments.suites.flows.scaling import (
 )
 from tokengeo.experiments.suites.flows.settling import never_settles_claim, settles_claim
 from tokengeo.experiments.suites.flows.stability import stability_claims
+from tokengeo.experiments.summary import Referee
 
 
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
