@@ -39,9 +39,8 @@ def level_slope(heads: list[int], vals: list[dict]) -> Interval:
     deterministic runs, else bootstrap over paths; flows.fits.scaling_fits)."""
     import numpy as np
 
-    from tokengeo.flows.fits import scaling_fits
-
     from tokengeo.experiments.suites.flows.scaling import estimate_interval
+    from tokengeo.flows.fits import scaling_fits
 
     fits = scaling_fits(heads, [np.asarray(v["summary"]["g2_avg"]) for v in vals], heads)
     return estimate_interval(fits.to_dict()["loglog_b"], vals)
