@@ -197,18 +197,32 @@ def test_every_member_of_a_flows_family_knows_its_family_size(tmp_path):
     out = _summarise(tmp_path, _results())
     row = _row(out, "pde.clustering-not-universal")
     assert [m.holm_size for m in row.members] == [3, 3, 3]
+    never = _row(out, "pde.never-settles")
+    assert {m.holm_size for m in never.members} == {len(never.members)}
 
 
 def test_clustering_is_judged_against_each_drifts_own_static_average(tmp_path):
-    results = _results(osc_cos=0.97)
-    results["static-oscillating-H16"].value["summary"]["mean_cosine_T"] = [0.5]
+    results = _results(osc_cos=0.999)
+    results["static-oscillating-H16"].value["summary"]["mean_cosine_T"] = [0.92]
     out = _summarise(tmp_path, results)
     row = _row(out, "pde.clustering-not-universal")
     by = {m.label: m for m in row.members}
     assert by["inphase"].verdict == REPRODUCED  # 0.0 − 0.95: far below its static flow
-    assert by["oscillating"].verdict == NOT_REPRODUCED  # 0.97 − 0.5: clusters more than its static flow
+    assert by["oscillating"].verdict == NOT_REPRODUCED  # 0.999 − 0.92: clusters as much
     assert row.rule_of_family == "any" and row.verdict == REPRODUCED
     assert "static at D̄" in by["ou"].detail
+
+
+def test_a_drift_whose_static_flow_spreads_cannot_show_prevention(tmp_path):
+    results = _results()
+    results["static-ou-H16"].value["summary"]["mean_cosine_T"] = [-0.01] * 3
+    row = _row(_summarise(tmp_path, results), "pde.clustering-not-universal")
+    assert [m.label for m in row.members] == ["inphase", "oscillating"]
+    assert "OU weights: its static at D̄" in row.detail
+    for drift in ("inphase", "oscillating"):
+        results[f"static-{drift}-H16"].value["summary"]["mean_cosine_T"] = [0.1]
+    row = _row(_summarise(tmp_path, results), "pde.clustering-not-universal")
+    assert row.verdict.startswith("not testable here") and "does not cluster" in row.verdict
 
 
 def test_values_are_stored_so_the_report_can_be_recomputed(tmp_path):

@@ -19,7 +19,7 @@ their weight noise. So
   which is 1 in the deterministic run, so every head tracked the same target);
 * ``s2-oscillating-noisy`` keeps our earlier oscillating setting, sigma^2 = 2 (not the
   authors');
-* ``s2-attractive`` (not in the paper): the static, attractive control of issue 42. Frozen
+* ``s2-attractive`` (not in the paper): the static, attractive control. Frozen
   weights D_h = -W_h with W_h = I + Z_h Z_h^T / d positive definite. In this simulator's sign
   (dx_i/dt = -v_i, v_i = (1/H) sum_h P_{x_i} sum_j A^h_ij D_h x_j) the tokens move along
   +sum_j A^h_ij W_h x_j: W_h is the value map of the attention update, and with it positive
