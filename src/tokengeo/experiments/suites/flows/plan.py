@@ -72,10 +72,10 @@ def _check_long_run(table: dict, where: str) -> None:
     """``long_run = { T = 40.0, heads = [10, 100] }``: the per-head oscillating run to T."""
     T, heads = table.get("T"), table.get("heads")
     if set(table) != {"T", "heads"} or isinstance(T, bool) or not isinstance(T, (int, float)) \
-            or T <= 0 or not isinstance(heads, list) or len(heads) < 2 or any(
+            or T <= 0 or not isinstance(heads, list) or not heads or any(
                 isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in heads):
         raise ConfigError(f"{where}: long_run must be {{ T = <positive number>, heads = "
-                          f"[<two or more whole numbers >= 1>] }}; got {table!r}")
+                          f"[<whole numbers >= 1>] }}; got {table!r}")
     _check_distinct(heads, f"{where}.heads")
 
 

@@ -50,12 +50,12 @@ def power_law_shape(local: list[dict], tol: float) -> str | None:
 def estimate_interval(est: dict, vals: list[dict]) -> Interval:
     """A :class:`tokengeo.flows.fits.Estimate` (as a dict) of the H sweep ``vals``: one
     ``deterministic`` number for noiseless runs, else its bootstrap interval over paths,
-    keeping one row per path of avg G² at every H (what the bootstrap resamples)."""
+    keeping avg G² of every path at every H, H-major (what the bootstrap resamples)."""
     if est["exact"]:
         return Interval.exact_value(est["value"], "deterministic")
-    rows = tuple(zip(*(v["summary"]["g2_avg"] for v in vals), strict=True))  # (P, H)
+    flat = tuple(g for v in vals for g in v["summary"]["g2_avg"])  # H-major: (H P,)
     return Interval(est["value"], est["lo"], est["hi"], est["n"], 0.0,
-                    method="bootstrap over paths", values=rows)
+                    method="bootstrap over paths", values=flat)
 
 
 def fits_detail(fits, slope_word: str = "b") -> str:
@@ -87,7 +87,8 @@ def exponent_claim(drift: str, settings: dict, vals: list[dict]):
     shape = power_law_shape(fits.local, tol)
     claim = Claim(
         "flows", text, SOURCE, paper, "b of the log-log OLS of avg G² on all H (bootstrap "
-        "over paths; exact for deterministic runs)", region(tol),
+        "over paths, values: avg G² per H and path, H-major; exact for deterministic runs)",
+        region(tol),
         measured=estimate_interval(fits.to_dict()["loglog_b"], vals), detail=fits_detail(fits),
         kind=kind, paper_effect=effect, margin=tol, catalogue=entry)
     if shape is not None:
