@@ -3,22 +3,22 @@
 Sections (each timed; one that fails records its error and the others still run, so one run
 of a scarce GPU gives every figure it can):
 
-1. ``env``        torch, CUDA, triton versions and the device;
+1. ``env``        torch, CUDA, triton (torch.compile's GPU code generator) versions and the
+   device;
 2. ``cuda_tests`` ``pytest -m cuda`` (the kernels in every dtype against the float64
    reference, laplacianize on CUDA, the trainer, the flows simulator): counts and failures;
 3. ``laplacian``  ``tokengeo bench laplacian --device cuda``: the operator table (bf16 / fp32,
    T = 1024 / 4096 / 8192, standard SDPA vs every kernel of the table) and the train-step
    ratios of gpt-small / vit-small per kernel (``tokengeo.bench.laplacian_cuda``);
-4. ``triton``     ``tokengeo bench laplacian_triton``: the fused Triton kernel's own table;
-5. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``);
-6. ``compiled``   train steps of gpt-small / vit-small through
+4. ``flows``      the flow simulator on CUDA vs CPU (``tokengeo.bench.flows.gpu_timings``);
+5. ``compiled``   train steps of gpt-small / vit-small through
    ``torch.compile(mode="reduce-overhead")`` (CUDA graphs), when at least 150 s of the budget
    are left; six compilations, so usually its own run: ``--only compiled``;
-7. ``gpu_cells``  ``reproduce --gpu`` on CUDA at tiny sizes (the ``cuda`` tests of
+6. ``gpu_cells``  ``reproduce --gpu`` on CUDA at tiny sizes (the ``cuda`` tests of
    tests/experiments/test_reproduce_devices.py: a bf16 cell with its peak memory and step
    time, the tiny [gpu] table through two workers, DDP on two GPUs where there are two) and
    the ``reproduce --gpu --dry-run`` table;
-8. ``reproduce_gpu`` (only with ``--only reproduce_gpu``: about 6 minutes, its own run)
+7. ``reproduce_gpu`` (only with ``--only reproduce_gpu``: about 6 minutes, its own run)
    ``tokengeo reproduce --gpu --jobs 4`` into ``DIR/reproduce-gpu``: wall time, the summary
    table, the report's path (keep it for docs/results-gpu/).
 
@@ -74,12 +74,6 @@ def laplacian() -> dict:
     return registry.run("laplacian", config)
 
 
-def triton_table() -> dict:
-    from tokengeo.bench import registry
-
-    return registry.run("laplacian_triton")
-
-
 def compiled() -> dict:
     """Compiled train steps, if at least 150 s of the budget are left (each model compiles
     once per k)."""
@@ -129,7 +123,7 @@ START = time.perf_counter()
 DEADLINE = float(os.environ.get("GPU_CHECK_SECONDS", "480"))  # the whole run's budget
 
 SECTIONS = {"env": env, "laplacian": laplacian, "flows": flows, "cuda_tests": cuda_tests,
-            "triton": triton_table, "compiled": compiled, "gpu_cells": gpu_cells,
+            "compiled": compiled, "gpu_cells": gpu_cells,
             "reproduce_gpu": reproduce_gpu}
 OPT_IN = {"reproduce_gpu"}  # run only when named in --only
 OUT_DIR = Path("runs/gpu")  # set by main from --out

@@ -57,24 +57,6 @@ def private_cache(tmp_path_factory):
 
 
 @pytest.fixture
-def saved_slots(monkeypatch):
-    """The slots tokengeo's recompute kernel packs for SDPA's saved tensors, recorded as
-    its hooks are pushed (a list, filled while the test runs)."""
-    slots: list = []
-    push = torch._C._autograd._push_saved_tensors_default_hooks
-
-    def recording_push(pack, unpack):
-        def recording_pack(t):
-            slots.append(pack(t))
-            return slots[-1]
-        push(recording_pack, unpack)
-
-    monkeypatch.setattr(torch._C._autograd, "_push_saved_tensors_default_hooks",
-                        recording_push)
-    return slots
-
-
-@pytest.fixture
 def fake_suite(tmp_path, monkeypatch):
     """``fake_suite(cells, summarise, toml) -> conf folder``: a fabricated suite named
     ``fake`` that ``reproduce`` runs as its only suite (a module holding ``cells`` and

@@ -231,18 +231,7 @@ def test_the_hf_bridge_imports_no_family_of_tokengeo_models():
 
 
 def test_models_lists_only_tokengeos_own_modules():
-    """``ls models/`` shows tokengeo's families; every Hugging Face module is under hf/, and
-    its old path is an ImportError naming the new one."""
-    import importlib
-
-    import pytest
-
-    import tokengeo.models
-
+    """``ls models/`` shows tokengeo's families; every Hugging Face module is under hf/."""
     folder = ROOT / "models"
     assert not [p.name for p in folder.glob("*.py") if p.stem.startswith(("hf", "pretrained",
                                                                           "gguf", "mpnet"))]
-    for old, new in tokengeo.models.MOVED.items():
-        assert importlib.util.find_spec(new) is not None, new
-        with pytest.raises(ImportError, match=f"{old} moved to {new}"):
-            importlib.import_module(old)

@@ -63,7 +63,7 @@ def test_benchmark_scripts_are_thin_entry_points():
     from pathlib import Path
 
     scripts = sorted((Path(__file__).parents[2] / "benchmarks").glob("*.py"))
-    assert len(scripts) == 8
+    assert len(scripts) == 7
     for path in scripts:
         tree = ast.parse(path.read_text())
         defs = [n.name for n in ast.walk(tree)
@@ -75,40 +75,22 @@ def test_benchmark_scripts_are_thin_entry_points():
 
 def test_host_cost_benchmark_reports_every_kernel_against_standard(one_thread):
     """benchmarks/laplacian_host.py: every op timed and kept-memory measured, ratios taken
-    to standard SDPA in the same process, and the in_place kernel's device path switched back."""
+    to standard SDPA in the same process, the in_place kernel on its device path."""
     from tokengeo.bench import laplacian_host
     from tokengeo.nn.kernels import in_place
 
-    out = laplacian_host.run(laplacian_host.HostBenchConfig(repeats=1, calls=2))
-    assert not in_place.on_device_path(torch.zeros(1))  # the switch is restored
+    routes = []
+    decide = in_place.backward_route
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(in_place, "backward_route", lambda **kw: routes.append(decide(**kw)) or routes[-1])
+        out = laplacian_host.run(laplacian_host.HostBenchConfig(repeats=1, calls=2))
+    assert routes and set(routes) <= {"device", "packed_device"}  # the CUDA routes' Python
     names = set(out["host"]["us"])
-    assert {"standard", "v_minus_sdpa", "recompute planned[lap]", "in_place[half]"} <= names
-    assert len(names) == 2 + 3 * 3 * len(laplacian_host.KINDS)
+    assert {"standard", "v_minus_sdpa", "compose planned[lap]", "in_place[half]"} <= names
+    assert len(names) == 2 + 3 * len(laplacian_host.KERNELS) * len(laplacian_host.KINDS)
     assert out["host"]["ratio"]["standard"] == 1.0
     assert all(t > 0 for t in out["host"]["us"].values())
     assert "MALLOC_MMAP_THRESHOLD_" in out["memory"]["skipped"]  # pytest did not set it
-
-
-def test_recompute_vs_in_place_summary_decides_only_when_recompute_wins_everywhere():
-    """The GPU benchmark's decision for opting into recompute on CUDA: time ratios
-    recompute / in_place per operator case and train step; faster only if every ratio < 1."""
-    from tokengeo.bench.laplacian_cuda import recompute_vs_in_place
-
-    def case(lean, rec):
-        return {"dtype": "bf16", "T": 1024, "packed": True,
-                "median_ms": {"in_place[lap]": lean, "recompute[lap]": rec, "mixed": 1.0},
-                "peak_mb": {"in_place[lap]": 10.0, "recompute[lap]": 10.0, "mixed": 1.0}}
-
-    def step(kernel, k6):
-        return {"model": "gpt-small", "kernel": kernel, "median_ms": {"k=0": 10.0, "k=6": k6}}
-
-    wins = recompute_vs_in_place([case(2.0, 1.5)], [step("in_place", 11.0), step("recompute", 10.5)])
-    assert wins["operator"][0]["time"] == 0.75 and wins["operator"][0]["peak"] == 1.0
-    assert wins["train_step"] == [{"model": "gpt-small", "k=6": 10.5 / 11.0}]
-    assert wins["faster_everywhere"]
-    loses = recompute_vs_in_place([case(2.0, 1.5)], [step("in_place", 11.0), step("recompute", 11.5)])
-    assert not loses["faster_everywhere"]
-    assert not recompute_vs_in_place([], [])["faster_everywhere"]  # nothing measured: no
 
 
 @pytest.mark.parametrize("argv", [["--repeats", "0"], ["--calls", "-3"]])

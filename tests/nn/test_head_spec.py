@@ -4,8 +4,6 @@ path of z = a·V + b·P V against the reference ``mix_heads`` (values and gradie
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 
@@ -21,8 +19,7 @@ from tokengeo.nn.heads import (
     HeadSpec,
     kind_of,
 )
-from tokengeo.nn.kernels import compose, device_path, laplacian_attention
-from tokengeo.nn.kernels.in_place import _combine_in_place, _scale_grads, pv_into
+from tokengeo.nn.kernels import compose, laplacian_attention
 from tokengeo.nn.reference import attention_reference, mix_heads
 
 L_, H_ = 3, 4  # layers and heads of every model in the table
@@ -171,74 +168,6 @@ def test_head_kinds_combine_equals_the_reference():
     assert all(torch.allclose(x, y, atol=1e-14) for x, y in zip(
         torch.autograd.grad(got, (v, pv), g), torch.autograd.grad(want, (v, pv), g),
         strict=True))
-
-
-def test_in_place_combine_and_pv_recovery_equal_the_reference():
-    a, b = coefficients(KINDS)
-    runs = HeadRuns.of(KINDS)
-    v, pv = (torch.randn(2, 5, len(KINDS), 3, dtype=torch.float64) for _ in range(2))
-    z = pv.clone()
-    _combine_in_place(z, v, a, b, runs)
-    assert torch.allclose(z, mix_heads(v, pv, a, b), atol=1e-14)
-    mixed = torch.cat([pv[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
-    back = torch.empty_like(z)
-    pv_into(back, z, v, mixed, runs)
-    assert torch.allclose(back, pv, atol=1e-14)
-
-
-@pytest.mark.parametrize("path", ["device", "cpu-small", "cpu-large"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_fixed_kinds_formulas_are_exact(dtype, path, monkeypatch):
-    """Heads of several fixed kinds: the whole-tensor passes with (H, Dh) coefficient rows
-    (z ← b z + a V, P V = b (z − a V), dq ← b dq, dv ← b dv + a g; the device path and small
-    CPU tensors) and the CPU's per-run passes (tensors above WHOLE_PASS_BYTES) give bitwise
-    what the kinds' formulas give."""
-    from tokengeo.nn.kernels import in_place
-
-    t = torch.zeros(2, 5, 5, 3, dtype=dtype)
-    if path == "cpu-large":
-        monkeypatch.setattr(in_place, "WHOLE_PASS_BYTES", 0)
-    with device_path() if path == "device" else contextlib.nullcontext():
-        assert in_place.whole_tensor_passes(HeadRuns.of(("laplacian", "attention")), t) == (
-            path != "cpu-large")
-        fixed_kinds_formulas_are_exact(dtype)
-
-
-def fixed_kinds_formulas_are_exact(dtype):
-    kinds = (LAPLACIAN, ATTENTION, ATTENTION, LAPLACIAN, LAPLACIAN)
-    a, b = coefficients(kinds, dtype)
-    runs = HeadRuns.of(kinds)
-    assert len(runs.runs) == 3 and not runs.mixed
-    v, pv = (torch.randn(2, 5, len(kinds), 3, dtype=dtype) for _ in range(2))
-    z = pv.clone()
-    _combine_in_place(z, v, a, b, runs)
-    lap = torch.tensor([k == LAPLACIAN for k in kinds]).view(1, 1, -1, 1)
-    assert torch.equal(z, torch.where(lap, v - pv, pv))
-    back = torch.empty_like(z)
-    pv_into(back, z, v, None, runs, a, b)
-    assert torch.equal(back, torch.where(lap, v - z, z))  # what the per-run pass writes
-    grads = tuple(torch.randn(2, len(kinds), 5, 3, dtype=dtype) for _ in range(3))
-    g = torch.randn(2, len(kinds), 5, 3, dtype=dtype)
-    outs = tuple(torch.empty_like(t) for t in grads)
-    _scale_grads(grads, g, a, b, runs, outs=outs)
-    lap = lap.view(1, -1, 1, 1)
-    for got, want in zip(outs, (torch.where(lap, -grads[0], grads[0]),
-                                torch.where(lap, -grads[1], grads[1]),
-                                torch.where(lap, g - grads[2], grads[2])), strict=True):
-        assert torch.equal(got, want)
-
-
-def test_scaled_kernel_gradients_equal_the_chain_rule():
-    """dq, dk ← b dq, b dk and dv ← b dv + a g, head-wise, as differentiating mix_heads."""
-    a, b = coefficients(KINDS)
-    grads = tuple(torch.randn(2, len(KINDS), 5, 3, dtype=torch.float64) for _ in range(3))
-    g = torch.randn(2, len(KINDS), 5, 3, dtype=torch.float64)
-    outs = tuple(torch.empty_like(t) for t in grads)
-    _scale_grads(grads, g, a, b, HeadRuns.of(KINDS), outs=outs)
-    bb, aa = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
-    for got, want in zip(outs, (bb * grads[0], bb * grads[1], bb * grads[2] + aa * g),
-                         strict=True):
-        assert torch.allclose(got, want, atol=1e-14)
 
 
 @pytest.mark.parametrize("kernel", ["in_place", "compose", "compose-runs"])

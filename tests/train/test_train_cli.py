@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tokengeo.cli import main
 from tokengeo.train.tasks import ImageClassification
@@ -47,6 +48,7 @@ def one_error_line(capsys) -> str:
     (["--data", "no/such/file.txt"], "no such file or folder"),
     (["--set", "model_overrides.n_laplacian=2"],
      "model_overrides.n_laplacian=2 contradicts n_laplacian=0"),
+    (["--kernel", "triton"], "kernel='triton' is not valid; choose one of ['auto', 'sdpa', "),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
     code = main(["train", *TINY, "--steps", "2", "--out", str(tmp_path / "run"), *args])
@@ -114,6 +116,58 @@ def test_resume_from_the_command_line_matches_uninterrupted(tmp_path, monkeypatc
     strip = [{k: v for k, v in json.loads(line).items() if k not in ("wall_s", "throughput")}
              for d in ("full", "cut") for line in (tmp_path / d / "metrics.jsonl").open()]
     assert strip[: len(strip) // 2] == strip[len(strip) // 2:]
+
+
+def test_the_kernel_flag_reaches_the_model_and_is_saved_with_it(tmp_path, monkeypatch):
+    """``--kernel`` sets the model config's kernel: the checkpoint's model runs it, and a
+    resume may switch it (it changes speed, not what is computed)."""
+    import tokengeo
+    from tokengeo.nn.attention import HeadAttention
+
+    out = tmp_path / "run"
+    run = ["train", *TINY, "--n-laplacian", "2", "--steps", "4", "--checkpoint-every", "2",
+           "--out", str(out), "--kernel", "compose"]
+    original = Trainer.train_step
+
+    def dies_at_step_4(self):
+        if self.step == 3:
+            raise KeyboardInterrupt
+        return original(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(Trainer, "train_step", dies_at_step_4)
+        assert main(run) == 130
+    model = tokengeo.load_model(out)
+    assert model.config.kernel == "compose"
+    assert {m.kernel for m in model.modules() if isinstance(m, HeadAttention)} == {"compose"}
+    assert main(["train", "--resume", "--out", str(out), "--kernel", "in_place",
+                 "--quiet"]) == 0
+    model = tokengeo.load_model(out)
+    assert {m.kernel for m in model.modules() if isinstance(m, HeadAttention)} == {"in_place"}
+    loaded = tokengeo.load_run(out)  # the kernel does not size the model: no mismatch
+    assert loaded.step == 4 and isinstance(loaded.model, torch.nn.Module)
+
+
+def test_a_run_saved_without_a_kernel_field_loads(tmp_path):
+    """A checkpoint whose model config has no ``kernel`` (saved before the field existed)
+    rebuilds with ``auto``, and load_run does not mistake the missing field for a model the
+    data sizes differently."""
+    import tokengeo
+    from tokengeo.train import sidecar as sc
+    from tokengeo.train.checkpoint import STATE_FILE, latest_checkpoint
+
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "--steps", "2", "--out", str(out)]) == 0
+    values = json.loads((out / "config.json").read_text())
+    del values["kernel"]
+    (out / "config.json").write_text(json.dumps(values))
+    state_file = latest_checkpoint(out / "checkpoints") / STATE_FILE
+    state = json.loads(state_file.read_text())
+    del state["model"]["config"]["kernel"], state["config"]["kernel"], state["digest"]
+    state["digest"] = sc.digest(state)
+    state_file.write_text(json.dumps(state))
+    assert tokengeo.load_model(out).config.kernel == "auto"
+    assert tokengeo.load_run(out).step == 2
 
 
 def test_non_finite_loss_exits_2_naming_the_step(tmp_path, capsys, monkeypatch):

@@ -160,10 +160,7 @@ def _train_step_fn(cfg: LaplacianBenchConfig, name: str, n_laplacian: int):
     from tokengeo.models.registry import create_model
 
     torch.manual_seed(0)
-    model = create_model(name, n_laplacian=n_laplacian, device=cfg.device)
-    for module in model.modules():
-        if hasattr(module, "set_kernel") and cfg.kernel != "auto":
-            module.set_kernel(cfg.kernel)
+    model = create_model(name, n_laplacian=n_laplacian, kernel=cfg.kernel, device=cfg.device)
     forward = torch.compile(model) if cfg.compile else model  # compiled at the first step
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x, y, classes = _batch(cfg, model)

@@ -11,9 +11,7 @@ attention head costs. On a GPU, per dtype (bf16, fp32) and T, forward + backward
 
 timed with CUDA events (:func:`tokengeo.bench.measure.cuda_median_ms`), and the training
 step ratio k / k = 0 of the config's models under bf16 autocast per kernel (``auto``,
-``in_place``, ``recompute``, ``triton``), with ``recompute_vs_in_place``: the time and peak
-ratios that would move ``recompute`` ahead of ``in_place`` in the table. Every ratio is
-taken in one process.
+``in_place``, ``compose``). Every ratio is taken in one process.
 """
 
 from __future__ import annotations
@@ -43,17 +41,8 @@ def _coefficients(kind: str, H: int, device) -> tuple[torch.Tensor, torch.Tensor
     return a, b, kinds
 
 
-def _kernels() -> list[str]:
-    """The kernel names timed: ``auto`` and every Laplacian kernel of the table."""
-    names = ["auto", "in_place", "recompute", "compose"]
-    try:
-        from tokengeo.nn.kernels.triton import triton_available
-
-        if triton_available():
-            names.append("triton")
-    except ImportError:
-        pass
-    return names
+KERNELS = ("auto", "in_place", "compose")
+"""The kernel names timed: ``auto`` and every Laplacian kernel of the table."""
 
 
 def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=False) -> dict:
@@ -85,7 +74,7 @@ def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=Fa
     errors = {}
     for kind in ("lap", "half", "mixed"):
         a, b, kinds = _coefficients(kind, H, dev)
-        for kernel in _kernels():
+        for kernel in KERNELS:
             extra = {"kernel": kernel}
             if packed:
                 extra["qkv"] = qkv
@@ -113,8 +102,8 @@ def operator_case(dtype: str, T: int, *, B=8, H=12, Dh=64, repeats=20, packed=Fa
 def train_step_case(model_name: str, *, repeats=20, batch=None, kernel="auto",
                     compile_mode: str | None = None) -> dict:
     """Median step time (bf16 autocast, AdamW) at k = 0, H/2, H and the ratios to k = 0,
-    with every attention module's kernel set to ``kernel`` (``auto``: what a user gets;
-    ``in_place``, ``recompute``, ``triton``: forced); ``compile_mode``: the model's forward
+    with the model's ``kernel`` (``auto``: what a user gets; ``in_place``, ``compose``:
+    forced); ``compile_mode``: the model's forward
     through ``torch.compile`` in that mode (``"default"``, ``"reduce-overhead"``)."""
     from tokengeo.models.registry import create_model
 
@@ -128,10 +117,7 @@ def _train_step_case(create_model, model_name, dev, repeats, batch, kernel,
 
     def step_fn(k):
         torch.manual_seed(0)
-        model = create_model(model_name, n_laplacian=k, device="cuda")
-        for module in model.modules():
-            if hasattr(module, "set_kernel"):
-                module.set_kernel(kernel)
+        model = create_model(model_name, n_laplacian=k, kernel=kernel, device="cuda")
         forward = model if compile_mode is None else torch.compile(model, mode=compile_mode)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         cfg = model.config
@@ -174,7 +160,7 @@ def _train_step_case(create_model, model_name, dev, repeats, batch, kernel,
 def kernel_figures(cfg, log) -> dict:
     """For a :class:`~tokengeo.bench.laplacian.LaplacianBenchConfig` on CUDA: the operator
     table (bf16 and fp32 at each T; packed at fp32 and the first T), train steps per kernel,
-    compiled train steps (``cfg.compile``: CUDA graphs), and ``recompute_vs_in_place``."""
+    and compiled train steps (``cfg.compile``: CUDA graphs)."""
     ops, seq_lens = [], cfg.seq_lens
     shape = {"B": cfg.batch, "H": cfg.n_heads, "Dh": cfg.head_dim, "repeats": cfg.op_repeats}
     for dtype in ("bf16", "fp32"):
@@ -185,15 +171,14 @@ def kernel_figures(cfg, log) -> dict:
                 ops.append(operator_case(dtype, T, packed=True, **shape))
     train = []
     for m in cfg.models:
-        for kernel in ("auto", "in_place", "recompute", "triton"):
+        for kernel in KERNELS:
             log(f"{m} training step, kernel={kernel}")
             try:
                 train.append(train_step_case(m, repeats=cfg.train_repeats, kernel=kernel))
             except Exception as e:  # recorded: a diagnostic table
                 train.append({"model": m, "kernel": kernel,
                               "error": f"{type(e).__name__}: {str(e)[:300]}"})
-    figures = {"kernels": _kernels(), "operator": ops, "train_step": train,
-               "recompute_vs_in_place": recompute_vs_in_place(ops, train)}
+    figures = {"kernels": list(KERNELS), "operator": ops, "train_step": train}
     if cfg.compile:
         log("compiled training steps (reduce-overhead)")
         figures["compiled_train_step"] = compiled_train_steps(cfg.models, cfg.train_repeats)
@@ -216,27 +201,3 @@ def compiled_train_steps(models=("gpt-small", "vit-small"), repeats=15,
                               "error": f"{type(e).__name__}: {str(e)[:300]}"})
     return cases
 
-
-def recompute_vs_in_place(ops: list[dict], train: list[dict]) -> dict:
-    """recompute / in_place, time and peak, for the heads it can run (all and half Laplacian),
-    per operator case and per train step; ``faster_everywhere``: whether every time ratio
-    is below 1 (what would move ``recompute`` ahead of ``in_place`` for CUDA)."""
-    operator, steps = [], []
-    for case in ops:
-        ms, mb = case["median_ms"], case["peak_mb"]
-        for kind in ("lap", "half"):
-            r, ln = f"recompute[{kind}]", f"in_place[{kind}]"
-            if r in ms and ln in ms:
-                operator.append({"dtype": case["dtype"], "T": case["T"],
-                                 "packed": case["packed"], "heads": kind,
-                                 "time": ms[r] / ms[ln], "peak": mb[r] / mb[ln]})
-    by_kernel = {(t["model"], t.get("kernel")): t for t in train if "median_ms" in t}
-    for (model, kernel), t in by_kernel.items():
-        in_place = by_kernel.get((model, "in_place"))
-        if kernel == "recompute" and in_place:
-            steps.append({"model": model, **{k: t["median_ms"][k] / in_place["median_ms"][k]
-                                             for k in t["median_ms"] if k != "k=0"}})
-    times = [c["time"] for c in operator] + [v for s in steps for k, v in s.items()
-                                            if k != "model"]
-    return {"operator": operator, "train_step": steps,
-            "faster_everywhere": bool(times) and all(x < 1 for x in times)}

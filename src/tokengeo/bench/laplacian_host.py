@@ -6,8 +6,9 @@ forward + backward of one attention layer is bound by the host, which issues the
 there, the time ratio to standard attention is the ratio of host work per call. That work
 is Python and the dispatcher, and it can be measured on a CPU: at sizes where arithmetic
 is negligible (B = 1, H = 12, T = 8, Dh = 16, one thread), the median wall time of forward
-+ backward is the host cost. The in_place kernel's device path is forced
-(:func:`tokengeo.nn.kernels.device_path`), so the Python that runs is the Python a GPU runs.
++ backward is the host cost. The in_place kernel's device path is forced (``device_path=True``,
+:func:`tokengeo.nn.kernels.backward_route`), so the Python that runs is the Python a GPU
+runs.
 
 The H200 run of 2026-12-04 (``docs/benchmarks/gpu_check_2026-12-04.json``, bf16,
 T = 1024, all heads Laplacian, q, k, v unpacked) gave 1.11 (``V − SDPA``), 1.49 (compose)
@@ -38,7 +39,7 @@ from tokengeo.bench.measure import MMAP_ENV
 from tokengeo.errors import ConfigError
 
 KINDS = {"lap": ("laplacian",) * 12, "half": ("attention",) * 6 + ("laplacian",) * 6}
-KERNELS = ("in_place", "recompute", "compose")
+KERNELS = ("in_place", "compose")
 
 
 @dataclass
@@ -86,13 +87,14 @@ def _ops(qkv, heads) -> dict[str, Callable[[], torch.Tensor]]:
         for kernel in KERNELS:
             def call(kinds=kinds, a=a, b=b, kernel=kernel, packed=False):
                 return laplacian_attention(*heads(), a, b, is_causal=True, head_kinds=kinds,
-                                           kernel=kernel, qkv=qkv if packed else None)
-            plan = plan_kernel(Call(*heads(), head_runs(a, b, kinds), is_causal=True,
-                                    packed=True), kernel)
+                                           kernel=kernel, qkv=qkv if packed else None,
+                                           device_path=True)
+            q, k, v = heads()
+            plan = plan_kernel(Call(q=q, k=k, v=v, runs=head_runs(a, b, kinds),
+                                    is_causal=True, packed=True), kernel, device_path=True)
 
             def planned(plan=plan, a=a, b=b):
-                return plan.run(*heads(), a, b, None, True, 0.0, None,
-                                qkv if plan.packed else None)
+                return plan.run(*heads(), a, b, is_causal=True, qkv=qkv)
             ops[f"{kernel}[{name}]"] = call
             ops[f"{kernel} packed[{name}]"] = lambda call=call: call(packed=True)
             ops[f"{kernel} planned[{name}]"] = planned
@@ -149,16 +151,13 @@ def memory() -> dict:
 def run(cfg: HostBenchConfig) -> dict:
     """Host microseconds per call (one thread, the in_place kernel's device path) and the
     memory each forward keeps; ratios to standard SDPA."""
-    from tokengeo.nn.kernels import device_path
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with device_path():  # the in_place kernel's CUDA path, run on this CPU
-            host = host_us(cfg.repeats, cfg.calls)
-            mem = memory() if os.environ.get(MMAP_ENV) else {
-                "skipped": f"resident memory measures tensors only with {MMAP_ENV} set "
-                           f"before the process starts (tokengeo bench sets it)"}
+        host = host_us(cfg.repeats, cfg.calls)  # the in_place kernel's CUDA path, here
+        mem = memory() if os.environ.get(MMAP_ENV) else {
+            "skipped": f"resident memory measures tensors only with {MMAP_ENV} set "
+                       f"before the process starts (tokengeo bench sets it)"}
     finally:
         torch.set_num_threads(threads)
     return {

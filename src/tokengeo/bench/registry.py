@@ -32,9 +32,9 @@ HEADER_KEYS = ("benchmark", "torch", "threads", "config", "device")
 @dataclass(frozen=True)
 class Benchmark:
     """One benchmark: ``module`` under tokengeo.bench holds ``config`` (a dataclass) and
-    ``run``; ``quick``: the config fields ``--quick`` sets (fewer repeats); ``cuda_only``:
-    it needs a GPU; ``precise_rss``: it measures peak resident memory, which needs glibc's
-    mmap threshold fixed before the process starts
+    ``run``; ``quick``: the config fields ``--quick`` sets (fewer repeats); ``precise_rss``:
+    it measures peak resident memory, which needs glibc's mmap threshold fixed before the
+    process starts
     (:func:`~tokengeo.bench.measure.ensure_precise_rss`)."""
 
     name: str
@@ -42,7 +42,6 @@ class Benchmark:
     config: str
     claim: str
     quick: tuple[tuple[str, Any], ...] = ()
-    cuda_only: bool = False
     precise_rss: bool = False
 
     def config_class(self) -> type:
@@ -73,9 +72,6 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("laplacian_hf", "laplacian_hf", "HFBenchConfig",
               "a laplacianized Hugging Face LM: forward and generate tokens/s",
               quick=(("repeats", 3),)),
-    Benchmark("laplacian_triton", "laplacian_triton", "TritonBenchConfig",
-              "the fused Triton kernel against standard SDPA", quick=(("repeats", 5),),
-              cuda_only=True),
     Benchmark("ltransformer", "ltransformer", "LTransformerBenchConfig",
               "the L-Transformer's step time, memory and parameters against the encoder",
               quick=(("repeats", 3),), precise_rss=True),

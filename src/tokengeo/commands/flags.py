@@ -11,18 +11,13 @@
 ``--loggers``       where train's metrics go besides metrics.jsonl (``tensorboard,csv``)
 ==================  ====================================================================
 
-An old spelling (``--no-plots``, ``--no-progress``) is answered with one line naming the new
-one and exit status 2. :class:`DefaultsHelp` shows every default in ``--help``.
+:class:`DefaultsHelp` shows every default in ``--help``.
 """
 
 from __future__ import annotations
 
 import argparse
 
-RENAMED = {"--no-plots": "--no-figures", "--no-progress": "--quiet",
-           # view: "run" means a `tokengeo train` folder everywhere (probe RUN_DIR, --model)
-           "--run": "--report (the --out folder of `tokengeo reproduce`; a `tokengeo train` "
-                    "run folder is viewed with --model RUN_DIR)"}
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -38,31 +33,13 @@ class DefaultsHelp(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-class _Renamed(argparse.Action):
-    def __init__(self, option_strings, dest, new: str = "", **kwargs):
-        super().__init__(option_strings, dest, nargs=0, help=argparse.SUPPRESS, **kwargs)
-        self.new = new
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string} is now {self.new}")
-
-
-def add_renamed(parser: argparse.ArgumentParser, *olds: str) -> None:
-    """Hidden old spellings that exit 2 naming their new name (:data:`RENAMED`)."""
-    for old in olds:
-        parser.add_argument(old, action=_Renamed, new=RENAMED[old], dest=argparse.SUPPRESS,
-                            default=argparse.SUPPRESS)
-
-
 def add_no_figures(parser: argparse.ArgumentParser, what: str = "the PNG figures") -> None:
     parser.add_argument("--no-figures", action="store_true", help=f"skip {what}")
-    add_renamed(parser, "--no-plots")
 
 
 def add_quiet(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar (one shows only when stderr is a terminal)")
-    add_renamed(parser, "--no-progress")
 
 
 def add_device(parser: argparse.ArgumentParser, default: str | None = "auto",

@@ -20,6 +20,8 @@ _FLAGS = {
     "--task": ("task", str, "auto (from the data), image-classification, "
                "text-classification, language-modeling or dino (self-supervised ViT)"),
     "--n-laplacian": ("n_laplacian", int, "Laplacian heads per layer (k of H)"),
+    "--kernel": ("kernel", str, "attention kernel: auto (the kernel table's choice) or a "
+                 "name of the table (docs/kernels.md; a wrong name lists them)"),
     "--steps": ("steps", int, "optimiser updates"),
     "--batch-size": ("batch_size", int, "global batch size (split over ranks)"),
     "--lr": ("lr", float, "peak learning rate"),

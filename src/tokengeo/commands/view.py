@@ -34,7 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "model folder) or a `tokengeo train` run folder")
     src.add_argument("--flow", help="flow.json of a `tokengeo flow` run (or its folder)")
     src.add_argument("--report", help="the --out folder of a `tokengeo reproduce` run")
-    flags.add_renamed(src, "--run")
     text = parser.add_argument_group("the text a --model reads (one of them)")
     text.add_argument("--text", help="the text itself")
     text.add_argument("--file", help="a UTF-8 text file")

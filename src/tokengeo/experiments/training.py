@@ -198,7 +198,7 @@ def torchrun_command(config_file: Path, run_dir: Path, processes: int,
     """``torchrun --standalone --nproc_per_node N -m tokengeo train CONFIG --out RUN``."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={processes}", "-m", "tokengeo", "train", str(config_file),
-           "--out", str(run_dir), "--no-progress"]
+           "--out", str(run_dir), "--quiet"]
     return cmd + (["--resume"] if resume else [])
 
 

@@ -171,11 +171,6 @@ class FlowPreset:
                           integrator=self.integrator, record_every=self.record_every)
         return base.replace(**changes)
 
-    def simulate_kwargs(self) -> dict:
-        """Removed: the keyword arguments of the old ``simulate``."""
-        raise ConfigError("FlowPreset.simulate_kwargs() is replaced by flow_config(): "
-                          "simulate(x0, D0, preset.flow_config())")
-
 
 def initial_tokens(
     init: str, n: int, d: int, std: float, gen: torch.Generator, *, dtype

@@ -310,18 +310,12 @@ class _Run:
         return Rates(-ev.velocity, f, torch.stack([dE, ito, ev.g2], dim=1)), ev
 
 
-LEGACY_HINT = ("simulate(x0, weights, config) takes its settings as a FlowConfig, e.g. "
-               "simulate(x0, D0, FlowConfig(drift='ou', T=2.0, dt=0.01)); got keyword "
-               "argument(s) {names}")
-
-
 def simulate(
     x0: Tensor,
     weights: Tensor | LayerSchedule,
     config: FlowConfig | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
-    **legacy,
 ) -> FlowResult:
     """Integrate the token flow of arXiv 2605.18870 (Eq. 5, Sec. 6), batched over paths.
 
@@ -336,8 +330,6 @@ def simulate(
     ``FlowConfig(dtype=torch.float32)`` runs the tokens, weights and kernels in float32 and
     sums the energy, its balance terms and G^2 in float64 (all recorded series are float64).
     """
-    if legacy:
-        raise ConfigError(LEGACY_HINT.format(names=", ".join(sorted(legacy))))
     cfg = FlowConfig() if config is None else config
     if not isinstance(cfg, FlowConfig):
         raise ConfigError(f"config must be a FlowConfig, not {type(cfg).__name__}")

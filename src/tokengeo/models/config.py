@@ -13,6 +13,7 @@ from tokengeo.checks import (
 )
 from tokengeo.errors import ConfigError
 from tokengeo.nn.heads import LAPLACIAN, HeadSpec
+from tokengeo.nn.kernels.table import check_kernel_name
 
 
 @dataclass
@@ -21,7 +22,11 @@ class TransformerConfig:
 
     ``n_laplacian``: the last k heads of every layer are Laplacian (Zhang & Papyan);
     ``laplacian_heads``: explicit ``{layer: [head indices]}`` (or one list per layer) instead;
-    ``head_kind``: what the selected heads become (``laplacian`` or learnable ``mixed``).
+    ``head_kind``: what the selected heads become (``laplacian`` or learnable ``mixed``);
+    ``kernel``: the attention kernel every block runs, ``auto`` (the kernel table's choice
+    per input) or a name of :data:`~tokengeo.nn.kernels.KERNELS` (as Hugging Face's
+    ``attn_implementation``: saved with the model, it changes speed and memory, not what
+    is computed).
     """
 
     d_model: int = 64
@@ -36,9 +41,11 @@ class TransformerConfig:
     laplacian_heads: dict[int, list[int]] | list[list[int]] | None = None
     head_kind: str = LAPLACIAN
     mixed_init: str = LAPLACIAN
+    kernel: str = "auto"
 
     def validate(self) -> None:
         check_types(self)  # ints are ints, floats finite, bias a bool, ...
+        check_kernel_name(self.kernel)
         for name in ("d_model", "n_layers", "n_heads", "mlp_ratio", "norm_eps"):
             check_positive(name, getattr(self, name))
         if self.d_model % self.n_heads:

@@ -71,18 +71,16 @@ class HeadAttention(HeadMixer):
 
     :meth:`plan` takes the kernel from :data:`~tokengeo.nn.kernels.TABLE` the first time
     the module sees an input signature (device, dtype, shape, mask kind, causality,
-    dropout, autocast, packed or not, hooks, learning coefficients) and keeps it, so a call
-    costs a dictionary lookup, not a planning step; :meth:`attend` runs it. ``kernel``: a
-    name in :data:`~tokengeo.nn.kernels.KERNELS` (``auto``, ``sdpa``,
-    ``checkpointed_compose``, ``triton``, ``in_place``, ``recompute``, ``compose``).
+    dropout, autocast, packed or not, a hook on z, learning coefficients) and keeps it, so a
+    call costs a dictionary lookup, not a planning step; :meth:`attend` runs it. A hooked
+    pattern is not planned: P is materialised for the hook and no kernel runs. ``kernel``:
+    a name in :data:`~tokengeo.nn.kernels.KERNELS` (``auto``, ``sdpa``,
+    ``checkpointed_compose``, ``in_place``, ``compose``); a model takes it from its config's
+    ``kernel`` field.
     """
 
     def __init__(self, *args, kernel: str = "auto", **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.set_kernel(kernel)
-
-    def set_kernel(self, kernel: str) -> None:
-        """Choose the kernel by name (see :data:`~tokengeo.nn.kernels.KERNELS`)."""
         check_kernel_name(kernel)
         self.kernel = kernel
         self._plans: dict[tuple, Plan] = {}
@@ -95,15 +93,20 @@ class HeadAttention(HeadMixer):
         """The kernel for q, k, v (N, H, T, Dh), already in the compute dtype.
 
         ``qkv``: the (N, T, 3, H, Dh) tensor q, k, v are views of, when nothing watches
-        their gradients; ``hooked``: a hook sees z or P."""
+        their gradients; ``hooked``: a hook sees z."""
         packed = qkv is not None and qkv.requires_grad and qkv.dtype == q.dtype
         hooked = hooked and torch.is_grad_enabled()  # (each read only where it matters)
         mix = self.mix_coef
         coef_grad = mix is not None and mix.requires_grad and torch.is_grad_enabled()
+
+        def call() -> Call:
+            return Call(q=q, k=k, v=v, runs=self.head_runs, attn_mask=attn_mask,
+                        is_causal=is_causal, dropout_p=dropout_p, packed=packed,
+                        coef_grad=coef_grad, per_slice=mix is not None and mix.dim() == 3,
+                        hooked=hooked)
+
         if compiling():  # planned while tracing: the graph keeps the choice, no cache
-            return plan_kernel(Call(q, k, v, self.head_runs, attn_mask, is_causal, dropout_p,
-                                    None, packed, coef_grad, mix is not None and mix.dim() == 3,
-                                    hooked), self.kernel)
+            return plan_kernel(call(), self.kernel)
         mask = None if attn_mask is None else (  # its kind, not its values
             attn_mask.dtype, attn_mask.requires_grad, attn_mask.device)
         key = (q.device, q.dtype, q.shape, mask, is_causal, dropout_p > 0, packed, hooked,
@@ -112,13 +115,11 @@ class HeadAttention(HeadMixer):
         if plan is None:
             if len(self._plans) >= MAX_PLANS:  # e.g. decoding, one length after another
                 self._plans.clear()
-            call = Call(q, k, v, self.head_runs, attn_mask, is_causal, dropout_p, None,
-                        packed, coef_grad, mix is not None and mix.dim() == 3, hooked)
-            plan = self._plans[key] = plan_kernel(call, self.kernel)
+            plan = self._plans[key] = plan_kernel(call(), self.kernel)
         return plan
 
     def attend(
-        self, plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
+        self, plan: Plan | None, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
         edit_pattern: Callable[[torch.Tensor], torch.Tensor] | None = None,
         qkv: torch.Tensor | None = None,
@@ -127,14 +128,15 @@ class HeadAttention(HeadMixer):
 
         ``edit_pattern``: P (N, H, T, T) is materialised and what ``edit_pattern(P)``
         returns multiplies V (after attention dropout), so a hook that replaces the pattern
-        changes the output. ``qkv``: as in :meth:`plan`."""
+        changes the output; no kernel runs then (``plan`` may be None). ``qkv``: as in
+        :meth:`plan`."""
         if edit_pattern is not None:
             pattern = edit_pattern(attention_pattern(q, k, attn_mask, is_causal))
             pv = (F.dropout(pattern, dropout_p) if dropout_p > 0 else pattern) @ v
             return self.combine(v.transpose(1, 2), pv.transpose(1, 2))  # (N, T, H, Dh)
         a, b = self.head_coefficients()  # (H,) each, or (p, H) per slice
-        return plan.kernel.run(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, None,
-                               qkv if plan.packed else None)
+        return plan.kernel.run(plan, q, k, v, a, b, attn_mask=attn_mask, is_causal=is_causal,
+                               dropout_p=dropout_p, scale=None, qkv=qkv)
 
     def attend_project(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out_shape: tuple[int, ...],
@@ -148,16 +150,16 @@ class HeadAttention(HeadMixer):
         selective checkpointing (:func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`)."""
         qh, kh, vh, attn_mask = autocast_inputs(  # (N, H, T, Dh) each
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask)
-        plan = self.plan(qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
-                         dropout_p=dropout_p, qkv=qkv,
-                         hooked=edit_pattern is not None or hook_z is not None)
+        plan = None if edit_pattern is not None else self.plan(  # a hooked P: no kernel
+            qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p,
+            qkv=qkv, hooked=hook_z is not None)
 
         def run(qh, kh, vh):
             z = self.attend(plan, qh, kh, vh, attn_mask=attn_mask, is_causal=is_causal,
                             dropout_p=dropout_p, edit_pattern=edit_pattern, qkv=qkv)
             return self.proj((z if hook_z is None else hook_z(z)).reshape(out_shape))
 
-        if plan.kernel.checkpoints:
+        if plan is not None and plan.kernel.checkpoints:
             return keep_only_attention(run, qh, kh, vh)
         return run(qh, kh, vh)
 

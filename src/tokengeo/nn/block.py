@@ -20,7 +20,8 @@ class Block(nn.Module):
     """``x + Attn(LN(x))`` then ``x + MLP(LN(x))`` (pre-LN, as in GPT-2 and ViT).
 
     ``Block(cfg, head_kinds, causal=...)``: the sizes come from the config (nanoGPT's
-    ``Block(config)``), the layer's head kinds and the family's causality from the model.
+    ``Block(config)``), as does the attention kernel (``cfg.kernel``); the layer's head
+    kinds and the family's causality from the model.
     Hook points, each editable (what a hook returns flows on), all (B, T, d):
     ``hook_resid_pre``, ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``,
     ``hook_resid_post``; and the attention's (see :class:`MultiHeadAttention`).
@@ -31,7 +32,7 @@ class Block(nn.Module):
     ) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
-        self.attn = MultiHeadAttention(cfg, head_kinds, causal=causal)
+        self.attn = MultiHeadAttention(cfg, head_kinds, causal=causal, kernel=cfg.kernel)
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
         self.mlp = MLP(cfg)
         for name in RESIDUAL_HOOKS:

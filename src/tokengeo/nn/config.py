@@ -20,6 +20,7 @@ class BlockConfig(Protocol):
     bias: bool
     norm_eps: float
     mixed_init: str
+    kernel: str  # a name of tokengeo.nn.kernels.KERNELS
 
 
 class SliceBlockConfig(BlockConfig, Protocol):

@@ -453,13 +453,3 @@ class HeadMixer(nn.Module):
             return v - pv
         return torch.where(self.laplacian_mask.view(-1, 1), v - pv, pv)
 
-
-RENAMED = {"HeadKinds": "HeadMixer"}
-"""Old public names of this module and their new ones."""
-
-
-def __getattr__(name: str):
-    """An old public name raises one line naming the new one."""
-    if name in RENAMED:
-        raise ImportError(f"tokengeo.nn.heads.{name} was renamed {RENAMED[name]}")
-    raise AttributeError(f"module 'tokengeo.nn.heads' has no attribute {name!r}")

@@ -79,7 +79,7 @@ class LBlock(nn.Module):
         self.config = cfg
         self.p, self.d_slice = cfg.p, cfg.d_model // cfg.p
         self.ln1 = SliceLayerNorm(self.p, self.d_slice, eps=cfg.norm_eps, bias=cfg.bias)
-        self.attn = LMultiHeadAttention(cfg, head_kinds, causal=causal)
+        self.attn = LMultiHeadAttention(cfg, head_kinds, causal=causal, kernel=cfg.kernel)
         self.ln2 = SliceLayerNorm(self.p, self.d_slice, eps=cfg.norm_eps, bias=cfg.bias)
         self.mlp = LFeedForward(cfg)
         for name in RESIDUAL_HOOKS:

@@ -33,7 +33,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 # Fields that may differ between a run and its resumption (they change no numbers).
 RESUMABLE_CHANGES = ("out", "log_every", "checkpoint_every", "keep_checkpoints", "device",
-                     "loggers", "compile")
+                     "loggers", "compile", "kernel")
 # Bounds on sizes no run can reach: refused with the reason instead of being started.
 MAX_STEPS = 10**9  # a billion updates: years at any speed
 MAX_BATCH = 2**24  # examples (or windows) in one global batch
@@ -42,7 +42,7 @@ MAX_LR = 10.0  # AdamW diverges at once far below this; 1e39 overflows float32
 TRAIN_BYTES_PER_PARAM = 16
 # Top-level fields that set the model config field of the same name (the CLI has flags for
 # them); ``model_overrides`` may repeat them only with the same value.
-MODEL_FIELDS = ("n_laplacian", "head_kind")
+MODEL_FIELDS = ("n_laplacian", "head_kind", "kernel")
 
 
 @dataclass
@@ -57,7 +57,8 @@ class TrainConfig:
     the final one (0 = the whole split). ``loggers``: where metrics go besides
     ``metrics.jsonl`` (``tensorboard``, ``csv``, ``wandb``; see :mod:`tokengeo.train.loggers`).
     ``compile``: train through ``torch.compile`` (the same weights and checkpoints; it only
-    changes speed, so a run may be resumed with it switched).
+    changes speed, so a run may be resumed with it switched); ``kernel``: the model's
+    attention kernel (its config field of that name; also speed only, so also switchable).
     """
 
     model: str = "vit-tiny"
@@ -66,6 +67,7 @@ class TrainConfig:
     task_options: dict[str, Any] = field(default_factory=dict)
     n_laplacian: int = 0
     head_kind: str = "laplacian"
+    kernel: str = "auto"
     model_overrides: dict[str, Any] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
     steps: int = 1000
@@ -165,14 +167,26 @@ class TrainConfig:
         registry and the trainer use the config that call returns."""
         from tokengeo.models.registry import get_entry
 
-        overrides = {**self.model_overrides, "n_laplacian": self.n_laplacian,
-                     "head_kind": self.head_kind}
+        entry = get_entry(self.model)
+        overrides = {**self.model_overrides,
+                     **{name: getattr(self, name) for name in self._model_fields(entry)}}
         clash = {k: (v, overrides[k]) for k, v in from_data.items()
                  if k in overrides and overrides[k] != v}
         if clash:
             detail = ", ".join(f"{k}={o!r} but the data needs {d!r}" for k, (d, o) in clash.items())
             raise ConfigError(f"model_overrides disagree with the data: {detail}; drop them")
-        return get_entry(self.model).config(**{**from_data, **overrides})
+        return entry.config(**{**from_data, **overrides})
+
+    def _model_fields(self, entry) -> tuple[str, ...]:
+        """The :data:`MODEL_FIELDS` this model's config has. ``kernel`` is a field of
+        tokengeo's own models only: a Hugging Face model keeps its ``attn_implementation``,
+        so a kernel other than ``auto`` is refused for it rather than ignored."""
+        fields = {f.name for f in dataclasses.fields(entry.config_cls)}
+        if "kernel" not in fields and self.kernel != "auto":
+            raise ConfigError(f"kernel={self.kernel!r} sets the attention kernel of tokengeo's "
+                              f"own models; {self.model} has none (its attention is the "
+                              "Hugging Face attn_implementation): drop --kernel")
+        return tuple(name for name in MODEL_FIELDS if name != "kernel" or name in fields)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -91,12 +91,18 @@ def load_run(run_dir: str | Path, *, device: str = "cpu") -> LoadedRun:
     checkpoint = _latest(root)
     task = build_task(cfg, load_data(cfg))  # builds the model config from the run's data
     resolved = json.loads(json.dumps(asdict(task.model_config)))
-    if resolved != _saved_model(checkpoint)["config"]:
+    if _sizes(resolved) != _sizes(_saved_model(checkpoint)["config"]):
         raise ConfigError(f"the data of run {str(root)!r} now sizes the model differently than "
                           "when it was trained (e.g. another vocabulary); restore that data "
                           "or use tokengeo.load_model(run_dir)")
     model = _model_from_checkpoint(cfg, checkpoint, device, task.model_config)
     return LoadedRun(cfg, model, task, checkpoint.step)
+
+
+def _sizes(config: dict) -> dict:
+    """A model config without ``kernel``, which changes speed, not the model (a resume may
+    switch it; a run saved before the field existed has none)."""
+    return {k: v for k, v in config.items() if k != "kernel"}
 
 
 register_run_loader(load_model)  # tokengeo.models.names resolves run folders to this

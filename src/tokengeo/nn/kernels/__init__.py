@@ -9,10 +9,9 @@ the modules' (planned once per input signature).
 from tokengeo.nn.heads import head_runs
 from tokengeo.nn.kernels.compose import combine_runs, compose
 from tokengeo.nn.kernels.functional import laplacian_attention
-from tokengeo.nn.kernels.in_place import device_path
+from tokengeo.nn.kernels.in_place import ROUTES, backward_route
 from tokengeo.nn.kernels.table import (
     KERNELS,
-    RENAMED,
     TABLE,
     Call,
     Kernel,
@@ -22,6 +21,6 @@ from tokengeo.nn.kernels.table import (
     plan_kernel,
 )
 
-__all__ = ["KERNELS", "RENAMED", "TABLE", "Call", "Kernel", "Plan", "autocast_inputs",
-           "check_kernel_name", "combine_runs", "compose", "device_path", "head_runs",
+__all__ = ["KERNELS", "ROUTES", "TABLE", "Call", "Kernel", "Plan", "autocast_inputs",
+           "backward_route", "check_kernel_name", "combine_runs", "compose", "head_runs",
            "laplacian_attention", "plan_kernel"]

@@ -2,12 +2,11 @@
 memory standard attention keeps.
 
 Head ``h`` outputs ``z_h = a_h V_h + b_h P_h V_h`` (Zhang & Papyan, arXiv 2602.09297, Eq. 2
-with P replaced by I − P for Laplacian heads). The ``in_place`` and ``recompute`` kernels
-are written for eager mode and break a compiled graph (``in_place``'s autograd Function
-writes into non-contiguous ``out=`` views; ``recompute`` pushes saved-tensor hooks). The composition
-``a V + b SDPA(q, k, v)`` compiles into one graph, but the compiler's partitioner keeps both
-SDPA's output and z for the backward (one (B, T, d) tensor more than standard attention:
-docs/kernels.md, "Under torch.compile").
+with P replaced by I − P for Laplacian heads). The ``in_place`` kernel is written for eager
+mode and breaks a compiled graph (its autograd Function writes into non-contiguous ``out=``
+views). The composition ``a V + b SDPA(q, k, v)`` compiles into one graph, but the
+compiler's partitioner keeps both SDPA's output and z for the backward (one (B, T, d)
+tensor more than standard attention: docs/kernels.md, "Under torch.compile").
 
 Here the attention and its output projection run inside selective activation checkpointing
 (``torch.utils.checkpoint`` with ``create_selective_checkpoint_contexts``): the fused SDPA

@@ -33,6 +33,7 @@ def laplacian_attention(
     head_kinds: Sequence[str] | None = None,
     qkv: torch.Tensor | None = None,
     kernel: str = "auto",
+    device_path: bool = False,
 ) -> torch.Tensor:
     """Per-head ``z_h = a_h V_h + b_h softmax(q_h k_hᵀ·scale + mask) V_h``, as (B, T, H, Dh).
 
@@ -44,7 +45,10 @@ def laplacian_attention(
     name in :data:`~tokengeo.nn.kernels.table.KERNELS` (``auto``: the table's choice). The
     ``in_place`` kernel's result is contiguous in the (B, T, H, Dh) layout, so
     ``z.reshape(B, T, H * Dh)`` is a view for the output projection. Coefficients act in
-    q's dtype (under autocast, the autocast dtype).
+    q's dtype (under autocast, the autocast dtype). ``device_path``: the ``in_place``
+    backward takes its CUDA route on any device
+    (:func:`~tokengeo.nn.kernels.in_place.backward_route`; the tests and the host
+    benchmark run it on a CPU).
 
     ``qkv``: optionally the (B, T, 3, H, Dh) tensor that q, k, v are ``qkv.unbind(2)`` of,
     transposed. The gradient then goes to ``qkv`` directly, each of dq, dk, dv written once
@@ -59,11 +63,12 @@ def laplacian_attention(
     _check_shapes(q, k, v, coef_a, coef_b)
     q, k, v, attn_mask = autocast_inputs(q, k, v, attn_mask)
     packed = qkv is not None and _check_packed(qkv, q, k, v)
-    call = Call(q, k, v, head_runs(coef_a, coef_b, head_kinds), attn_mask, is_causal,
-                dropout_p, scale, packed, coef_a.requires_grad or coef_b.requires_grad)
-    plan = plan_kernel(call, kernel)
-    return plan.run(q, k, v, coef_a, coef_b, attn_mask, is_causal, dropout_p, scale,
-                    qkv if plan.packed else None)
+    call = Call(q=q, k=k, v=v, runs=head_runs(coef_a, coef_b, head_kinds),
+                attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout_p, scale=scale,
+                packed=packed, coef_grad=coef_a.requires_grad or coef_b.requires_grad)
+    plan = plan_kernel(call, kernel, device_path=device_path)
+    return plan.run(q, k, v, coef_a, coef_b, attn_mask=attn_mask, is_causal=is_causal,
+                    dropout_p=dropout_p, scale=scale, qkv=qkv)
 
 
 def _check_packed(qkv, q, k, v) -> bool:

@@ -43,9 +43,7 @@ qkv's gradient (the copy ``unbind``'s backward would make anyway).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Iterator
 
 import torch
 
@@ -54,28 +52,45 @@ from tokengeo.nn.kernels.compose import compose
 from tokengeo.nn.kernels.pv_roundtrip import with_pv_in_z
 from tokengeo.nn.kernels.sdpa_ops import sdpa_backward, sdpa_forward
 
-__all__ = ["LaplacianSDPA", "device_path", "heads_of", "on_device_path", "pv_into"]
+__all__ = ["ROUTES", "LaplacianSDPA", "backward_route", "coefficients_for", "heads_of", "pv_into",
+           "whole_tensor_passes"]
 
-_DEVICE_PATH_EVERYWHERE = False  # set by device_path(): the CUDA path's Python on any device
-
-
-def on_device_path(t: torch.Tensor) -> bool:
-    """Whether the kernel takes its device (CUDA) path for ``t``: P V rebuilt into a buffer
-    of its own in the backward. On a CPU it writes P V into z or into qkv's gradient
-    instead."""
-    return t.is_cuda or _DEVICE_PATH_EVERYWHERE
+ROUTES = ("double", "packed_device", "packed_host", "host", "device")
+"""The backward's routes (:func:`backward_route` says which runs)."""
 
 
-@contextlib.contextmanager
-def device_path() -> Iterator[None]:
-    """Run the device (CUDA) path's Python on any device inside this context: what the
-    host-cost benchmark measures on a CPU, and what the tests check against the CPU path."""
-    global _DEVICE_PATH_EVERYWHERE
-    before, _DEVICE_PATH_EVERYWHERE = _DEVICE_PATH_EVERYWHERE, True
-    try:
-        yield
-    finally:
-        _DEVICE_PATH_EVERYWHERE = before
+def backward_route(*, create_graph: bool, packed: bool, device: bool) -> str:
+    """The route :meth:`LaplacianSDPA.backward` takes, one of :data:`ROUTES`:
+
+    * ``double``: ``create_graph=True`` (a double backward): the composition is recomputed
+      with the math SDPA kernel and differentiated (:func:`_differentiable_backward`);
+    * ``packed_device``: a packed qkv on the device path (CUDA, or ``device_path`` forced):
+      P V in a buffer of its own, freed before qkv's gradient is allocated
+      (:func:`_packed_device_backward`);
+    * ``packed_host``: a packed qkv on a CPU: P V written into the v slot of qkv's
+      gradient, which the kernel reads before dv is written over it;
+    * ``host``: separate q, k, v on a CPU: P V written into z's own buffer and z restored
+      exactly after (:func:`~tokengeo.nn.kernels.pv_roundtrip.with_pv_in_z`);
+    * ``device``: separate q, k, v on the device path: P V into one new buffer, one pass,
+      no value read back to the host.
+
+    ``device``: the device (CUDA) path, i.e. z is on CUDA or the plan forces that path
+    (``plan_kernel(..., device_path=True)``: its Python run on a CPU by the tests and the
+    host benchmark).
+    """
+    if create_graph:
+        return "double"
+    if packed:
+        return "packed_device" if device else "packed_host"
+    return "device" if device else "host"
+
+
+def coefficients_for(coef_a, coef_b, dtype, used: bool):
+    """(a, b) in the compute dtype where the arithmetic reads them (``used``) or they learn;
+    otherwise as given (two casts less per call: the fixed kinds' values are implied)."""
+    if used or coef_a.requires_grad or coef_b.requires_grad:
+        return coef_a.to(dtype), coef_b.to(dtype)
+    return coef_a, coef_b
 
 
 def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
@@ -91,16 +106,16 @@ def _heads(t: torch.Tensor, h0: int, h1: int, dim: int = 2) -> torch.Tensor:
 WHOLE_PASS_BYTES = 1 << 20
 
 
-def whole_tensor_passes(runs: HeadRuns, t: torch.Tensor) -> bool:
+def whole_tensor_passes(runs: HeadRuns, t: torch.Tensor, device: bool) -> bool:
     """Whether the kernels take whole-tensor passes for ``t`` (B, ·, ·, Dh): heads of several
-    fixed kinds, on the device path (each pass a launch) or, on a CPU, for tensors of at most
-    :data:`WHOLE_PASS_BYTES`. Each pass reads the coefficients as (H, Dh) rows
+    fixed kinds, on the device path (``device``: each pass a launch) or, on a CPU, for
+    tensors of at most :data:`WHOLE_PASS_BYTES`. Each pass reads the coefficients as (H, Dh) rows
     (:func:`coefficient_rows`), so its inner loop runs over whole (H·Dh) token rows; a pass
     over a slice of heads loops over (token, slice) rows of h·Dh elements, which at cache-sized
     tensors costs more than its bytes, while larger tensors are bound by the bytes, which
     the per-run passes halve (docs/kernels.md, "Whole-tensor passes")."""
     return len(runs.runs) > 1 and not runs.mixed and (
-        on_device_path(t) or t.numel() * t.element_size() <= WHOLE_PASS_BYTES)
+        device or t.numel() * t.element_size() <= WHOLE_PASS_BYTES)
 
 
 def coefficient_rows(runs: HeadRuns, head_dim: int, like: torch.Tensor
@@ -120,11 +135,11 @@ def _rows(runs: HeadRuns, head_dim: int, dtype: torch.dtype, device: torch.devic
     return rows[0], rows[1]  # (H, Dh) each
 
 
-def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
+def _combine_in_place(z, v, a, b, runs: HeadRuns, device: bool) -> None:
     """z ← a V + b z head-wise, z holding P V: (B, T, H, Dh) each, no full temporary."""
     # The mixed branch below over all heads, written out: the loop's slicing costs more
     # host time per call (docs/kernels.md, "Whole-tensor passes").
-    if whole_tensor_passes(runs, z):  # two whole passes: z ← b z + a V, exact for fixed kinds
+    if whole_tensor_passes(runs, z, device):  # z ← b z + a V, two passes: exact, fixed kinds
         ar, br = coefficient_rows(runs, z.shape[-1], z)  # (H, Dh)
         z.mul_(br).addcmul_(ar, v)
         return
@@ -136,10 +151,11 @@ def _combine_in_place(z, v, a, b, runs: HeadRuns) -> None:
             zr.mul_(b[h0:h1].view(1, 1, -1, 1)).addcmul_(a[h0:h1].view(1, 1, -1, 1), vr)
 
 
-def pv_into(dst, z, v, pv_mixed, runs: HeadRuns, a=None, b=None) -> None:
+def pv_into(dst, z, v, pv_mixed, runs: HeadRuns, device: bool) -> None:
     """dst ← P V head-wise from z, V and the saved mixed heads; all (B, T, ·, Dh).
-    ``a``, ``b`` (H,): the coefficients (heads of fixed kinds read their rows instead)."""
-    if whole_tensor_passes(runs, z):  # P V = b (z − a V): exact, b = ±1 and a ∈ {0, 1}
+    Mixed heads copy their saved P V; heads of fixed kinds need no coefficients (their
+    kinds imply them); ``device``: the device path (:func:`whole_tensor_passes`)."""
+    if whole_tensor_passes(runs, z, device):  # P V = b (z − a V): exact, b = ±1 and a ∈ {0, 1}
         ar, br = coefficient_rows(runs, z.shape[-1], z)  # (H, Dh)
         torch.addcmul(z, ar, v, value=-1, out=dst).mul_(br)
         return
@@ -161,7 +177,7 @@ def _coef_grads(g, v, pv) -> tuple[torch.Tensor, torch.Tensor]:
     return da, db
 
 
-def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
+def _scale_grads(grads, g, a, b, runs: HeadRuns, device: bool, outs=None) -> None:
     """Head-wise dq, dk ← b dq, b dk and dv ← b dv + a g, all (B, H, T, Dh), into ``outs``.
 
     The SDPA backward is linear in grad_out and independent per head, so this turns its
@@ -171,7 +187,7 @@ def _scale_grads(grads, g, a, b, runs: HeadRuns, outs=None) -> None:
     is read and written once either way.
     """
     outs = grads if outs is None else outs
-    if whole_tensor_passes(runs, g):  # the mixed branch below, all heads, no slicing
+    if whole_tensor_passes(runs, g, device):  # the mixed branch below, all heads, no slicing
         ar, br = coefficient_rows(runs, g.shape[-1], g)
         ah, bh = ar.unsqueeze(1), br.unsqueeze(1)  # (H, 1, Dh): rows of (B, H, T, Dh)
         torch.mul(grads[0], bh, out=outs[0])
@@ -207,9 +223,9 @@ class LaplacianSDPA(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, a, b, attn_mask, qkv, opts):
         # qkv (B, T, 3, H, Dh) or None: when given, q, k, v are its (detached) views and
-        # the gradient goes to it. opts = (is_causal, scale, runs, backend): one argument,
-        # since Function.apply inspects every argument at every call.
-        is_causal, scale, runs, backend = opts
+        # the gradient goes to it. opts = (is_causal, scale, runs, backend, device_path): one
+        # argument, since Function.apply inspects every argument at every call.
+        is_causal, scale, runs, backend, device_path = opts
         out, saved, extra = sdpa_forward(backend, q, k, v, attn_mask, is_causal, scale)
         z = out.transpose(1, 2)  # (B, T, H, Dh): contiguous for the CPU kernel
         if not z.is_contiguous():
@@ -218,61 +234,67 @@ class LaplacianSDPA(torch.autograd.Function):
         pv_mixed = None
         if runs.mixed:  # (B, T, n_mixed, Dh): P V of the mixed heads, before combining
             pv_mixed = torch.cat([z[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
-        _combine_in_place(z, vt, a, b, runs)
+        device = device_path or z.is_cuda
+        _combine_in_place(z, vt, a, b, runs, device)
         ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *saved)
         ctx.is_causal, ctx.scale, ctx.runs, ctx.backend = is_causal, scale, runs, backend
+        ctx.device = device
         ctx.extra = extra  # the kernel's ints (max_q, max_k) and undefined tensors
         return z
 
     @staticmethod
     def backward(ctx, dz):
         q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *saved = ctx.saved_tensors
-        if torch.is_grad_enabled():
+        route = backward_route(create_graph=torch.is_grad_enabled(), packed=qkv is not None,
+                               device=ctx.device)
+        if route == "double":
             return _differentiable_backward(ctx, dz, q, k, v, a, b, attn_mask, qkv)
         if z.is_cuda and not dz.is_contiguous():
             dz = dz.contiguous()  # the CUDA kernels want grad_out laid out as their output
         g = dz.transpose(1, 2)  # (B, H, T, Dh)
         coefs = ctx.needs_input_grad[3] or ctx.needs_input_grad[4]
+        runs, device = ctx.runs, ctx.device
 
         def use(pv):  # P V (B, H, T, Dh) -> da, db and SDPA's (dq, dk, dv) for grad_out g
             da, db = _coef_grads(g, v, pv) if coefs else (None, None)
             return da, db, sdpa_backward(ctx.backend, g, q, k, v, pv, saved, ctx.extra,
                                          attn_mask, ctx.is_causal, ctx.scale)
 
-        if qkv is not None and on_device_path(z):
-            return _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use)
-        if qkv is not None:  # P V goes into the v slot of qkv's gradient, then dv over it
+        if route == "packed_device":
+            return _packed_device_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use)
+        if route == "packed_host":  # P V goes into the v slot of qkv's gradient, then dv
             dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
             outs = heads_of(dqkv)  # (B, H, T, Dh) views
-            pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, ctx.runs, a, b)
+            pv_into(dqkv.select(2, 2), z, v.transpose(1, 2), pv_mixed, runs, device)
             da, db, grads = use(outs[2])
-            _scale_grads(grads, g, a, b, ctx.runs, outs=outs)
+            _scale_grads(grads, g, a, b, runs, device, outs=outs)
             return None, None, None, da, db, None, dqkv, None
-        if not on_device_path(z):
-            da, db, grads = with_pv_in_z(z, v, pv_mixed, ctx.runs, use)
-        else:  # one pass into a new buffer: no host read per block on a GPU
+        if route == "host":
+            da, db, grads = with_pv_in_z(z, v, pv_mixed, runs, use)
+        else:  # "device": one pass into a new buffer, no host read per block on a GPU
             pv = torch.empty_like(z)  # (B, T, H, Dh)
-            pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs, a, b)
+            pv_into(pv, z, v.transpose(1, 2), pv_mixed, runs, device)
             da, db, grads = use(pv.transpose(1, 2))
             del pv
-        _scale_grads(grads, g, a, b, ctx.runs)
+        _scale_grads(grads, g, a, b, runs, device)
         return *grads, da, db, None, None, None
 
 
-def _packed_cuda_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):
-    """The packed backward on CUDA: P V in a buffer of its own, freed before qkv's gradient
-    is allocated, so the peak is standard attention's (dq, dk, dv plus qkv's gradient).
+def _packed_device_backward(ctx, g, z, v, a, b, pv_mixed, qkv, use):
+    """The packed backward on the device path: P V in a buffer of its own, freed before
+    qkv's gradient is allocated, so the peak is standard attention's (dq, dk, dv plus qkv's
+    gradient).
 
     The CUDA kernels need ``out`` laid out as their forward wrote it: the memory-efficient
     and cuDNN backwards return NaN in bf16 for a strided view into qkv's gradient, and
     flash copies it (measured on an H200, torch 2.11).
     """
     pv = torch.empty_like(z)  # (B, T, H, Dh), the forward output's layout
-    pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs, a, b)
+    pv_into(pv, z, v.transpose(1, 2), pv_mixed, ctx.runs, ctx.device)
     da, db, grads = use(pv.transpose(1, 2))
     del pv
     dqkv = torch.empty_like(qkv)  # (B, T, 3, H, Dh)
-    _scale_grads(grads, g, a, b, ctx.runs, outs=heads_of(dqkv))
+    _scale_grads(grads, g, a, b, ctx.runs, ctx.device, outs=heads_of(dqkv))
     return None, None, None, da, db, None, dqkv, None
 
 

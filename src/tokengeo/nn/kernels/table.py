@@ -7,11 +7,14 @@ Laplacian, anything else a mixed head (:mod:`tokengeo.nn.heads`; the readable re
 
 :data:`TABLE` is the map. Each entry is a name, a function that says why it cannot run
 these inputs (or None) and the function that runs it. ``kernel="auto"`` takes the first
-entry that is not opt-in and does not refuse; naming a kernel selects its entry, and an
+entry that does not refuse; naming a kernel selects its entry, and an
 entry that refuses raises one line saying why. tokengeo's attention modules plan once per
-input signature (:class:`tokengeo.nn.attention.HeadAttention`); the Hugging Face swap
+input signature (:class:`tokengeo.nn.attention.HeadAttention`), and a hooked pattern
+is materialised there without a plan (the hook sees P, so no kernel of this table runs);
+the Hugging Face swap
 combines heads with :func:`~tokengeo.nn.kernels.compose.combine_runs` (HF's own attention
-computes P V). Measured costs are in docs/kernels.md.
+computes P V). Measured costs are in docs/kernels.md, with those of the kernels removed
+for never winning a measurement (a fused Triton kernel, and ``recompute``).
 
 =======================  ==================================================================
 ``sdpa``                 ``F.scaled_dot_product_attention`` alone: attention heads only.
@@ -21,23 +24,15 @@ computes P V). Measured costs are in docs/kernels.md.
                          output projection (:mod:`~tokengeo.nn.kernels.checkpointed`): one
                          compiled graph that saves what standard attention saves, z
                          recomputed in the backward. Default while ``torch.compile``
-                         traces a step that will be differentiated and no hook sees z or P.
-``triton``               the fused Triton kernel (:mod:`~tokengeo.nn.kernels.triton`): P V
-                         never stored, z, q, k, v and the log-sum-exp saved. No mask, no
-                         dropout; CUDA (or Triton's CPU interpreter). Opt-in: it was not
-                         faster than ``in_place`` on a GPU.
+                         traces a step that will be differentiated and no hook sees z.
 ``in_place``             fused SDPA with z written over its output, in an autograd
                          Function (:mod:`~tokengeo.nn.kernels.in_place`); saves what
                          standard attention saves, P V rebuilt from z in the backward. Costs
                          tens of µs of Python per call; breaks a compiled graph. Default in
                          eager mode on CPU and CUDA wherever a fused SDPA kernel runs (no
                          dropout, no mask that requires grad, one (H,) coefficient pair per
-                         head, no hook on z).
-``recompute``            torch's own SDPA autograd, its saved output swapped for a handle on
-                         z and V by saved-tensor hooks (:mod:`~tokengeo.nn.kernels.recompute`);
-                         attention and Laplacian heads with fixed coefficients; standard
-                         attention's memory with packed qkv, less Python than ``in_place``,
-                         one elementwise pass more. Opt-in until a GPU run shows it faster.
+                         head, no hook on z). ``plan_kernel(..., device_path=True)``: its
+                         CUDA backward route on any device (tests, the host benchmark).
 ``compose``              ``a V + b SDPA`` in plain autograd (:mod:`~tokengeo.nn.kernels.compose`):
                          runs everything (any mask, dropout, device, per-slice
                          coefficients, hooks on z); keeps P V and z (one (B, T, d) tensor
@@ -57,20 +52,19 @@ from tokengeo.errors import ConfigError
 from tokengeo.nn.heads import HeadRuns
 from tokengeo.nn.kernels.checkpointed import compiling
 from tokengeo.nn.kernels.compose import compose
-from tokengeo.nn.kernels.in_place import LaplacianSDPA
-from tokengeo.nn.kernels.recompute import hooks_refusal, laplacian_recompute
+from tokengeo.nn.kernels.in_place import LaplacianSDPA, coefficients_for
 from tokengeo.nn.kernels.sdpa_ops import Backend, choose_backend
 
-__all__ = ["KERNELS", "RENAMED", "TABLE", "Call", "Kernel", "Plan", "autocast_inputs",
+__all__ = ["KERNELS", "TABLE", "Call", "Kernel", "Plan", "autocast_inputs",
            "check_kernel_name", "plan_kernel"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Call:
     """What planning sees of one call: q, k, v (B, H, T, Dh) in the compute dtype, the
     heads' ``runs`` and SDPA's arguments; ``packed``: the gradient may go to the packed qkv
     they are views of; ``coef_grad``: the coefficients learn; ``per_slice``: coefficients
-    shaped (p, H); ``hooked``: a hook sees z or P and a backward follows."""
+    shaped (p, H); ``hooked``: a hook sees z and a backward follows."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -89,16 +83,15 @@ class Call:
 @dataclass(frozen=True)
 class Kernel:
     """One entry of :data:`TABLE`: ``refusal(call)`` says why it cannot run (None when it
-    can), ``run(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv)`` gives
-    z (B, T, H, Dh). ``opt_in``: ``auto`` skips it; ``backend(call)``: the fused SDPA
-    kernel it fixes at planning time; ``checkpoints``: the caller wraps the attention and
-    its output projection in :func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`;
-    ``takes_qkv``: it can write the gradient straight into a packed qkv."""
+    can); ``run(plan, q, k, v, a, b, *, attn_mask, is_causal, dropout_p, scale, qkv)``
+    gives z (B, T, H, Dh). ``backend(call)``: the fused SDPA kernel it fixes at planning
+    time; ``checkpoints``: the caller wraps the attention and its output projection in
+    :func:`~tokengeo.nn.kernels.checkpointed.keep_only_attention`; ``takes_qkv``: it can
+    write the gradient straight into a packed qkv."""
 
     name: str
     refusal: Callable[[Call], str | None]
     run: Callable[..., torch.Tensor]
-    opt_in: bool = False
     backend: Callable[[Call], Backend | None] | None = None
     checkpoints: bool = False
     takes_qkv: bool = False
@@ -106,17 +99,22 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Plan:
-    """A chosen entry and what it fixed: the heads' ``runs``, the fused ``backend``, and
-    ``packed`` (the gradient goes to qkv)."""
+    """A chosen entry and what it fixed: the heads' ``runs``, the fused ``backend``,
+    ``packed`` (the gradient goes to qkv) and ``device_path`` (the ``in_place`` backward
+    takes its CUDA route on any device: :func:`~tokengeo.nn.kernels.in_place.backward_route`)."""
 
     kernel: Kernel
     runs: HeadRuns
     backend: Backend | None = None
     packed: bool = False
+    device_path: bool = False
 
-    def run(self, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv=None):
-        """z (B, T, H, Dh) of inputs already checked and cast (:func:`autocast_inputs`)."""
-        return self.kernel.run(self, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv)
+    def run(self, q, k, v, a, b, *, attn_mask=None, is_causal=False, dropout_p=0.0,
+            scale=None, qkv=None):
+        """z (B, T, H, Dh) of inputs already checked and cast (:func:`autocast_inputs`);
+        ``qkv`` is read only when the plan is ``packed``."""
+        return self.kernel.run(self, q, k, v, a, b, attn_mask=attn_mask, is_causal=is_causal,
+                               dropout_p=dropout_p, scale=scale, qkv=qkv)
 
 
 # --------------------------------------------------------------------------- refusals
@@ -137,15 +135,17 @@ def _checkpointed_refusal(call: Call) -> str | None:
     if not torch.is_grad_enabled():
         return "no backward follows (grad is disabled)"
     if call.hooked:
-        return "a hook sees z or P, which the checkpointing would drop"
+        return "a hook sees z, which the checkpointing would drop"
     return None
 
 
-def _fused_refusal(call: Call) -> str | None:
-    """Why no fused kernel of ours can take these inputs (None when one may)."""
+def _in_place_refusal(call: Call) -> str | None:
+    """Why the fused in-place kernel cannot take these inputs (None when it can)."""
+    mask = call.attn_mask
+    if compiling():
+        return "torch.compile is tracing (this kernel breaks the graph)"
     if call.dropout_p > 0:
         return "dropout_p > 0 (the fused kernel's dropout mask cannot be replayed)"
-    mask = call.attn_mask
     if mask is not None and mask.requires_grad:
         return "attn_mask requires grad"
     if mask is not None and not (mask.dtype == torch.bool or mask.is_floating_point()):
@@ -154,77 +154,37 @@ def _fused_refusal(call: Call) -> str | None:
         return "per-slice coefficients (p, H) (one (a, b) per head is needed)"
     if call.hooked:
         return "a hook sees z, which this kernel saves for its backward"
-    return None
-
-
-def _eager_refusal(call: Call) -> str | None:
-    """Why a kernel written for eager mode cannot run (None when it can)."""
-    if compiling():
-        return "torch.compile is tracing (this kernel breaks the graph)"
-    return _fused_refusal(call)
-
-
-def _in_place_refusal(call: Call) -> str | None:
-    why = _eager_refusal(call)
-    if why is None and call.q.device.type not in ("cpu", "cuda"):
-        why = f"device {call.q.device.type} (the fused kernels run on cpu and cuda)"
-    if why is None and _in_place_backend(call) is None:
+    if call.q.device.type not in ("cpu", "cuda"):
+        return f"device {call.q.device.type} (the fused kernels run on cpu and cuda)"
+    if _in_place_backend(call) is None:
         q = call.q
-        why = (f"no fused SDPA kernel for these inputs on {q.device.type} ({q.dtype}, mask "
-               f"{'given' if call.attn_mask is not None else 'none'})")
-    return why
+        return (f"no fused SDPA kernel for these inputs on {q.device.type} ({q.dtype}, mask "
+                f"{'given' if mask is not None else 'none'})")
+    return None
 
 
 def _in_place_backend(call: Call) -> Backend | None:
     return choose_backend(call.q, call.k, call.v, call.attn_mask, call.is_causal, call.scale)
 
 
-def _recompute_refusal(call: Call) -> str | None:
-    if compiling():
-        return "torch.compile is tracing (saved-tensor hooks break the graph)"
-    if call.runs.mixed:
-        return "mixed heads (their P V cannot be recovered from z; kernel='in_place' keeps it)"
-    if call.coef_grad:
-        return "coefficients that require grad (kernel='in_place' gives their gradients)"
-    if call.per_slice:
-        return "per-slice coefficients (p, H)"
-    if call.hooked:
-        return "a hook sees z, from which the backward rebuilds P V"
-    return None
-
-
-def _triton_refusal(call: Call) -> str | None:
-    why = _fused_refusal(call)
-    if why is None and call.attn_mask is not None:
-        why = "an attn_mask (the Triton kernel takes is_causal only)"
-    if why is None:
-        try:
-            from tokengeo.nn.kernels.triton import triton_available
-        except ImportError as err:  # pragma: no cover - the module imports without triton
-            return f"tokengeo.nn.kernels.triton cannot be imported ({err})"
-        if not triton_available():
-            why = "the triton package is not installed (pip install triton)"
-    return why
-
-
 # --------------------------------------------------------------------------- runs
 
 
-def _run_sdpa(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv):
+def _run_sdpa(plan, q, k, v, a, b, *, attn_mask, is_causal, dropout_p, scale, qkv):
     return F.scaled_dot_product_attention(  # (B, H, T, Dh) -> (B, T, H, Dh)
         q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
         scale=scale).transpose(1, 2)
 
 
-def _run_compose(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv):
+def _run_compose(plan, q, k, v, a, b, *, attn_mask, is_causal, dropout_p, scale, qkv):
     return compose(q, k, v, a.to(q.dtype), b.to(q.dtype), attn_mask, is_causal, dropout_p,
                    scale, plan.runs)
 
 
-def _run_in_place(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv):
+def _run_in_place(plan, q, k, v, a, b, *, attn_mask, is_causal, dropout_p, scale, qkv):
     runs = plan.runs
     # read by mixed heads, and by the double backward's composition when kinds are several
-    a, b = _coefficients(a, b, q.dtype, len(runs.runs) > 1 or bool(runs.mixed))
+    a, b = coefficients_for(a, b, q.dtype, len(runs.runs) > 1 or bool(runs.mixed))
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill_(
             ~attn_mask, float("-inf"))  # the additive mask SDPA builds too
@@ -233,31 +193,7 @@ def _run_in_place(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, q
     else:
         qkv = None
     return LaplacianSDPA.apply(q, k, v, a, b, attn_mask, qkv,
-                               (is_causal, scale, runs, plan.backend))
-
-
-def _run_recompute(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv):
-    why = hooks_refusal()  # checked per call: checkpointing may wrap one call, not the next
-    if why is not None:
-        raise ConfigError(f"kernel='recompute' cannot run here: {why}; use kernel='auto'")
-    a, b = _coefficients(a, b, q.dtype, len(plan.runs.runs) > 1)
-    return laplacian_recompute(q, k, v, a, b, plan.runs, attn_mask=attn_mask,
-                               is_causal=is_causal, dropout_p=dropout_p, scale=scale)
-
-
-def _run_triton(plan, q, k, v, a, b, attn_mask, is_causal, dropout_p, scale, qkv):
-    from tokengeo.nn.kernels.triton import laplacian_attention_triton
-
-    return laplacian_attention_triton(q, k, v, a.to(q.dtype), b.to(q.dtype),
-                                      is_causal=is_causal, scale=scale)
-
-
-def _coefficients(coef_a, coef_b, dtype, used: bool):
-    """(a, b) in the compute dtype where the arithmetic reads them (``used``) or they learn;
-    otherwise as given (two casts less per call: the fixed kinds' values are implied)."""
-    if used or coef_a.requires_grad or coef_b.requires_grad:
-        return coef_a.to(dtype), coef_b.to(dtype)
-    return coef_a, coef_b
+                               (is_causal, scale, runs, plan.backend, plan.device_path))
 
 
 # --------------------------------------------------------------------------- the table
@@ -265,10 +201,8 @@ def _coefficients(coef_a, coef_b, dtype, used: bool):
 TABLE: tuple[Kernel, ...] = (
     Kernel("sdpa", _sdpa_refusal, _run_sdpa),
     Kernel("checkpointed_compose", _checkpointed_refusal, _run_compose, checkpoints=True),
-    Kernel("triton", _triton_refusal, _run_triton, opt_in=True),
     Kernel("in_place", _in_place_refusal, _run_in_place, backend=_in_place_backend,
            takes_qkv=True),
-    Kernel("recompute", _recompute_refusal, _run_recompute, opt_in=True),
     Kernel("compose", lambda call: None, _run_compose),
 )
 """The kernels in the order ``auto`` tries them; the module docstring is their map."""
@@ -276,24 +210,21 @@ TABLE: tuple[Kernel, ...] = (
 _BY_NAME = {kernel.name: kernel for kernel in TABLE}
 KERNELS: tuple[str, ...] = ("auto", *_BY_NAME)
 """Every name ``kernel=`` accepts."""
-RENAMED = {"lean": "in_place"}
-"""Old kernel names and their new ones (an old name raises, naming the new one)."""
 
 
-def check_kernel_name(name: str) -> None:
+def check_kernel_name(name: object) -> None:
     """Raise one ConfigError unless ``name`` is in :data:`KERNELS`."""
-    if name in RENAMED:
-        raise ConfigError(f"kernel={name!r} was renamed kernel={RENAMED[name]!r}")
-    if name not in KERNELS:
+    if not isinstance(name, str) or name not in KERNELS:
         raise ConfigError(f"kernel={name!r} is not valid; choose one of {list(KERNELS)}")
 
 
-def plan_kernel(call: Call, kernel: str = "auto") -> Plan:
-    """The :class:`Plan` for ``call``: the first entry of :data:`TABLE` that is not
-    opt-in and does not refuse (``auto``), or the named entry, which raises a
-    :class:`ConfigError` saying why when it refuses."""
+def plan_kernel(call: Call, kernel: str = "auto", *, device_path: bool = False) -> Plan:
+    """The :class:`Plan` for ``call``: the first entry of :data:`TABLE` that does not
+    refuse (``auto``), or the named entry, which raises a :class:`ConfigError` saying why
+    when it refuses. ``device_path``: the ``in_place`` backward takes its CUDA route on any
+    device (what the tests and the host benchmark run on a CPU)."""
     if kernel == "auto":
-        chosen = next(k for k in TABLE if not k.opt_in and k.refusal(call) is None)
+        chosen = next(k for k in TABLE if k.refusal(call) is None)
     else:
         check_kernel_name(kernel)
         chosen = _BY_NAME[kernel]
@@ -301,7 +232,7 @@ def plan_kernel(call: Call, kernel: str = "auto") -> Plan:
         if why is not None:
             raise ConfigError(f"kernel={kernel!r} cannot run: {why}; use kernel='auto'")
     backend = chosen.backend(call) if chosen.backend is not None else None
-    return Plan(chosen, call.runs, backend, call.packed and chosen.takes_qkv)
+    return Plan(chosen, call.runs, backend, call.packed and chosen.takes_qkv, device_path)
 
 
 def autocast_inputs(q, k, v, attn_mask):

@@ -40,9 +40,7 @@ def saved_bytes(fn, x) -> int:
 
 def attention(kinds, kernel="auto"):
     torch.manual_seed(0)
-    module = MultiHeadAttention(CFG, kinds, causal=True)
-    module.set_kernel(kernel)
-    return module
+    return MultiHeadAttention(CFG, kinds, causal=True, kernel=kernel)
 
 
 def compiled(module, x):
@@ -88,7 +86,7 @@ def test_mixed_and_attention_heads_compile_to_one_graph_with_the_same_values(lay
 
 
 def test_only_auto_with_values_grad_and_no_hooks_is_checkpointed(monkeypatch):
-    """Under compile, a hook on z or P (it sees what the checkpointing would drop), a kernel
+    """Under compile, a hook on z (it sees what the checkpointing would drop), a kernel
     named by the user, attention-only heads and no-grad code keep their own paths; the
     eager kernels refuse."""
     from tokengeo.nn.kernels import table
@@ -107,9 +105,8 @@ def test_only_auto_with_values_grad_and_no_hooks_is_checkpointed(monkeypatch):
     with torch.no_grad():
         assert chosen(module) == "compose"
     assert chosen(attention(KINDS["attention"])) == "sdpa"
-    module.set_kernel("compose")
-    assert chosen(module) == "compose"
-    module.set_kernel("in_place")  # named where it would break the graph: one line, why
+    assert chosen(attention(KINDS["half"], "compose")) == "compose"
+    module = attention(KINDS["half"], "in_place")  # where it would break the graph: why
     with pytest.raises(ConfigError, match="kernel='in_place' cannot run: torch.compile is tra"):
         chosen(module)
 

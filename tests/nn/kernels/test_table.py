@@ -1,10 +1,10 @@
 """The kernel table (tokengeo.nn.kernels.TABLE): every name resolves through it, every entry
 computes the reference's values and gradients, auto takes the first entry that does not
-refuse, a named entry that refuses says why in one line, and old names say their new one."""
+refuse, a named entry that refuses says why in one line, and an unknown name lists the
+table's."""
 
 from __future__ import annotations
 
-import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -13,19 +13,18 @@ import torch
 from tokengeo.errors import ConfigError
 from tokengeo.nn.attention import MultiHeadAttention
 from tokengeo.nn.heads import HeadRuns
-from tokengeo.nn.kernels import KERNELS, RENAMED, TABLE, Call, laplacian_attention, plan_kernel
+from tokengeo.nn.kernels import KERNELS, TABLE, Call, laplacian_attention, plan_kernel
 from tokengeo.nn.kernels import table as T
 from tokengeo.nn.reference import attention_reference
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 CFG = SimpleNamespace(d_model=32, n_heads=4, mlp_ratio=4.0, dropout=0.0, attn_dropout=0.0,
-                      bias=True, norm_eps=1e-5, mixed_init="laplacian")
+                      bias=True, norm_eps=1e-5, mixed_init="laplacian", kernel="auto")
 COEF = {"attention": (0.0, 1.0), "laplacian": (1.0, -1.0), "mixed": (0.7, -0.3)}
 # heads each kernel can run, and whether its coefficients may learn
 HEADS = {
     "sdpa": (("attention",) * 4, False),
-    "recompute": (("attention", "laplacian", "laplacian", "attention"), False),
 }
 ANY_HEADS = (("laplacian", "mixed", "attention", "mixed"), True)
 
@@ -46,7 +45,8 @@ def test_every_public_kernel_name_resolves_through_the_table():
     for kernel in TABLE:
         MultiHeadAttention(CFG, kernel=kernel.name)  # accepted by the modules
         kinds, coef_grad = HEADS.get(kernel.name, ANY_HEADS)
-        call = Call(q, q, q, HeadRuns.of(kinds), is_causal=True, coef_grad=coef_grad)
+        call = Call(q=q, k=q, v=q, runs=HeadRuns.of(kinds), is_causal=True,
+                    coef_grad=coef_grad)
         why = kernel.refusal(call)
         if why is None:
             assert plan_kernel(call, kernel.name).kernel is kernel
@@ -57,22 +57,18 @@ def test_every_public_kernel_name_resolves_through_the_table():
             assert "\n" not in str(err.value)
 
 
-def test_auto_takes_the_first_entry_that_is_not_opt_in_and_does_not_refuse():
+def test_auto_takes_the_first_entry_that_does_not_refuse():
     q = torch.randn(2, 4, 9, 8)
     for kinds, want in ((("attention",) * 4, "sdpa"), (("laplacian",) * 4, "in_place")):
-        call = Call(q, q, q, HeadRuns.of(kinds), is_causal=True)
-        first = next(k for k in TABLE if not k.opt_in and k.refusal(call) is None)
+        call = Call(q=q, k=q, v=q, runs=HeadRuns.of(kinds), is_causal=True)
+        first = next(k for k in TABLE if k.refusal(call) is None)
         assert plan_kernel(call).kernel is first and first.name == want
-    call = Call(q, q, q, HeadRuns.of(("laplacian",) * 4), dropout_p=0.1)
+    call = Call(q=q, k=q, v=q, runs=HeadRuns.of(("laplacian",) * 4), dropout_p=0.1)
     assert plan_kernel(call).kernel.name == "compose"  # the fused kernels refuse dropout
-    assert [k.name for k in TABLE if k.opt_in] == ["triton", "recompute"]
 
 
 @pytest.mark.parametrize("name", [k.name for k in TABLE])
 def test_each_kernel_matches_the_reference_values_and_gradients(name, monkeypatch):
-    if name == "triton":
-        pytest.skip("runs in Triton's interpreter in its own process: "
-                    "tests/nn/test_laplacian_triton.py checks it against the reference")
     if name == "checkpointed_compose":  # as while torch.compile traces
         monkeypatch.setattr(T, "compiling", lambda: True)
     kinds, coef_grad = HEADS.get(name, ANY_HEADS)
@@ -108,24 +104,19 @@ def test_checkpointed_compose_module_path_matches_eager(monkeypatch):
     assert torch.allclose(got_grad, want_grad, atol=1e-10)
 
 
-@pytest.mark.parametrize("old", sorted(RENAMED))
-def test_an_old_kernel_name_says_its_new_one_in_one_line(old):
-    new = RENAMED[old]
-    want = f"kernel={old!r} was renamed kernel={new!r}"
+@pytest.mark.parametrize("bad", ["lean", "triton", "recompute", "", 3])
+def test_an_unknown_kernel_name_lists_the_tables_in_one_line(bad):
+    want = f"kernel={bad!r} is not valid; choose one of {list(KERNELS)}"
     with pytest.raises(ConfigError) as err:
-        MultiHeadAttention(CFG, kernel=old)
+        MultiHeadAttention(CFG, kernel=bad)
     assert str(err.value) == want
     q, k, v, a, b = inputs(("laplacian",) * 4, False)
     with pytest.raises(ConfigError) as err:
-        laplacian_attention(q, k, v, a, b, kernel=old)
+        laplacian_attention(q, k, v, a, b, kernel=bad)
     assert str(err.value) == want
 
 
-def test_old_public_names_of_modules_and_classes_say_the_new_ones():
-    with pytest.raises(ImportError, match=r"^tokengeo.nn.heads.HeadKinds was renamed HeadMixer$"):
-        from tokengeo.nn.heads import HeadKinds  # noqa: F401
-    for old, new in (("tokengeo.nn.laplacian_sdpa", "tokengeo.nn.kernels"),
-                     ("tokengeo.nn.laplacian_triton", "tokengeo.nn.kernels.triton")):
-        with pytest.raises(ImportError) as err:
-            importlib.import_module(old)
-        assert f"{old} moved to {new}" in str(err.value) and "\n" not in str(err.value)
+def test_the_planning_record_takes_keywords_only():
+    q = torch.randn(1, 2, 3, 4)
+    with pytest.raises(TypeError):
+        Call(q, q, q, HeadRuns.of(("laplacian",) * 2))  # the positional form is gone

@@ -4,9 +4,7 @@ Every test here is marked ``cuda``: skipped (with the reason) where no CUDA devi
 ``make gpu-check`` runs them. They cover each fused backend torch can pick (flash,
 memory-efficient, cuDNN), both backwards (packed qkv and unpacked q, k, v), every head
 kind, causal or not, fp32/bf16/fp16; that bf16/fp16 take the in_place kernel on a fused
-backend; recompute (opt-in) on every backend, its
-output's slot holding the rebuilder; that neither backward reads anything back to the
-host; that the packed path's peak memory is standard attention's; and a laplacianized tiny
+backend; that its backward reads nothing back to the host; that the packed path's peak memory is standard attention's; and a laplacianized tiny
 Llama with a dynamic and a static cache.
 """
 
@@ -96,7 +94,8 @@ def test_each_backend_torch_can_pick(backend, packed):
 
     q = torch.randn(2, 4, 129, 64, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(getattr(SDPBackend, backend)):
-        plan = plan_kernel(Call(q, q, q, HeadRuns.of(LAYERS["mixed"]), is_causal=True))
+        plan = plan_kernel(Call(q=q, k=q, v=q, runs=HeadRuns.of(LAYERS["mixed"]),
+                                is_causal=True))
         if plan.backend is None:
             pytest.skip(f"{backend} cannot run on this device for bf16 (torch says)")
         z, grads, ref, ref_grads = run_case(LAYERS["mixed"], torch.bfloat16, True, packed)
@@ -108,91 +107,16 @@ def test_each_backend_torch_can_pick(backend, packed):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_half_precision_takes_the_in_place_kernel_on_a_fused_backend(dtype):
     """Fixed heads with a packed qkv or separate q, k, v, learnt coefficients, mixed heads:
-    ``auto`` takes in_place on a fused backend (recompute and triton are opt-in)."""
+    ``auto`` takes in_place on a fused backend."""
     q = torch.randn(8, 12, 1024, 64, device="cuda", dtype=dtype)
     fused = (Backend.FLASH, Backend.EFFICIENT, Backend.CUDNN)
     lap = HeadRuns.of(("laplacian",) * 12)
-    for call in (Call(q, q, q, lap, is_causal=True, packed=True),
-                 Call(q, q, q, lap, is_causal=True),
-                 Call(q, q, q, lap, is_causal=True, coef_grad=True),
-                 Call(q, q, q, HeadRuns.of(LAYERS["mixed"] * 3), is_causal=True)):
+    for call in (Call(q=q, k=q, v=q, runs=lap, is_causal=True, packed=True),
+                 Call(q=q, k=q, v=q, runs=lap, is_causal=True),
+                 Call(q=q, k=q, v=q, runs=lap, is_causal=True, coef_grad=True),
+                 Call(q=q, k=q, v=q, runs=HeadRuns.of(LAYERS["mixed"] * 3), is_causal=True)):
         plan = plan_kernel(call)
         assert plan.kernel.name == "in_place" and plan.backend in fused
-
-
-def fixed_coefficients(kinds):
-    a, b = coefficients(kinds)
-    return a.detach(), b.detach()
-
-
-def recompute_case(kinds, dtype, causal, packed, B=2, T=129, Dh=64):
-    """(z, grad of qkv) of kernel='recompute' on CUDA, and the float64 CPU reference's."""
-    H = len(kinds)
-    gen = torch.Generator().manual_seed(0)
-    qkv64 = torch.randn(B, T, 3, H, Dh, generator=gen, dtype=torch.float64)
-    g64 = torch.randn(B, T, H, Dh, generator=gen, dtype=torch.float64)
-    qkv = qkv64.to("cuda", dtype).requires_grad_()
-    a, b = fixed_coefficients(kinds)
-    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
-    z = laplacian_attention(q, k, v, a, b, is_causal=causal, head_kinds=kinds,
-                            kernel="recompute", qkv=qkv if packed else None)
-    got, = torch.autograd.grad(z, qkv, g64.to("cuda", dtype))
-    ref_in = qkv64.clone().requires_grad_()
-    rq, rk, rv = (t.transpose(1, 2) for t in ref_in.unbind(2))
-    ref = attention_reference(rq, rk, rv, a.cpu().double(), b.cpu().double(),
-                              is_causal=causal)[0].transpose(1, 2)
-    want, = torch.autograd.grad(ref, ref_in, g64)
-    return z, got, ref, want
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
-@pytest.mark.parametrize("layer", ["laplacian", "half"])
-def test_recompute_matches_the_float64_reference(dtype, causal, packed, layer):
-    z, got, ref, want = recompute_case(LAYERS[layer], dtype, causal, packed)
-    assert not is_in_place(z) and z.shape == ref.shape
-    assert close(z, ref, TOL[dtype]) and close(got, want, 4 * TOL[dtype])
-
-
-@pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "EFFICIENT_ATTENTION",
-                                     "CUDNN_ATTENTION"])
-def test_each_backend_saves_a_rebuilder_for_its_output(backend, saved_slots):
-    """recompute saves standard attention's tensors only if the saved output is found and
-    replaced: on each fused backend (cuDNN's and flash's layouts included) exactly one slot
-    holds the rebuilder."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from tokengeo.nn.kernels import recompute as R
-
-    slots = saved_slots
-    q = torch.randn(2, 4, 129, 64, device="cuda", dtype=torch.bfloat16)
-    with sdpa_kernel(getattr(SDPBackend, backend)):
-        if plan_kernel(Call(q, q, q, HeadRuns.of(LAYERS["half"]), is_causal=True)).backend is None:
-            pytest.skip(f"{backend} cannot run on this device for bf16 (torch says)")
-        for packed in (False, True):
-            slots.clear()
-            z, got, ref, want = recompute_case(LAYERS["half"], torch.bfloat16, True, packed)
-            assert sum(isinstance(s[0], R._PVFromZ) for s in slots) == 1, (backend, packed)
-            assert close(z, ref, TOL[torch.bfloat16])
-            assert close(got, want, 4 * TOL[torch.bfloat16])
-
-
-@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
-def test_the_recompute_backward_reads_nothing_back_to_the_host(packed):
-    qkv = torch.randn(2, 256, 3, 4, 64, device="cuda", dtype=torch.bfloat16,
-                      requires_grad=True)
-    a, b = fixed_coefficients(LAYERS["half"])
-    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
-    z = laplacian_attention(q, k, v, a, b, is_causal=True, head_kinds=LAYERS["half"],
-                            kernel="recompute", qkv=qkv if packed else None)
-    g = torch.randn_like(z)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        torch.autograd.grad(z, qkv, g)
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
 
 
 def test_composition_matches_the_reference_on_cuda():
@@ -230,7 +154,7 @@ def peak(fn) -> int:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("kernel", ["auto", "in_place", "recompute"])
+@pytest.mark.parametrize("kernel", ["auto", "in_place"])
 def test_packed_path_peak_memory_is_standard_attentions(dtype, kernel):
     B, T, H, Dh = 4, 2048, 12, 64
     x = torch.randn(B, T, 3, H, Dh, device="cuda", dtype=dtype)

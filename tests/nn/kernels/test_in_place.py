@@ -1,4 +1,5 @@
-"""laplacian_attention: same values and gradients as the composition a V + b SDPA(q, k, v),
+"""The in_place kernel (tokengeo.nn.kernels.in_place, through laplacian_attention): same
+values and gradients as the composition a V + b SDPA(q, k, v) on every backward route,
 with only standard SDPA's tensors saved for the backward."""
 
 from __future__ import annotations
@@ -9,8 +10,12 @@ import torch.nn.functional as F
 
 from tokengeo.errors import ConfigError
 from tokengeo.nn.attention import build_attn_mask
-from tokengeo.nn.kernels import compose, device_path, head_runs, laplacian_attention
+from tokengeo.nn.heads import ATTENTION, KIND_COEFFICIENTS, LAPLACIAN, MIXED, HeadRuns
+from tokengeo.nn.kernels import ROUTES, compose, head_runs, laplacian_attention
+from tokengeo.nn.kernels import in_place as I
 from tokengeo.nn.kernels import pv_roundtrip as R
+from tokengeo.nn.kernels.in_place import _combine_in_place, _scale_grads, pv_into
+from tokengeo.nn.reference import mix_heads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -300,8 +305,6 @@ def test_kernel_choice_by_name_and_its_refusals():
         run(lean, qkv, coef, kernel="in_place", dropout_p=0.1)
     with pytest.raises(ConfigError, match="kernel='fast' is not valid"):
         run(lean, qkv, coef, kernel="fast")
-    with pytest.raises(ConfigError, match="kernel='triton' cannot run: dropout_p > 0"):
-        run(lean, qkv, coef, kernel="triton", dropout_p=0.1)
 
 
 def test_an_attention_module_plans_its_kernel_once(monkeypatch):
@@ -320,7 +323,8 @@ def test_an_attention_module_plans_its_kernel_once(monkeypatch):
     assert len(calls) == 1
     attn(torch.randn(3, 9, 16)).sum().backward()  # a new shape: planned once more
     assert len(calls) == 2
-    attn.set_kernel("compose")
+    attn = A.MultiHeadAttention(TransformerConfig(d_model=16, n_heads=4),
+                                LAYERS["half"], causal=True, kernel="compose")
     attn(x)
     assert len(calls) == 3 and attn._plans[next(iter(attn._plans))].kernel.name == "compose"
 
@@ -334,13 +338,33 @@ def test_the_cuda_backward_paths_give_the_same_gradients(packed, layer):
     g = torch.randn(2, 37, len(LAYERS[layer]), 16)
     z_cpu = run(lean, qkv, coef, is_causal=True, packed=packed)
     want = grads(z_cpu, qkv, coef, g)
-    with device_path():
-        z = run(lean, qkv, coef, is_causal=True, packed=packed)
+    z = run(lean, qkv, coef, is_causal=True, packed=packed, device_path=True)
     assert torch.equal(z, z_cpu)
     before = z.detach().clone()
     got = grads(z, qkv, coef, g.transpose(1, 2).contiguous().transpose(1, 2))  # strided dz
     assert torch.equal(z, before)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
+@pytest.mark.parametrize("device_path", [False, True], ids=["host", "device"])
+def test_each_backward_route_is_the_one_backward_route_names(monkeypatch, packed, device_path):
+    """backward_route decides the route from three facts, passed explicitly (no switch a
+    test flips): a double backward, a packed qkv, the device path. Each route gives the
+    composition's gradients."""
+    taken = []
+    decide = I.backward_route
+    monkeypatch.setattr(I, "backward_route", lambda **kw: taken.append(decide(**kw)) or taken[-1])
+    qkv, coef = make(LAYERS["half"], coef_grad=True)
+    g = torch.randn(2, 37, len(LAYERS["half"]), 16)
+    want = grads(run(plain, qkv, coef, is_causal=True), qkv, coef, g)
+    z = run(lean, qkv, coef, is_causal=True, packed=packed, device_path=device_path)
+    got = grads(z, qkv, coef, g)
+    assert taken == [("packed_" if packed else "") + ("device" if device_path else "host")]
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want, strict=True))
+    z = run(lean, qkv, coef, is_causal=True, packed=packed, device_path=device_path)
+    torch.autograd.grad(z, qkv, g, create_graph=True)
+    assert taken[-1] == "double" and set(taken) <= set(ROUTES)
 
 
 def full_buffers(fn, kinds, B=2, T=16, Dh=8) -> int:
@@ -383,3 +407,84 @@ def test_the_composition_of_fixed_kinds_costs_what_v_minus_sdpa_costs():
     reference = full_buffers(v_minus_sdpa, LAYERS["laplacian"])
     assert full_buffers(with_runs, LAYERS["laplacian"]) == reference
     assert full_buffers(general, LAYERS["laplacian"]) > reference  # a·V, b·P V, their sum
+
+
+# ---- the kernel's passes against the formulas (heads of every kind, several runs)
+
+FORMULA_KINDS = (LAPLACIAN, ATTENTION, MIXED, LAPLACIAN, MIXED, ATTENTION)
+
+
+def formula_coefficients(kinds, dtype=torch.float64):
+    g = torch.Generator().manual_seed(3)
+    ab = [KIND_COEFFICIENTS.get(k) or tuple(torch.randn(2, generator=g).tolist())
+          for k in kinds]
+    a, b = (torch.tensor(c, dtype=dtype) for c in zip(*ab, strict=True))
+    return a, b
+
+
+def test_in_place_combine_and_pv_recovery_equal_the_reference():
+    a, b = formula_coefficients(FORMULA_KINDS)
+    runs = HeadRuns.of(FORMULA_KINDS)
+    v, pv = (torch.randn(2, 5, len(FORMULA_KINDS), 3, dtype=torch.float64) for _ in range(2))
+    z = pv.clone()
+    _combine_in_place(z, v, a, b, runs, False)
+    assert torch.allclose(z, mix_heads(v, pv, a, b), atol=1e-14)
+    mixed = torch.cat([pv[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
+    back = torch.empty_like(z)
+    pv_into(back, z, v, mixed, runs, False)
+    assert torch.allclose(back, pv, atol=1e-14)
+
+
+@pytest.mark.parametrize("path", ["device", "cpu-small", "cpu-large"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fixed_kinds_formulas_are_exact(dtype, path, monkeypatch):
+    """Heads of several fixed kinds: the whole-tensor passes with (H, Dh) coefficient rows
+    (z ← b z + a V, P V = b (z − a V), dq ← b dq, dv ← b dv + a g; the device path and small
+    CPU tensors) and the CPU's per-run passes (tensors above WHOLE_PASS_BYTES) give bitwise
+    what the kinds' formulas give."""
+    from tokengeo.nn.kernels import in_place
+
+    t = torch.zeros(2, 5, 5, 3, dtype=dtype)
+    if path == "cpu-large":
+        monkeypatch.setattr(in_place, "WHOLE_PASS_BYTES", 0)
+    device = path == "device"
+    assert in_place.whole_tensor_passes(HeadRuns.of(("laplacian", "attention")), t, device) == (
+        path != "cpu-large")
+    fixed_kinds_formulas_are_exact(dtype, device)
+
+
+def fixed_kinds_formulas_are_exact(dtype, device: bool):
+    kinds = (LAPLACIAN, ATTENTION, ATTENTION, LAPLACIAN, LAPLACIAN)
+    a, b = formula_coefficients(kinds, dtype)
+    runs = HeadRuns.of(kinds)
+    assert len(runs.runs) == 3 and not runs.mixed
+    v, pv = (torch.randn(2, 5, len(kinds), 3, dtype=dtype) for _ in range(2))
+    z = pv.clone()
+    _combine_in_place(z, v, a, b, runs, device)
+    lap = torch.tensor([k == LAPLACIAN for k in kinds]).view(1, 1, -1, 1)
+    assert torch.equal(z, torch.where(lap, v - pv, pv))
+    back = torch.empty_like(z)
+    pv_into(back, z, v, None, runs, device)
+    assert torch.equal(back, torch.where(lap, v - z, z))  # what the per-run pass writes
+    grads = tuple(torch.randn(2, len(kinds), 5, 3, dtype=dtype) for _ in range(3))
+    g = torch.randn(2, len(kinds), 5, 3, dtype=dtype)
+    outs = tuple(torch.empty_like(t) for t in grads)
+    _scale_grads(grads, g, a, b, runs, device, outs=outs)
+    lap = lap.view(1, -1, 1, 1)
+    for got, want in zip(outs, (torch.where(lap, -grads[0], grads[0]),
+                                torch.where(lap, -grads[1], grads[1]),
+                                torch.where(lap, g - grads[2], grads[2])), strict=True):
+        assert torch.equal(got, want)
+
+
+def test_scaled_kernel_gradients_equal_the_chain_rule():
+    """dq, dk ← b dq, b dk and dv ← b dv + a g, head-wise, as differentiating mix_heads."""
+    a, b = formula_coefficients(FORMULA_KINDS)
+    grads = tuple(torch.randn(2, len(FORMULA_KINDS), 5, 3, dtype=torch.float64) for _ in range(3))
+    g = torch.randn(2, len(FORMULA_KINDS), 5, 3, dtype=torch.float64)
+    outs = tuple(torch.empty_like(t) for t in grads)
+    _scale_grads(grads, g, a, b, HeadRuns.of(FORMULA_KINDS), False, outs=outs)
+    bb, aa = b.view(1, -1, 1, 1), a.view(1, -1, 1, 1)
+    for got, want in zip(outs, (bb * grads[0], bb * grads[1], bb * grads[2] + aa * g),
+                         strict=True):
+        assert torch.allclose(got, want, atol=1e-14)
