@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from helpers.flows_cells import (
     suite_results,
+    suite_settings,
     summarise_cells,
     tallied_row,
 )
@@ -58,3 +59,13 @@ def test_a_missing_cell_leaves_each_row_not_run_with_its_reason(tmp_path):
     for entry in ("pde.never-settles", "pde.energy-dissipation",
                   "pde.clustering-not-universal"):
         assert tallied_row(out, entry).verdict == "not run: cell missing", entry
+
+
+def test_without_a_theory_table_its_rows_say_so_and_keep_their_ids(tmp_path):
+    settings = suite_settings()
+    del settings["theory"]
+    out = summarise_cells(tmp_path, suite_results(), settings)
+    row = tallied_row(out, "pde.energy-dissipation")
+    assert row.verdict.startswith("not run: no [theory] table")
+    rows = [c.to_dict("Massucco et al.") for c in out.claims]
+    assert catalogue.check_report(catalogue.load(), rows) == []

@@ -50,7 +50,9 @@ def _interval(est: dict) -> Interval:
 
 
 def stability_claims(settings: dict, results: dict[str, CellResult]) -> list[Claim]:
-    theory = settings["theory"]
+    from tokengeo.experiments.suites.flows.identity import NO_THEORY
+
+    theory = settings.get("theory")
     claims = []
     for drift in DRIFTS:
         r = results.get(f"theory-stability-{drift}")
@@ -58,7 +60,9 @@ def stability_claims(settings: dict, results: dict[str, CellResult]) -> list[Cla
             claim = Claim("flows", f"{DRIFT_LABEL[drift]}: {text}", THEORY_SOURCE,
                           "continuous dependence (theorem)", quantity, Region.around(1.0, 0.1),
                           kind="construction", catalogue=entry)
-            if r is None or r.value is None:
+            if theory is None:
+                claim.not_run = NO_THEORY
+            elif r is None or r.value is None:
                 claim.not_run = "cell missing" if r is None else r.not_run
             else:
                 st = r.value[part]
