@@ -25,7 +25,6 @@ from tokengeo.experiments.stats import Interval, Region
 from tokengeo.experiments.suites.flows.common import DRIFTS, THEORY_SOURCE, finished, mean
 
 IDENTITY_DRIFTS = {"oscillating": DRIFTS["oscillating"], "ou": DRIFTS["ou"]}
-NO_THEORY = "no [theory] table in the settings (the theory cells are not planned)"
 
 
 def identity_cell(preset: str, n_heads: int, theory: dict, seed: int) -> dict:
@@ -68,12 +67,12 @@ def _member(drift: str, H: int, c: dict, tol: float) -> Claim:
 
 def identity_claim(settings: dict, results: dict[str, CellResult]) -> Claim:
     """The paper's identity, every (drift, H) run a member that must close (rule ``all``)."""
-    theory, tol = settings.get("theory"), float(settings["residual_tolerance"])
+    theory, tol = settings["theory"], float(settings["residual_tolerance"])
     text = ("energy–dissipation identity of the multi-head, time-dependent energy: the "
             "residual vanishes as dt → 0 in every run")
-    members, missing = [], None if theory else NO_THEORY
+    members, missing = [], None
     for drift in IDENTITY_DRIFTS:
-        for H in (theory or {}).get("dt_heads", []):
+        for H in theory["dt_heads"]:
             r = results.get(f"identity-{drift}-H{H}")
             if r is None or r.value is None:
                 missing = missing or ("cell missing" if r is None else r.not_run)

@@ -45,8 +45,9 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext
             continue
         drift_rows(drift, settings, [r.value for r in res], out, ctx.figure_dir)
     out.claims += [settles_claim(settings, results), never_settles_claim(settings, results)]
-    out.claims.append(identity_claim(settings, results))
-    out.claims += stability_claims(settings, results)
+    if "theory" in settings:
+        out.claims.append(identity_claim(settings, results))
+        out.claims += stability_claims(settings, results)
     out.claims += [attractive_claim(settings, results),
                    prevents_clustering_claim(settings, results),
                    stationarity_claim(settings, results)]
