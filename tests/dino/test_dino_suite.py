@@ -70,18 +70,22 @@ def test_claims_at_half_and_all_but_one_head_and_the_trends_over_every_k():
                      random_seg=lambda k, s: 0.6)
     assert claims["k=3 of 4 Laplacian heads raise linear-probe accuracy"].verdict == \
         "not reproduced"
-    lin_trend = claims["Linear-probe accuracy rises with the number k of Laplacian heads"]
-    assert lin_trend.verdict == "not reproduced"
-    # per seed the slope of 0.80 − 0.01 k − 0.002 s (k + 1) on k is −0.01 − 0.002 s
-    assert lin_trend.measured.mean == pytest.approx(-0.01 - 0.002 * 1)
-    assert "Page's L" in lin_trend.detail
+    lin_trend = claims["Linear-probe accuracy rises at every step of the number k of "
+                       "Laplacian heads (monotone)"]
+    assert lin_trend.verdict == "not reproduced" and lin_trend.rule_of_family == "all"
+    # per seed each step of 0.80 − 0.01 k − 0.002 s (k + 1) is −0.01 − 0.002 s
+    assert [m.label for m in lin_trend.members] == ["k=0→k=1", "k=1→k=2", "k=2→k=3",
+                                                    "k=3→k=4"]
+    assert [m.measured.mean for m in lin_trend.members] == pytest.approx(
+        [-0.01 - 0.002 * 1] * 4)
     assert claims["k=3: fewer components explain 99% of patch-token variance"].measured.mean \
         == 0.0
     assert not [c for c in claims.values() if c.verdict.startswith("not run")]
     # one tallied row for the linear probe: readings at H − 1, H/2 and over k
     row = claims["Laplacian heads raise linear-probe accuracy"]
-    assert [m.label for m in row.members] == ["k=3", "k=2", "trend over k"]
+    assert [m.label for m in row.members] == ["k=3", "k=2", "monotone over k"]
     assert row.verdict == "not reproduced" and row.kind == "stand-in"
+    assert row.primary == "k=3" and row.catalogue == "laplacian.dino-linear-probe"
     rows = dino._claims(_settings(ks), dino._sweep(_settings(ks)).results(
         _results(ks, lambda k, s: 0.7, lambda k, s: 0.8 + 0.001 * s, lambda k, s: 0.6)))
     assert repeated_findings(rows) == {}
@@ -94,7 +98,7 @@ def test_a_k_the_settings_leave_out_is_reported_not_run_naming_it():
     row = claims["Laplacian heads raise linear-probe accuracy"]
     assert [m.label for m in row.members] == ["k=3"]
     assert "k=2: the claim at k = 2: k = 2 is not among ks = [0, 3]" in row.detail
-    assert "trend over k: a trend over k needs at least 3 ks" in row.detail
+    assert "monotone over k: a monotone trend needs 3 or more k (have 2)" in row.detail
     last = claims["k=3 of 4 Laplacian heads raise linear-probe accuracy"]
     assert last.verdict == "no change"  # the fake linear probe is flat in k: judged, not "not run"
     assert row.verdict == "inconclusive"  # its only reading shows no change

@@ -94,3 +94,32 @@ def test_check_report_names_each_broken_rule():
     wrong_suite = catalogue.check_report(entries, [row("x", cid="laplacian.a"),
                                                    row("v", cid="laplacian.b")])
     assert wrong_suite and "no row of suite 'laplacian-images'" in wrong_suite[0]
+
+
+def test_the_catalogue_block_lists_every_claim_its_test_and_its_verdict():
+    import json
+    from pathlib import Path
+
+    from tokengeo.experiments.catalogue.doc import render_catalogue
+    from tokengeo.experiments.docblocks import render
+
+    entries = catalogue.load()
+    claims = [{"suite": "laplacian-images", "claim": "a row", "kind": "stand-in",
+               "catalogue": "laplacian.vit-accuracy", "verdict": "contradicted at the "
+               "paper's setting"}]
+    text = render({"claims": claims}, "catalogue")
+    assert text == render_catalogue({"claims": claims})
+    assert all(f"`{e.id}`" in text for e in entries)
+    line = next(x for x in text.splitlines() if "`laplacian.vit-accuracy`" in x)
+    assert "`laplacian-images`: a row (stand-in)" in line
+    assert line.endswith("| contradicted at the paper's setting |")
+    untested = next(e for e in entries if not e.tested)
+    assert f"not tested: {untested.not_tested}" in text
+    cov = catalogue.coverage(entries)["laplacian"]
+    assert f"| {cov['stated']} | {cov['tested']} | {cov['not tested']} |" in text
+    # a report written before rows carried ids: its rows are found by their text
+    published = json.loads((Path(__file__).parents[2] / "docs" / "results" /
+                            "report.json").read_text())
+    line = next(x for x in render_catalogue(published).splitlines()
+                if "`laplacian.vit-accuracy`" in x)
+    assert "not in this report" not in line

@@ -184,3 +184,12 @@ def test_a_learnable_alpha_that_did_not_learn_is_left_out():
                           proxy=None)
     assert [m.label for m in row.members] == ["α=identity", "α=linear"]
     assert row.detail == UNLEARNED and row.primary == "α=linear"
+
+
+def test_a_ratio_unchanged_in_every_seed_is_no_change():
+    from tokengeo.experiments.stats import NO_CHANGE, log_ratio
+
+    iv = log_ratio([12.0, 15.0, 9.0], [12.0, 15.0, 9.0])  # equal counts: log ratio 0 each
+    assert iv.method == "log-ratio sign-flip"
+    assert verdict(iv, Region.ratio_below(1.0)) == NO_CHANGE
+    assert iv.fmt() == "no change in 3 of 3 seeds"

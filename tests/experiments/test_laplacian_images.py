@@ -59,6 +59,9 @@ def _summary(tmp_path, results):
     return images.summarise(SETTINGS, results, SuiteContext.under(tmp_path, images.NAME))
 
 
+ROWS = [m for m in images.GEOMETRY if m.name not in images.TABLE_ONLY]  # each one row
+
+
 def _by_text(out) -> dict:
     return every_claim(out.claims)
 
@@ -72,20 +75,20 @@ def summary(tmp_path_factory):
 def test_every_metric_gets_headline_family_trend_and_per_layer_claims(summary):
     out = summary
     texts = _by_text(out)
-    for m in [images.ACCURACY, *images.GEOMETRY]:
+    for m in [images.ACCURACY, *ROWS]:
         head = texts[f"k={HEADS} (all heads Laplacian): {m.text}"]
         assert head.quantity.startswith(f"{m.name}(k={HEADS}) − {m.name}(k=0)")
         assert head.verdict == "reproduced"
         between = next(c for t, c in texts.items() if t.startswith(f"{m.text}, at k < H"))
         assert [x.label for x in between.members] == ["k=1", "k=2", "k=3"]
-        trend = next(c for t, c in texts.items() if t.startswith(f"{m.text} as k grows"))
-        assert trend.quantity.startswith(f"slope of {m.name} on k")
-        assert "k = 0, 1, 2, 3, 4" in trend.quantity and "Page's L" in trend.detail
-        assert trend.verdict == "reproduced"
+        trend = next(c for t, c in texts.items() if t.startswith(f"{m.text} at every step"))
+        assert [x.label for x in trend.members] == ["k=0→k=1", "k=1→k=2", "k=2→k=3",
+                                                    "k=3→k=4"]
+        assert trend.rule_of_family == "all" and trend.verdict == "reproduced"
     assert texts[f"k={HEADS} (all heads Laplacian): {images.ACCURACY.text}"].paper_effect \
         == pytest.approx(images.IMAGENET_GAIN / 100)
     layer = [c for c in texts.values() if "(per layer)" in c.text]
-    assert len(layer) == len(images.GEOMETRY)
+    assert len(layer) == len(ROWS)
     assert all([m.label for m in c.members] == ["block 1", "block 2", "block 3"]
                for c in layer)
     assert all(c.verdict == "reproduced" for c in layer)
@@ -94,8 +97,9 @@ def test_every_metric_gets_headline_family_trend_and_per_layer_claims(summary):
 def test_a_reversed_trend_is_not_reproduced(tmp_path):
     texts = _by_text(_summary(tmp_path, _results(sign=-1.0)))
     acc = images.ACCURACY
-    trend = next(c for t, c in texts.items() if t.startswith(f"{acc.text} as k grows"))
-    assert trend.verdict == "not reproduced" and trend.measured.mean < 0
+    trend = next(c for t, c in texts.items() if t.startswith(f"{acc.text} at every step"))
+    assert trend.verdict == "not reproduced"
+    assert all(m.measured.mean < 0 for m in trend.members)
     assert texts[f"k={HEADS} (all heads Laplacian): {acc.text}"].verdict == "not reproduced"
 
 
@@ -114,15 +118,18 @@ def test_one_tallied_row_per_finding_its_readings_nested(summary):
     below H an "any" family, the blocks an "all" family inside it."""
     assert repeated_findings(summary.claims) == {}
     rows = {c.text: c for c in summary.claims}
-    for m in [images.ACCURACY, *images.GEOMETRY]:
+    for m in [images.ACCURACY, *ROWS]:
         row = rows[m.text]
         assert row.rule_of_family == "any" and row.verdict == "reproduced"
         labels = [x.label for x in row.members]
-        assert labels == ["k=H", "some k<H", "trend over k",
+        assert labels == ["k=H", "some k<H", "monotone over k",
                           *(["every block at k=H"] if m is not images.ACCURACY else [])]
         assert row.members[1].rule_of_family == "any"
-        assert row.members[-1].rule_of_family == ("any" if m is images.ACCURACY else "all")
+        assert row.members[-1].rule_of_family == "all"  # monotone steps, or every block
         assert row.paper_effect == row.members[0].paper_effect
+        assert row.primary == "k=H" and row.catalogue == m.catalogue
+    assert rows[images.GEOMETRY[-2].text].kind == "new"  # spectra: the LM's, DINO's claim
+    assert images.GEOMETRY[-1].text not in rows  # the same claim per image: a table
     blocks = rows[images.GEOMETRY[0].text].members[-1]
     assert [b.holm_size for b in blocks.members] == [4 * LAYERS] * LAYERS
 

@@ -92,12 +92,13 @@ def test_claims_read_the_known_answers(tmp_path):
     assert trend.verdict == "reproduced" and trend.measured.mean == pytest.approx(-0.2)
     assert "per t" in trend.detail and "t = 0, 0.25, 0.75, 1" in trend.quantity
     every_depth = next(c for t, c in claims.items() if t.startswith("within-sequence share"))
-    assert len(every_depth.members) == LAYERS  # depths 1..L; depth 1 is flat here
-    assert every_depth.members[-1].verdict == "reproduced"
-    # one row for the finding: the last layer's trend and every depth, its readings
+    # depths 1..L−1: the last layer is the first reading, not repeated in the family
+    assert [m.label for m in every_depth.members] == [f"depth {d}" for d in range(1, LAYERS)]
+    assert every_depth.members[0].verdict == "no change"  # depth 1 is flat here
+    # one row for the finding: the last layer's trend and every earlier depth, its readings
     rows = [c for c in out.claims if "within-sequence" in c.text and "path" in c.text]
     assert len(rows) == 1 and [m.label for m in rows[0].members] == ["last layer",
-                                                                      "every block"]
+                                                                      "every earlier block"]
     assert rows[0].members == [trend, every_depth] and rows[0].verdict == "reproduced"
     acc = next(c for t, c in claims.items() if t.startswith("test accuracy rises"))
     assert acc.verdict == "reproduced"
@@ -105,7 +106,7 @@ def test_claims_read_the_known_answers(tmp_path):
     assert needs.verdict == "reproduced"  # Laplacian 0.6 < control 0.9
     control = next(c for t, c in claims.items() if t.startswith("adding V back alone"))
     assert control.verdict == "not reproduced"  # control 0.9 > attention 0.8
-    assert {c.kind for c in claims.values()} == {"new", "stand-in"}
+    assert {c.kind for c in claims.values()} == {"new"}  # the paper's claims: other suites
     assert len(out.tables) == 3 and len(out.figures) == 3, out.notes
 
 
@@ -223,7 +224,8 @@ def test_smoothing_claim_judges_the_laplacian_heads_against_attention_ones(tmp_p
                  "within-sequence variance falls along their output), every block"]
     # the fake chosen heads write −a + 0.01 seed: at t = 1, −0.985 on average in every block
     assert lap.rule_of_family == "all" and len(lap.members) == LAYERS
-    assert lap.kind == "stand-in" and lap.verdict == "reproduced"
+    # the paper's smoothing claim is tallied in laplacian-images: a new question here
+    assert lap.kind == "new" and lap.catalogue is None and lap.verdict == "reproduced"
     assert [m.measured.mean for m in lap.members] == pytest.approx([-0.985] * LAYERS)
     control = next(c for t, c in claims.items() if t.startswith("control, t=0: the same"))
     assert control.kind == "new" and control.verdict != "reproduced"  # +0.015: no smoothing

@@ -2,6 +2,7 @@
 metric with the paper's effect at k = H, the family of the ks between, the trend, and the
 per-block family read from ``geometry["layers"]``."""
 
+import dataclasses
 import math
 
 import pytest
@@ -30,7 +31,8 @@ def _sweep():
 METRIC = lap.KMetric("PCs per seq.", geometry_metric("components_99_per_sequence"), False,
                      "fewer components for 99% of variance", "×0.786", "paper §5.2",
                      paper_effect=math.log(0.786), ratio=True,
-                     geometry_key="components_99_per_sequence")
+                     geometry_key="components_99_per_sequence",
+                     catalogue="laplacian.lm-spectral-decay")
 
 
 def test_k_finding_nests_headline_family_and_trend_for_a_ratio_metric():
@@ -46,7 +48,13 @@ def test_k_finding_nests_headline_family_and_trend_for_a_ratio_metric():
     assert head.verdict == "reproduced"
     assert [m.label for m in between.members] == ["k=1"]
     assert between.members[0].measured.mean == pytest.approx(0.5 * math.log(RATIO), abs=0.003)
-    assert trend.verdict == "reproduced" and trend.measured.mean < 0
+    assert trend.verdict == "reproduced" and trend.rule_of_family == "all"
+    assert [m.label for m in trend.members] == ["k=0→k=1", "k=1→k=2"]
+    assert all(m.measured.mean < 0 and m.measured.scale == "log" for m in trend.members)
+    assert row.catalogue == METRIC.catalogue and row.primary == lap.AT_H
+    unlisted = lap.k_finding("t", _sweep(), SETTINGS,
+                             dataclasses.replace(METRIC, catalogue=None), kind="stand-in")
+    assert unlisted.kind == "new" and unlisted.catalogue is None  # not a paper claim
     assert all(c.proxy == "a char GPT" for c in (head, trend, *between.members))
 
 
@@ -63,7 +71,7 @@ def test_a_reading_that_did_not_run_is_left_out_and_named():
     missing.members[2].not_run = "no trend here"
     row = lap.finding("t", "x", missing.members)
     assert [m.label for m in row.members] == [lap.AT_H, lap.BELOW_H]
-    assert "trend over k: no trend here" in row.detail
+    assert "monotone over k: no trend here" in row.detail
     assert row.verdict == ran.verdict == "reproduced"
 
 

@@ -105,3 +105,34 @@ def test_report_json_says_what_the_cells_cost_and_keeps_it_when_read_from_cache(
     rp.reproduce(cfg, log=lambda m: None)  # every computed cell read from disk
     again = json.loads((tmp_path / "out" / "report.json").read_text())["cells"]
     assert again == first
+
+
+def test_rejudge_applies_a_changed_definition_to_stored_cells_without_computing(
+        conf, tmp_path, monkeypatch):
+    import shutil
+
+    first = tmp_path / "published"
+    cfg = rp.ReproduceConfig(out=first, config_dir=conf)
+    _, outputs = rp.reproduce(cfg, log=lambda m: None)
+    assert outputs[0].claims[0].verdict == "reproduced"
+    copy = tmp_path / "copy"  # the stored cells travel with the run (no weights in them)
+    shutil.copytree(first / "cells", copy / "cells")
+    CALLS.clear()
+
+    def stricter(settings, results, fig_dir):  # a corrected definition: gain above 0.5
+        out = _summarise(settings, results, fig_dir)
+        out.claims[0].region = Region.above(0.5)
+        return out
+
+    import sys
+
+    monkeypatch.setattr(sys.modules["tokengeo_fake_suite"], "summarise", stricter)
+    _, outputs = rp.reproduce(rp.ReproduceConfig(out=copy, config_dir=conf, rejudge=True),
+                              log=lambda m: None)
+    assert CALLS == []  # nothing recomputed
+    assert outputs[0].claims[0].verdict == "not reproduced"
+    assert (copy / "report.json").exists()
+    cells = [Cell("fake", "new-0", _measure, {"seed": 0, "setting": "new"})]
+    got = rp.compute_cells(cells, rp.CellStore(copy), rp.ExecutorConfig("serial"),
+                           lambda m: None, compute=False)
+    assert got["fake", "new-0"].not_run == rp.NOT_STORED and CALLS == []

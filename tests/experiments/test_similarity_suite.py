@@ -86,12 +86,22 @@ def test_summary_reports_a_missing_model_as_not_run_and_measures_the_other(tmp_p
                         if model == "mpnet" else
                         CellResult(key, _shard_value(3, 6, seed=shard + 10 * len(label))))
     out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "fig"))
-    mpnet = [c for c in out.claims if "[mpnet]" in c.text]  # the main model: one stub
+    # the main model: one not-run row per paper claim that no model measured (its shard
+    # statistics: head specialisation, noise, separators, high-attention regions)
+    mpnet = [c for c in out.claims if "[mpnet]" in c.text]
     # the second model: 3 layer contrasts, sentence preference, repetition head, and the
     # AUC difference for the 2 relations these windows have (no word pieces: no same_word)
     minilm = [c for c in out.claims if "[minilm]" in c.text]
-    assert len(mpnet) == 1 and "not installed" in mpnet[0].not_run
-    assert len(minilm) == 7 and all(c.measured is not None for c in minilm)
+    assert len(mpnet) == 5 and all("not installed" in c.not_run for c in mpnet)
+    assert {c.catalogue for c in mpnet} == {
+        "similarity.distinct-token-per-head", "similarity.noise",
+        "similarity.separator-attention", "similarity.high-attention-regions",
+        "similarity.long-range-struggle"}
+    # 3 layer contrasts, the same-sentence share with its chance contrast (one row), the
+    # repetition head, the relations beyond attention (one row), and beyond attention and
+    # distance (one row)
+    assert len(minilm) == 7 and all(c.measured is not None or c.members for c in minilm)
+    minilm = [d for c in minilm for d in ([c, *c.descendants()])]
     texts = " ".join(c.text for c in minilm)
     for relation in ("same_sentence", "repetition"):
         assert f"attention does not: {relation}" in texts
@@ -126,12 +136,29 @@ def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
         results[key] = CellResult(key, _shard_value(3, 6, seed=seed))
     out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "fig"))
     families = [c for c in out.claims if c.members]
-    # the 7 findings measured on both models: one row each, the models its members
+    # the 7 findings measured on both models: one row each, the models its members (the
+    # same-sentence finding's two readings and the relations beyond attention, and beyond
+    # attention and distance: one row each, whose members are the per-model families)
     assert len(families) == 7
+    per_model = [f if not f.members[0].members else g for f in families
+                 for g in (f.members or [f])]
     for f in families:
-        assert f.text.endswith("[mpnet, minilm]") and f.rule_of_family == "all"
-        assert [m.label for m in f.members] == ["mpnet", "minilm"]
-        assert f.kind == "stand-in" and f.proxy.count(" for BERT-base") == 2  # both models
+        assert f.text.endswith("[mpnet, minilm]") and f.kind == "stand-in"
+        assert f.catalogue and f.proxy.count(" for BERT-base") == 2  # both models
+    for f in per_model:
+        assert f.rule_of_family == "all" and [m.label for m in f.members] == ["mpnet",
+                                                                              "minilm"]
+    far = next(c for c in out.claims if c.catalogue == "similarity.long-range-struggle")
+    final = suite._groups(3)["final"]
+    want = []
+    for shard in range(2):  # the main model's shards: final layers' long share − chance
+        r = results[suite._key("mpnet", "prose", shard)].value["result"]
+        heads = [v for layer in final for v in r["top_long_range_share"][layer]]
+        want.append(sum(heads) / len(heads) - r["long_range_chance"])
+    assert far.region.high == 0 and far.measured.values == pytest.approx(tuple(want))
+    same = next(f for f in families if f.catalogue == "similarity.same-sentence-preference")
+    assert [m.label for m in same.members] == ["share > 1/3", "above chance"]
+    assert same.members[0].region.low == pytest.approx(1 / 3)
     texts = [c.text.rsplit(" [", 1)[0] for c in out.claims]
     assert len(texts) == len(set(texts))  # no finding counted twice
     singles = [c for c in out.claims if not c.members]
@@ -146,7 +173,15 @@ def test_a_finding_measured_on_two_models_is_one_tallied_family(tmp_path):
     write_report(tmp_path / "r", [out], "r", ["pre"], mode="full")
     data = _json.loads((tmp_path / "r" / "report.json").read_text())
     a = audit(data)
-    assert a.problems == [] and a.families == 7
+    assert a.problems == [] and a.families == 7 + 6  # 6 inner per-model families
+    # self-sufficient: every interval carries the per-unit values it was computed from
+
+    def leaves(c):
+        return [d for m in c.get("members", []) for d in leaves(m)] or [c]
+
+    empty = [c["claim"] for row in data["claims"] for c in leaves(row)
+             if c["interval"] is not None and not c["interval"].get("values")]
+    assert empty == []
     assert sum(data["tally"]["papers"][out.paper_key].values()) == len(out.claims)
 
 
@@ -175,7 +210,8 @@ def test_a_causal_decoder_runs_through_the_suite_cell_and_summary(tmp_path):
     assert first["result"]["n_samples"] == 6 and first["attention"]["relations"]
     out = suite.summarise(settings, results, SuiteContext(tmp_path, tmp_path / "fig"))
     causal = [c for c in out.claims if f"[{folder}]" in c.text]
-    assert causal and all(c.measured is not None for c in causal)
+    assert causal and all(c.measured is not None or c.members for c in causal)
+    causal = [d for c in causal for d in (c, *c.descendants())]
     assert any("same_word" in c.text for c in causal)  # BPE words: pieces without Ġ join
     assert any("lower triangle" in n for n in out.notes)
 

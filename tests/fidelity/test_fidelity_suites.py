@@ -100,8 +100,10 @@ def test_images_suite_judges_nc2_and_per_image_spectra(tmp_path):
     head = "k=2 (all heads Laplacian): "
     by_text = every_claim(out.claims)  # the k = H readings are members of their findings
     nc2 = next(c for t, c in by_text.items() if t.startswith(head) and "simplex ETF" in t)
-    per_image = next(c for t, c in by_text.items() if t.startswith(head) and "each image" in t)
-    assert nc2.verdict == "reproduced" and per_image.verdict == "reproduced"
+    assert nc2.verdict == "reproduced"
+    # the per-image spectra repeat the pooled count's claim (the LM's and DINO's, a new
+    # question for a ViT): a table column, not a row of their own
+    assert not any("each image" in t for t in by_text)
     farther = {0: closer[2], 1: closer[1], 2: closer[0]}
     out = laplacian_images.summarise(settings, _fake_image_results(settings, farther), ctx)
     nc2 = next(c for t, c in every_claim(out.claims).items()

@@ -98,3 +98,28 @@ def test_bootstrap_mean_interval_and_p_value():
     assert c.n == 200 and c.low < 0 < c.high and 0.3 < c.p_le_null < 0.7
     assert bootstrap_mean(shifted, seed=5) == bootstrap_mean(shifted, seed=5)
     assert bootstrap_mean(torch.tensor([math.nan])).n == 0
+
+
+def test_joint_strata_remove_what_a_second_covariate_explains():
+    """Beyond attention *and* distance: scores that echo the distance (and nothing else)
+    look informative within attention strata alone, and carry nothing within the joint
+    strata of attention and distance (:meth:`Strata.of_bins`)."""
+    from tokengeo.probes.similarity.ranks import Strata, quantile_bins
+
+    g = torch.Generator().manual_seed(4)
+    R, M, n_att, n_dist = 4, 6000, 5, 4
+    valid = torch.ones(R, M, dtype=torch.bool)
+    attention = torch.randn(R, M, generator=g)
+    distance = torch.randint(1, 40, (R, M), generator=g).to(torch.float64)
+    d_bins = quantile_bins(average_ranks(distance, valid), valid, n_dist)
+    label = torch.rand(R, M, generator=g) < 0.6 - 0.15 * d_bins  # depends on distance only
+    echo = -d_bins.to(torch.float64) + 0.1 * torch.randn(R, M, generator=g)
+    rank_s, rank_a = average_ranks(echo, valid), average_ranks(attention, valid)
+    att_only = Strata.of(rank_s, rank_a, valid, n_att).auc(label)
+    joint = d_bins * n_att + quantile_bins(rank_a, valid, n_att)
+    both = Strata.of_bins(rank_s, joint, valid, n_att * n_dist).auc(label)
+    assert (att_only > 0.6).all() and ((both - 0.5).abs() < 0.05).all()
+    # of_bins on the quantile bins is Strata.of
+    torch.testing.assert_close(
+        Strata.of_bins(rank_s, quantile_bins(rank_a, valid, n_att), valid, n_att).auc(label),
+        att_only)

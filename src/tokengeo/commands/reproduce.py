@@ -27,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "papers' data and models, e.g. CIFAR100=/data/cifar-100-python"
                              ".tar.gz); repeat for each; the environment variable NAME "
                              "works too")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="compute no cell: judge the cells already stored under --out "
+                             "(OUT/cells: metrics and per-unit values, no weights) by this "
+                             "version's claims and write a new report; a cell not stored "
+                             "is reported as not run")
     parser.add_argument("--only", default="", help="comma-separated suites (default: all)")
     parser.add_argument("--out", default="runs/repro", help="output folder (resumable)")
     parser.add_argument("--config-dir", default=None,
@@ -71,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = ReproduceConfig(out=Path(args.out), mode=args.mode, only=only,
                           config_dir=Path(args.config_dir or BUILTIN_CONFIG_DIR),
                           data_paths=parse_data_paths(args.data_path),
-                          devices=DeviceConfig(args.device, args.gpus_per_cell).validate())
+                          devices=DeviceConfig(args.device, args.gpus_per_cell).validate(),
+                          rejudge=args.rejudge)
     executor = ExecutorConfig(args.executor, jobs=args.jobs, ray_address=args.ray_address,
                               connect_timeout=args.connect_timeout)
     executor.validate()

@@ -15,7 +15,8 @@ tally against an earlier run's report.json at PATH under the root, and every cla
 verdict changed), ``cells`` (per suite: the cells, their core-hours, the longest cell and
 the span they ran in, from the wall seconds stored with each cell),
 ``table:SUITE:CAPTION-START`` (a suite's tables by the start of their caption, hyphens for
-spaces), ``smoothing:SUITE`` (the
+spaces), ``catalogue`` (every claim of the four papers from the claims catalogue: its test,
+its verdict in this run, the coverage per paper; docs/claims.md), ``smoothing:SUITE`` (the
 smoothing-sign table of a Laplacian suite, and per column the blocks where the mean over
 seeds is negative, the head kind smoothing there, or positive). :func:`write_docs`
 re-renders every block under a folder; :func:`check_docs` names the first block that
@@ -30,14 +31,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokengeo.errors import ConfigError
+from tokengeo.experiments.catalogue.doc import render_catalogue
 
 BEGIN = "<!-- tokengeo:begin {} -->"
 END = "<!-- tokengeo:end {} -->"
 BLOCK = re.compile(r"<!-- tokengeo:begin (?P<name>[^ ]+) -->\n(?P<body>.*?)"
                    r"<!-- tokengeo:end (?P=name) -->", re.S)
 DOC_GLOBS = ("README.md", "docs/*.md", "docs/*/*.md")
-VERDICT_COLUMNS = ("reproduced", "not reproduced", "contradicted at the paper's setting",
-                   "inconclusive", "no change", "not run", "not testable here")
+CONTRADICTED_COLUMN = "contradicted at the paper's setting"
+VERDICT_COLUMNS = ("reproduced", "not reproduced", CONTRADICTED_COLUMN, "inconclusive",
+                   "no change", "not run", "not testable here")
 TALLIED = ("paper", "stand-in")
 
 
@@ -91,17 +94,25 @@ def render_run(data: dict, _arg: str) -> str:
             f"`{commit}`: {len(data['claims'])} claims.")
 
 
+def _columns(counts: dict) -> list[str]:
+    """The verdict columns a tally shows: a run judged before an outcome existed has no
+    count for it (no column, rather than a 0 it never decided)."""
+    first = next(iter(counts.values()), {})
+    return [v for v in VERDICT_COLUMNS if v in first or v != CONTRADICTED_COLUMN]
+
+
 def render_tally(data: dict, _arg: str) -> str:
-    rows = [[p, *(str(n.get(v, 0)) for v in VERDICT_COLUMNS)]
+    cols = _columns(data["tally"]["papers"])
+    rows = [[p, *(str(n.get(v, 0)) for v in cols)]
             for p, n in data["tally"]["papers"].items()]
-    return _table(["paper (its claims, as stated or through a stand-in)", *VERDICT_COLUMNS],
-                  rows)
+    return _table(["paper (its claims, as stated or through a stand-in)", *cols], rows)
 
 
 def render_kinds(data: dict, _arg: str) -> str:
-    rows = [[k, *(str(n.get(v, 0)) for v in VERDICT_COLUMNS)]
+    cols = _columns(data["tally"]["kinds"])
+    rows = [[k, *(str(n.get(v, 0)) for v in cols)]
             for k, n in data["tally"]["kinds"].items() if sum(n.values())]
-    return _table(["kind (all claims)", *VERDICT_COLUMNS], rows)
+    return _table(["kind (all claims)", *cols], rows)
 
 
 def _suite_claims(data: dict, suite: str) -> list[dict]:
@@ -254,8 +265,10 @@ def render_compare(data: dict, path: str, root: Path = Path(".")) -> str:
     text whose verdict changed, and how many claims each run has that the other does not."""
     old = _earlier_report(path, root)
     papers = list(dict.fromkeys([*old["tally"]["papers"], *data["tally"]["papers"]]))
+    cols = [v for v in VERDICT_COLUMNS
+            if v in _columns(old["tally"]["papers"]) + _columns(data["tally"]["papers"])]
     rows = [[p, *(f"{old['tally']['papers'].get(p, {}).get(v, 0)} → "
-                  f"{data['tally']['papers'].get(p, {}).get(v, 0)}" for v in VERDICT_COLUMNS)]
+                  f"{data['tally']['papers'].get(p, {}).get(v, 0)}" for v in cols)]
             for p in papers]
     before, after = _all_claims(old["claims"]), _all_claims(data["claims"])
     changed = [[key[0], _cell(key[1]), before[key][0], after[key][0],
@@ -264,7 +277,7 @@ def render_compare(data: dict, path: str, root: Path = Path(".")) -> str:
     return "\n".join([
         f"Tally of the paper and stand-in claims, earlier run (commit "
         f"`{(old.get('commit') or 'unknown')[:7]}`) → this run:", "",
-        _table(["paper", *VERDICT_COLUMNS], rows), "",
+        _table(["paper", *cols], rows), "",
         f"Claims and family members of the same suite and wording in both runs: "
         f"{sum(k in after for k in before)}; of the earlier run only: "
         f"{sum(k not in after for k in before)}; of this run only: "
@@ -277,6 +290,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "run": render_run, "tally": render_tally, "kinds": render_kinds,
     "claims": render_claims, "findings": render_findings, "smoothing": render_smoothing,
     "compare": render_compare, "cells": render_cells, "table": render_table,
+    "catalogue": render_catalogue,
 }
 NEEDS_ROOT = {"compare"}
 

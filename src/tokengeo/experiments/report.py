@@ -149,7 +149,7 @@ img{max-width:100%;border:1px solid #ddd;margin:0.5em 0} .rule{color:#555;font-s
 def _verdict_class(cell: str) -> str:
     if cell == "reproduced":
         return "ok"
-    if cell == "not reproduced":
+    if cell in ("not reproduced", "contradicted at the paper's setting"):
         return "bad"
     if cell in ("inconclusive", "no change"):
         return "meh"

@@ -68,6 +68,7 @@ class ReproduceConfig:
     config_dir: Path = BUILTIN_CONFIG_DIR
     data_paths: dict[str, str] = field(default_factory=dict)  # placeholder name -> path
     devices: DeviceConfig = field(default_factory=DeviceConfig)  # --device, --gpus-per-cell
+    rejudge: bool = False  # --rejudge: compute no cell, judge the stored ones
 
     def suites(self) -> list[str]:
         if self.mode not in MODES:
@@ -210,9 +211,14 @@ def dry_run(cfg: ReproduceConfig, jobs: int, out=print) -> list:
     return dry_run_report(cfg.mode, plans, CellStore(cfg.out), jobs, out, gpus=len(gpus))
 
 
+NOT_STORED = ("not among the stored cells (--rejudge computes none: run without it to "
+              "compute the cell)")
+
+
 def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
-                  log) -> dict[tuple[str, str], CellResult]:
-    """Every cell's result: cached ones read from disk, the rest run by ``executor``.
+                  log, compute: bool = True) -> dict[tuple[str, str], CellResult]:
+    """Every cell's result: cached ones read from disk, the rest run by ``executor`` (with
+    ``compute`` false, reported as not run: :data:`NOT_STORED`).
 
     The driver saves each result as it arrives, so an interrupted run (Ctrl-C, a failing
     cell, a lost worker) resumes with only the missing cells.
@@ -232,6 +238,10 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
             results[cell.suite, cell.key] = CellResult(cell.key, cached, cached=True)
     if len(todo) < len(cells):
         log(f"{len(cells) - len(todo)} of {len(cells)} cells read from {store.root}")
+    if todo and not compute:
+        log(f"{len(todo)} of {len(cells)} cells are not stored: reported as not run")
+        results.update({(c.suite, c.key): CellResult(c.key, None, NOT_STORED) for c in todo})
+        todo = []
     if todo:
         log(f"{len(todo)} of {len(cells)} cells to compute")
     with CellProgress(len(todo)) as progress:
@@ -266,7 +276,8 @@ def reproduce(cfg: ReproduceConfig, log=None,
     for plan in plans:
         plan.fig_dir.mkdir(parents=True, exist_ok=True)
     store = CellStore(cfg.out)
-    results = compute_cells([c for p in plans for c in p.cells], store, executor, log)
+    results = compute_cells([c for p in plans for c in p.cells], store, executor, log,
+                            compute=not cfg.rejudge)
     outputs = [p.summarise({c.key: results[p.name, c.key] for c in p.cells}) for p in plans]
     for plan, output in zip(plans, outputs, strict=True):
         line = where_ran(plan.cells, [results[plan.name, c.key].value for c in plan.cells])

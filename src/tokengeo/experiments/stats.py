@@ -110,13 +110,14 @@ class Interval:
 
     @property
     def no_change(self) -> bool:
-        """Every unit measured exactly 0 (a tied, integer measure)."""
-        return (self.method == "sign-flip" and len(self.values) >= 2
+        """Every unit measured exactly 0 (a tied, integer measure; a log ratio of equal
+        values)."""
+        return (self.method.endswith("sign-flip") and len(self.values) >= 2
                 and all(v == 0 for v in self.values))
 
     @property
     def tied(self) -> bool:
-        return self.method == "sign-flip" and len(set(self.values)) == 1
+        return self.method.endswith("sign-flip") and len(set(self.values)) == 1
 
     def to_dict(self) -> dict:
         """The interval with the per-unit numbers it was computed from (``values``; a

@@ -306,16 +306,25 @@ def _path_claims(res: SweepResults, settings: dict) -> list[Claim]:
     by_t = {t: path_label(t) for t in path_ts(settings)}
     last = last_depth(settings)
     key = "within_sequence_share"
-    # one row: the share falls with t after every block, the last layer among them (a
-    # separate "last layer" reading would repeat the last block's member)
-    members = [trend_claim(NAME, res, f"depth {d}: within-sequence share falls with t",
-                           SRC, "lower with I − P", by_t, f"within-seq share, depth {d}",
-                           share(key, d), False, variable="t", kind="new", label=f"depth {d}")
-               for d in range(1, last + 1)]
-    claims = [family(NAME, "within-sequence variance share falls along the path "
-                     "(t, 1 − 2t) from attention to the Laplacian, after every block",
-                     members, rule="all", quantity="slope of the within-sequence share "
-                     f"on t at each depth 1..{last}")]
+    at_last = trend_claim(NAME, res, "within-sequence variance share of the last layer's "
+                          "tokens falls along the path (t, 1 − 2t) from attention to the "
+                          "Laplacian", SRC, "lower with I − P", by_t,
+                          "within-sequence share (last layer)", share(key, last), False,
+                          variable="t", kind="new", label="last layer")
+    readings = [at_last]
+    if last > 1:  # the blocks before the last (the last is the first reading: no repeat)
+        members = [trend_claim(NAME, res, f"depth {d}: within-sequence share falls with t",
+                               SRC, "lower with I − P", by_t, f"within-seq share, depth {d}",
+                               share(key, d), False, variable="t", kind="new",
+                               label=f"depth {d}") for d in range(1, last)]
+        readings.append(family(NAME, "within-sequence share falls with t after every block "
+                               "before the last", members, rule="all",
+                               quantity="slope of the within-sequence share on t at each "
+                               f"depth 1..{last - 1} (as the last layer's claim)",
+                               label="every earlier block"))
+    # one row for the finding, its readings as members (rule "any")
+    claims = [lap.finding(NAME, "within-sequence variance share falls along the path "
+                          "(t, 1 − 2t) from attention to the Laplacian", readings)]
     claims.append(trend_claim(NAME, res, "test accuracy rises along the path (t, 1 − 2t)",
                               "Zhang & Papyan 2026, Sec. 5.1", "higher with Laplacian heads",
                               by_t, "test accuracy", accuracy, True, variable="t",

@@ -101,6 +101,7 @@ PAPER = ("Halevi et al., \"Self-attention vector output similarities reveal how 
 PAPER_KEY = "Halevi et al. (head-output similarity)"
 SRC = "Halevi et al. 2025"
 FIELDS = ("result.layer_summary", "result.input_distinct_share", "result.noise_chance",
+          "result.top_long_range_share", "result.long_range_chance",
           "inputs.within", "inputs.repeated", "figures")  # read by summarise
 MODEL_NAMES = {"mpnet": "all-mpnet-base-v2 (MPNet-base sentence encoder, 12 x 12)",
                "minilm": "all-MiniLM-L6-v2 (MiniLM sentence encoder, 6 x 12)",
@@ -245,12 +246,15 @@ SAME_SENTENCE_33 = "top similarities fall within the same sentence more than a t
 SAME_SENTENCE_CHANCE = ("top similarities prefer the same sentence, above the distance-matched "
                         "chance")
 BEYOND_ATTENTION = "output similarity carries information attention does not"
+LONG_RANGE = "final layers put fewer top similarities at long range than chance"
+BEYOND_DISTANCE = "output similarity carries information attention and token distance do not"
 # (row text start, how its readings combine, the row's text) of findings read several ways
 MERGED = [
     ((SAME_SENTENCE_33, SAME_SENTENCE_CHANCE), "all",
      "top similarities prefer the same sentence: a share above 33 % and above the "
      "distance-matched chance"),
     ((BEYOND_ATTENTION,), "any", BEYOND_ATTENTION + " (some relation)"),
+    ((BEYOND_DISTANCE,), "any", BEYOND_DISTANCE + " (some relation)"),
 ]
 CATALOGUE = {  # row text start -> the catalogue entry the row tests
     CONTRASTS[0][0]: "similarity.middle-layers-short-range",
@@ -263,6 +267,8 @@ CATALOGUE = {  # row text start -> the catalogue entry the row tests
     "high similarities include noise": "similarity.noise",
     "final layers' attention concentrates": "similarity.separator-attention",
     "high-similarity pairs sit in high-attention": "similarity.high-attention-regions",
+    LONG_RANGE: "similarity.long-range-struggle",
+    BEYOND_DISTANCE: "similarity.beyond-attention-by-distance",
 }
 
 
@@ -348,6 +354,7 @@ def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
                       f"layers (per input), bootstrap over {b.n} inputs", Region.above(0),
                       _boot_interval(b, excess), a.model, a.corpus))
     rep = repetition_head(a.inputs, n_boot=n_boot)
+    measured_shares = a.inputs.repeated / a.inputs.top_k  # (N, L, H); odd inputs measure
     L = a.inputs.n_layers
     where = next(k for k, layers in g.items() if rep.layer in layers)
     out.append(_claim(
@@ -355,7 +362,9 @@ def _contrast_claims(a: Analysis, n_boot: int) -> list[Claim]:
         "a head identifies repetitions (L11H8, a final-layer head)",
         f"repeated-token share of the top pairs of the head chosen on the even inputs, on "
         f"the {rep.share.n} odd inputs, bootstrap over inputs",
-        Region.above(REPETITION_SHARE), _boot_interval(rep.share), a.model, a.corpus,
+        Region.above(REPETITION_SHARE),
+        _boot_interval(rep.share, measured_shares[1::2, rep.layer, rep.head]), a.model,
+        a.corpus,
         f"the head: layer {rep.layer} of 0–{L - 1}, head {rep.head}, a {where}-layer head "
         f"(share {rep.selection_share:.3f} on the inputs it was chosen on; "
         f"{LAYER_MAPPING.get(a.model, 'no BERT mapping')})"))
@@ -393,6 +402,30 @@ def _attention_claims(a: Analysis, n_boot: int) -> list[Claim]:
             _boot_interval(cond, values), a.model, a.corpus,
             f"AUC_S {auc_s:.3f}, AUC_A {auc_a:.3f}; ΔAUC (S − A) {b.mean:.3f} "
             f"[{b.low:.3f}, {b.high:.3f}]; Spearman ρ(S, A) {rho:.3f}{per_head}"))
+    return out
+
+
+def _distance_claims(a: Analysis, n_boot: int) -> list[Claim]:
+    """Beyond attention *and* distance: per relation, the AUC of the similarity within
+    joint strata of attention and token distance (4 distance bins × the attention bins;
+    0.5: nothing beyond both), per input, bootstrap over inputs. Cells computed before
+    these strata lack the statistic: no claim then (its row is reported not run)."""
+    from tokengeo.probes.similarity.ranks import bootstrap_mean
+
+    out = []
+    for name in a.attention.relations:
+        if "auc_conditional_distance" not in a.attention.relations[name]:
+            continue
+        values = a.attention.per_input(name, "auc_conditional_distance")
+        cond = bootstrap_mean(values, null=0.5, n_boot=n_boot)
+        out.append(_claim(
+            f"{BEYOND_DISTANCE}: {name} ({RELATION_TEXT[name]})",
+            "output vectors vs attention maps", "output vectors carry information attention "
+            "maps miss", f"AUC of the similarity matrix for predicting {name} pairs within "
+            "joint strata of the (symmetrised) attention map and the token distance |i − j| "
+            f"(0.5: nothing beyond both; per input, mean over all heads), bootstrap over "
+            f"{cond.n} inputs", Region.above(0.5), _boot_interval(cond, values), a.model,
+            a.corpus))
     return out
 
 
@@ -436,6 +469,13 @@ def _shard_claims(a: Analysis) -> list[Claim]:
          lambda r: _mean([x - c for x, c in zip(r["input_distinct_share"],
                                                 r["input_distinct_chance"], strict=True)])),
     ]
+    specs.append((
+        LONG_RANGE, "structural insights",
+        "strong within sentences, weak on long-range relations",
+        "share of the final layers' top pairs at distance >= T/4 − the share of all pairs "
+        "there (mean over heads)", Region.below(0),
+        lambda r: _mean(_heads(r, "top_long_range_share", g["final"]))
+        - r["long_range_chance"]))
     noise_chance = _mean([r["noise_chance"] for r in a.results])
     specs.append((
         "high similarities include noise: unrelated token pairs, fewer than by chance",
@@ -558,6 +598,25 @@ def referee(settings: dict) -> Referee:
              ("replication", "one corpus pass", "inputs (bootstrap over inputs)")])
 
 
+UNMEASURED = ("no stored cell holds this statistic (cells computed before it was measured, "
+              "or a model without attention maps); delete OUT/cells/similarity to recompute "
+              "them")
+
+
+def _not_measured(rows: list[Claim], settings: dict, analyses: dict,
+                  missing: list[str]) -> list[Claim]:
+    """One not-run row per paper claim (:data:`CATALOGUE`) that no row measures, naming
+    the main model's reason (the first missing analysis when the main model ran)."""
+    main_model, main_corpus = settings["models"][0], next(iter(settings["corpora"]))
+    carried = {c.catalogue for c in rows}
+    why = next((m for m in missing if m and m.startswith(f"{main_model} on {main_corpus}")),
+               next((m for m in missing if m), UNMEASURED))
+    return [Claim(NAME, f"{start} [{main_model}]", SRC, "—", "—", Region.above(0),
+                  not_run=why, kind="stand-in", catalogue=cid,
+                  proxy=_proxy(main_model, main_corpus))
+            for start, cid in CATALOGUE.items() if cid not in carried]
+
+
 def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext) -> SuiteOutput:
     n_boot = int(settings.get("n_boot", DEFAULT_BOOT))
     main_model, main_corpus = settings["models"][0], next(iter(settings["corpora"]))
@@ -566,20 +625,14 @@ def summarise(settings: dict, results: dict[str, CellResult], ctx: SuiteContext)
     for model in settings["models"]:
         a = analyses.get((model, main_corpus))
         if a is None:
-            why = next((m for m in missing if m.startswith(f"{model} on {main_corpus}")),
-                       missing[0] if missing else "not run")
-            if model == main_model:  # every paper claim the suite tests, not run
-                claims += [Claim(NAME, f"{start} [{model}]", SRC, "—", "—", Region.above(0),
-                                 not_run=why, kind="stand-in", catalogue=cid,
-                                 proxy=_proxy(model, main_corpus))
-                           for start, cid in CATALOGUE.items()]
             continue
         claims += _contrast_claims(a, n_boot)
         if a.attention is not None:
-            claims += _attention_claims(a, n_boot)
+            claims += _attention_claims(a, n_boot) + _distance_claims(a, n_boot)
         if model == main_model:
             claims += _shard_claims(a)
-    claims = merged(per_finding(claims)) if analyses else claims
+    claims = merged(per_finding(claims))
+    claims += _not_measured(claims, settings, analyses, missing)
     main = analyses.get((main_model, main_corpus))
     figures = [Path(f) for f in main.values[0]["figures"]] if main else []
     out = SuiteOutput(NAME, TITLE, PAPER, claims, figures=figures, paper_key=PAPER_KEY,

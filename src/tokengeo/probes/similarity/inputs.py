@@ -33,7 +33,8 @@ from tokengeo.probes.similarity.ranks import Bootstrap, bootstrap_mean
 
 F64 = torch.float64
 LAYER_COUNTS = ("within", "short", "long", "dm_chance")  # summed over heads per layer
-ATTENTION_STATS = ("auc_similarity", "auc_attention", "auc_conditional", "delta")
+ATTENTION_STATS = ("auc_similarity", "auc_attention", "auc_conditional", "delta",
+                   "auc_conditional_distance")
 DIGITS = 5  # rounding of floats in a payload (shares and AUCs; far below their noise)
 
 
@@ -51,7 +52,9 @@ def input_payload(counts) -> dict:
 
 def attention_payload(comparison) -> dict:
     """Per input and layer, means over heads of ρ and, per relation, AUC_S, AUC_A, the
-    conditional AUC and ΔAUC = AUC_S − AUC_A (NaN heads skipped; ``None`` where no head
+    conditional AUC (within attention strata; ``auc_conditional_distance``: within joint
+    strata of attention and token distance) and ΔAUC = AUC_S − AUC_A (NaN heads skipped;
+    ``None`` where no head
     has a value)."""
     out = {"rho": _rounded(_heads_mean(comparison.rho)), "relations": {}}
     for name in comparison.relations:
@@ -61,6 +64,9 @@ def attention_payload(comparison) -> dict:
             "auc_conditional": _rounded(_heads_mean(comparison.auc_conditional[name])),
             "delta": _rounded(_heads_mean(comparison.delta(name))),
         }
+        if name in comparison.auc_conditional_distance:
+            out["relations"][name]["auc_conditional_distance"] = _rounded(
+                _heads_mean(comparison.auc_conditional_distance[name]))
     return out
 
 
@@ -184,7 +190,8 @@ class PooledAttention:
 
     def per_input(self, relation: str, stat: str) -> torch.Tensor:
         """(N,) mean over layers (each a mean over heads) of ``stat`` (``auc_similarity``,
-        ``auc_attention``, ``auc_conditional`` or ``delta``); NaN where an input has no
+        ``auc_attention``, ``auc_conditional``, ``auc_conditional_distance`` or ``delta``);
+        NaN where an input has no
         value (no related pair)."""
         return self.relations[relation][stat].nanmean(1)
 
@@ -198,8 +205,11 @@ def pool_attention(payloads: list[dict]) -> PooledAttention:
     if not payloads:
         raise ConfigError("no shards to pool")
     names = list(payloads[0]["relations"])
+    # a statistic every shard has (cells computed before the distance strata lack them)
+    stats = [s for s in ATTENTION_STATS
+             if all(s in p["relations"][n] for p in payloads for n in names)]
     rel = {n: {s: torch.cat([_tensor(p["relations"][n][s]) for p in payloads])
-               for s in ATTENTION_STATS}
+               for s in stats}
            for n in names}
     heads = None
     if all("heads" in p for p in payloads):

@@ -101,9 +101,15 @@ class Strata:
     @staticmethod
     def of(score_ranks: torch.Tensor, covariate_ranks: torch.Tensor, valid: torch.Tensor,
            n_bins: int) -> Strata:
+        return Strata.of_bins(score_ranks, quantile_bins(covariate_ranks, valid, n_bins),
+                              valid, n_bins)
+
+    @staticmethod
+    def of_bins(score_ranks: torch.Tensor, bins: torch.Tensor, valid: torch.Tensor,
+                n_bins: int) -> Strata:
+        """Strata given each entry's bin (R, M) in 0..n_bins − 1 (joint strata of two
+        covariates: ``bins_a * n_b + bins_b``)."""
         R, M = score_ranks.shape
-        n = valid.sum(-1, keepdim=True).to(F64).clamp(min=1)
-        bins = ((covariate_ranks - 1) * n_bins / n).floor().clamp(0, n_bins - 1).long()
         # sort by (bin, score): a bin offset larger than any score rank, then subtract the
         # entries of the lower bins
         within = average_ranks(bins.to(F64) * (M + 1) + score_ranks, valid)
@@ -120,6 +126,13 @@ class Strata:
         u = rank_sum - n_pos * self.below - n_pos * (n_pos + 1) / 2
         total = (n_pos * (self.size - n_pos)).sum(-1)
         return torch.where(total > 0, u.sum(-1) / total.clamp(min=1), torch.nan)
+
+
+def quantile_bins(ranks: torch.Tensor, valid: torch.Tensor, n_bins: int) -> torch.Tensor:
+    """(R, M) equal-count bins 0..n_bins − 1 of each row's valid entries by their
+    :func:`average_ranks` ``ranks``."""
+    n = valid.sum(-1, keepdim=True).to(F64).clamp(min=1)
+    return ((ranks - 1) * n_bins / n).floor().clamp(0, n_bins - 1).long()
 
 
 def _per_bin(values: torch.Tensor, flat: torch.Tensor, R: int, n_bins: int) -> torch.Tensor:

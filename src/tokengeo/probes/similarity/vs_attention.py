@@ -35,11 +35,13 @@ from tokengeo.probes.similarity.ranks import (
     auc_from_ranks,
     average_ranks,
     bootstrap_mean,
+    quantile_bins,
     spearman_from_ranks,
 )
 
 RELATIONS = ("same_sentence", "same_word", "repetition")
 N_BINS = 10
+DISTANCE_BINS = 4  # equal-count bins of |i − j|, crossed with the attention bins
 
 
 def wordpiece_word_ids(input_ids: torch.Tensor, tokens_of, sentence_ids: torch.Tensor):
@@ -126,6 +128,8 @@ class LayerInputStats:
     auc_similarity: dict[str, torch.Tensor]
     auc_attention: dict[str, torch.Tensor]
     auc_conditional: dict[str, torch.Tensor]
+    # within joint strata of attention and token distance |i − j|
+    auc_conditional_distance: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def layer_stats(z: torch.Tensor, pattern: torch.Tensor, valid: torch.Tensor,
@@ -142,12 +146,17 @@ def layer_stats(z: torch.Tensor, pattern: torch.Tensor, valid: torch.Tensor,
     keep = valid.expand(H, -1, -1).reshape(rows)
     rank_s, rank_a = average_ranks(s, keep), average_ranks(a, keep)
     strata = Strata.of(rank_s, rank_a, keep, n_bins)
+    distance = (j - i).to(torch.float64).expand(H * B, -1)  # (H*B, M)
+    joint = (quantile_bins(average_ranks(distance, keep), keep, DISTANCE_BINS) * n_bins
+             + quantile_bins(rank_a, keep, n_bins))  # (H*B, M): distance bin × attention bin
+    by_distance = Strata.of_bins(rank_s, joint, keep, n_bins * DISTANCE_BINS)
     out = LayerInputStats(spearman_from_ranks(rank_s, rank_a, keep).view(H, B), {}, {}, {})
     for name, related in relations.items():
         pos = related.expand(H, -1, -1).reshape(rows)
         out.auc_similarity[name] = auc_from_ranks(rank_s, pos, keep).view(H, B)
         out.auc_attention[name] = auc_from_ranks(rank_a, pos, keep).view(H, B)
         out.auc_conditional[name] = strata.auc(pos).view(H, B)
+        out.auc_conditional_distance[name] = by_distance.auc(pos).view(H, B)
     return out
 
 
@@ -161,6 +170,7 @@ class AttentionComparison:
     auc_conditional: dict[str, torch.Tensor]
     n_bins: int = N_BINS
     relations: tuple[str, ...] = field(default=())
+    auc_conditional_distance: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def n_inputs(self) -> int:
@@ -283,6 +293,8 @@ class AttentionComparisonAccumulator:
             auc_attention={r: stack(lambda s, r=r: s.auc_attention[r]) for r in names},
             auc_conditional={r: stack(lambda s, r=r: s.auc_conditional[r]) for r in names},
             n_bins=self.n_bins, relations=names,
+            auc_conditional_distance={r: stack(lambda s, r=r: s.auc_conditional_distance[r])
+                                      for r in names},
         )
 
 
