@@ -1,7 +1,7 @@
 """simulate(x0, weights, FlowConfig): the config API gives the old keyword API's numbers.
 
 ``data/simulate_reference.npz`` holds every recorded series of seven runs computed with the
-keyword ``simulate`` of commit 630b88f (before the FlowConfig refactor, issue 43), one
+keyword ``simulate`` of commit 630b88f (before the FlowConfig refactor), one
 thread, float64 except one float32 run: Euler with weight noise, RK4, stochastic Heun,
 general (non-symmetric) frozen heads without energy, a layer schedule, float32 and a preset.
 The refactor only moved code, so the new path must give the same numbers. The file was written
@@ -134,7 +134,7 @@ def test_a_schedule_cannot_record_weights():
 
 
 def test_no_function_in_flows_is_longer_than_a_screen():
-    """Issue 43: every function of tokengeo.flows (docstring included) fits in 60 lines."""
+    """Every function of tokengeo.flows (docstring included) fits in 60 lines."""
     import ast
 
     import tokengeo.flows

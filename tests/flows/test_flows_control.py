@@ -1,11 +1,10 @@
-"""Issue 42's flows diagnostics: the static attractive control, clusters over time, the
+"""The flows diagnostics: the static attractive control, clusters over time, the
 time-averaged weights and the stationarity of the tokens under the limiting energy
 (arXiv 2605.18870, Sec. 5-6)."""
 
 from __future__ import annotations
 
 import math
-import tomllib
 
 import pytest
 import torch
@@ -136,90 +135,3 @@ def test_flow_config_of_a_preset_runs_the_preset():
     cfg = p.flow_config()
     assert isinstance(cfg, FlowConfig)
     assert (cfg.drift, cfg.noise_var, cfg.T, cfg.record_every) == ("oscillating", 0.0, 0.1, 5)
-
-
-def _summary(cos_T: list[float], relative: list[float], residual: list[float] | None = None):
-    P = len(cos_T)
-    residual = residual or [0.0] * P
-    return {"summary": {
-        "mean_cosine_T": cos_T, "clusters_T": [1] * P, "t_sampled": [0.0, 1.0],
-        "clusters_t": [[6, 1]] * P, "mean_cosine_t": [[0.0, c] for c in cos_T],
-        "mean_weights_eig": [-2.0, -1.0], "residual_T": residual,
-        "terms_T": {"G2_int": [2.0] * P},
-        "stationarity_T": {"grad_norm2": [0.0] * P, "relative": relative,
-                           "field_relative": relative},
-        "stationarity_random": {"grad_norm2": [1.0] * P, "relative": [0.3] * P,
-                                "field_relative": [0.3] * P}},
-        "t": [0.0, 1.0, 2.0, 3.0, 4.0], "G2": [[1.0, 0.5, 0.1, 0.01, 0.001]]}
-
-
-def test_suite_states_the_new_flows_claims_with_their_regions():
-    from tokengeo.experiments.cells import CellResult
-    from tokengeo.experiments.suites import flows as suite
-
-    settings = {"heads": [1, 4], "control_heads": [4], "residual_heads": [1, 2],
-                "residual_tolerance": 0.05, "long_run": {"T": 4.0, "heads": [4]}}
-    cells = {
-        "attractive-H4": _summary([0.999], [0.0]),
-        "ou-quiet-H4": _summary([0.0], [0.01]),
-        "ou-H4": _summary([-0.01] * 3, [0.3, 0.35, 0.4]),
-        "inphase-H4": _summary([0.0], [0.2]),
-        "oscillating-H4": _summary([0.95], [0.2]),  # clusters: the family must fail
-        "ou-H1": _summary([0.0] * 3, [0.1] * 3, residual=[0.02, 0.03, 0.025]),
-        "ou-H2": _summary([0.0] * 3, [0.1] * 3, residual=[-1.0, -1.2, -0.9]),
-        "long-oscillating-H4": _summary([0.0], [0.0]),
-    }
-    results = {k: CellResult(k, v) for k, v in cells.items()}
-    claims = {c.text.split(":")[0]: c for c in suite._new_claims(settings, results)}
-    control = claims["static attractive control (frozen weights, positive-definite value map "
-                     "−D_h)"]
-    assert control.verdict == "reproduced" and control.measured.exact
-    assert control.region.low == suite.CLUSTERED_COSINE and "H=4: 0.999" in control.detail
-    family = claims["time-dependent weights prevent the token clustering of the static "
-                    "attractive control"]
-    assert [m.label for m in family.members] == list(suite.DRIFTS)
-    assert family.members[2].verdict == "not reproduced"  # the per-head drift clustered
-    assert family.members[1].verdict == "reproduced"
-    assert family.verdict == "not reproduced"  # rule "all"
-    quiet = next(c for k, c in claims.items() if k.startswith("integrable regime"))
-    assert quiet.kind == "paper" and quiet.verdict == "reproduced"
-    noisy = next(c for k, c in claims.items() if k.startswith("OU weights (σ² = 2)"))
-    assert noisy.kind == "stand-in" and noisy.verdict == "not reproduced"
-    assert not noisy.measured.exact and abs(noisy.measured.mean - 0.35) < 1e-12
-    # the signed residual per H is reported (a table), not a claim: only the H = 1
-    # identity is judged, in the tallied identity claim (issue 40 items 6 and 11)
-    assert not any(k.startswith("energy–dissipation") for k in claims)
-    rows = {r[0]: r for r in suite._residual_table(settings, results)[2]}
-    assert rows["H=1"][2] == f"{0.0125:+.3e}"  # residual / ∫G², signed, mean over paths
-    assert rows["H=2"][1] == "reported, not judged" and float(rows["H=2"][2]) < 0
-    long = next(c for c in claims.values() if "run to T = 4" in c.text)
-    assert long.measured.mean == pytest.approx(-2.0, abs=0.1)  # G² falls 3 decades over [2, 4]
-    assert long.verdict == "not reproduced" and "falling" in long.detail
-
-
-def test_new_claims_say_why_when_a_cell_is_missing_or_old():
-    from tokengeo.experiments.cells import CellResult
-    from tokengeo.experiments.suites import flows as suite
-
-    old = {"summary": {"mean_cosine_T": [0.0]}, "t": [], "G2": []}  # before issue 42
-    results = {"attractive-H4": CellResult("attractive-H4", old)}
-    claims = suite._new_claims({"heads": [4], "residual_tolerance": 0.05}, results)
-    assert "computed before issue 42" in claims[0].not_run
-    assert claims[2].not_run == "cell missing"
-
-
-@pytest.mark.parametrize("line,match", [
-    ("control_heads = [4, 4]", "repeats an H"),
-    ("residual_heads = [0]", "whole numbers >= 1"),
-    ("long_run = { T = 40.0 }", "long_run must be"),
-    ("long_run = { T = -1.0, heads = [4] }", "long_run must be"),
-    ("long_run = { T = 4.0, heads = [4, 4] }", "repeats an H"),
-])
-def test_bad_new_flows_settings_are_refused_by_name(line, match, tmp_path):
-    from tokengeo.experiments.settings import check_settings
-    from tokengeo.experiments.suites import flows as suite
-
-    settings = {"exponent_tolerance": 0.3, "residual_tolerance": 0.05, "heads": [1, 4],
-                "preset": {}} | tomllib.loads(line)
-    with pytest.raises(ConfigError, match=match):
-        check_settings("flows", tmp_path / "flows.toml", settings, suite.SETTINGS)

@@ -1,4 +1,4 @@
-"""The paper's theory on small cases: energy balance as dt -> 0, Grönwall stability, weight
+"""The paper's theory on small cases: Grönwall stability, weight
 perturbations, the weight-path replay they rest on, and the fits of the H sweep."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from tokengeo.flows.presets import get_preset
 from tokengeo.flows.simulate import FlowConfig
 from tokengeo.flows.theory import (
     PathDrift,
-    dt_convergence,
     gronwall_stability,
     sample_weight_path,
     weight_perturbation,
@@ -31,23 +30,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def start(n=12, H=1, seed=0):
     x0, D0 = get_preset("s2-ou", n_tokens=n, n_paths=1, seed=seed).initial_state(H)
     return x0[0], D0[0]  # (n, d), (H, d, d)
-
-
-def test_one_head_residual_falls_at_first_order_in_dt():
-    x0, D0 = start(H=1)
-    conv = dt_convergence(x0, D0, drift="oscillating", dts=[0.04, 0.02, 0.01, 0.005], T=1.0)
-    assert 0.85 < conv.order.value < 1.15, conv
-    assert conv.relative == sorted(conv.relative, reverse=True)
-    assert conv.limit < 0.2 * conv.relative[-1]  # the first-order limit is ~0
-
-
-def test_several_heads_residual_converges_at_first_order_to_a_nonzero_limit():
-    x0, D0 = start(H=4)
-    conv = dt_convergence(x0, D0, drift="oscillating", dts=[0.04, 0.02, 0.01, 0.005], T=1.0)
-    assert 0.8 < conv.difference_order.value < 1.2, conv
-    assert conv.limit > 0.5 * conv.relative[-1]  # the multi-head mismatch stays
-    with pytest.raises(ConfigError, match="3 values"):
-        dt_convergence(x0, D0, drift="ou", dts=[0.1, 0.05], T=1.0)
 
 
 def test_a_replayed_weight_path_is_followed_exactly_and_shifts_with_D0():

@@ -345,6 +345,9 @@ def _family(c: dict, a: Audit, name: str) -> tuple[str, tuple[float, float] | No
     raw = [v for v, _ in judged]
     if c.get("not_run"):
         return c["verdict"], None
+    if c["verdict"].startswith(NOT_TESTABLE):  # its precondition failed: not judged
+        a.taken += 1
+        return c["verdict"], None
     ps = [p for _, p in judged]
     if any(p is None for p in ps):  # a member's test lacks its values: take Holm as stored
         adjusted = [m["verdict_holm"] for m in members]

@@ -2,8 +2,9 @@
 
 arXiv 2605.18870, Sec. 6: tokens cluster under the flow, and the time-averaged strong
 gradient over the second half of the run scales like H^b (b ~ -1 with Ornstein-Uhlenbeck
-weights, b ~ 0 with oscillating weights). :func:`classify_settling` states whether a drift's
-token cloud settles, from the trend of G^2 over [T/2, T] and its dependence on H.
+weights, b ~ 0 with oscillating weights); :func:`g2_trend` says how many decades G^2 moves by
+over [T/2, T] (shown in the flows runs table; whether the cloud settles is read from its
+W_2 movement, :mod:`tokengeo.flows.transport`).
 """
 
 from __future__ import annotations
@@ -141,66 +142,6 @@ def g2_trend(t: Tensor, series: Tensor, start: float) -> Tensor:
     dt = tt - tt.mean()  # (R',)
     slope = (s - s.mean(-1, keepdim=True)) @ dt / dt.square().sum()  # (P,)
     return slope * (tt[-1] - tt[0])
-
-
-SETTLING_VERDICTS = ("settles at a noise floor", "never settles", "collapses", "grows")
-
-
-@dataclass
-class Settling:
-    """The settling test of one drift: G^2 trends over [T/2, T] per H and their verdict."""
-
-    heads: list[int]
-    trend: list[float]  # per H: mean over paths of g2_trend (decades across [T/2, T])
-    trend_std: list[float]  # per H: std over paths
-    exponent: float  # b of the second-half mean G^2 ~ c H^b
-    verdict: str  # one of SETTLING_VERDICTS
-    tolerance: float
-    exponent_split: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def classify_settling(
-    heads: list[int],
-    trends: list[Tensor],
-    levels: list[Tensor],
-    *,
-    tolerance: float = 0.5,
-    exponent_split: float = -0.5,
-) -> Settling:
-    """Does the token cloud settle? (arXiv 2605.18870, Sec. 6, Fig. 3-4, as a rule.)
-
-    ``trends`` are the per-path :func:`g2_trend` over [T/2, T] and ``levels`` the per-path
-    time-averaged G^2 over [T/2, T], one (P,) tensor per H. Judged at the largest H, with
-    b the fitted exponent of levels ~ c H^b:
-
-    * mean trend < -tolerance: ``"collapses"`` (G^2 still falls toward 0: the field dies
-      out as the tokens reach a rest configuration, which may be clustered or spread out:
-      :func:`describe_tokens` says which);
-    * mean trend > +tolerance: ``"grows"``;
-    * otherwise G^2 is stationary over [T/2, T], and
-      b <= exponent_split: ``"settles at a noise floor"`` (the paper's OU picture: what motion
-      is left is weight noise, averaged out over heads, G^2 ~ 1/H), or
-      b > exponent_split: ``"never settles"`` (the paper's oscillating picture: the cloud keeps
-      moving at a rate that more heads do not reduce, b ~ 0).
-    """
-    if len(heads) != len(trends) or len(heads) != len(levels):
-        raise ConfigError("classify_settling needs one trend and one level sample per H")
-    if tolerance <= 0:
-        raise ConfigError(f"tolerance={tolerance} must be > 0 (decades of G^2)")
-    fit = fit_power_law(heads, levels, n_boot=1)
-    mean = [float(tr.double().mean()) for tr in trends]
-    std = [float(tr.double().std()) if tr.numel() > 1 else 0.0 for tr in trends]
-    last = mean[max(range(len(heads)), key=lambda i: heads[i])]
-    if last < -tolerance:
-        verdict = "collapses"
-    elif last > tolerance:
-        verdict = "grows"
-    else:
-        verdict = SETTLING_VERDICTS[0] if fit.exponent <= exponent_split else "never settles"
-    return Settling(list(heads), mean, std, fit.exponent, verdict, tolerance, exponent_split)
 
 
 CLUSTER_COSINE = 0.99  # tokens within arccos(0.99) = 8.1 degrees are linked into one cluster

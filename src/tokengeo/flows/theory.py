@@ -1,13 +1,9 @@
-"""The paper's theory checked numerically: the energy-dissipation identity as dt -> 0, stability
-in the initial tokens (Grönwall) and in the weights' path (the Gamma-convergence setting).
+"""The paper's theory checked numerically: stability in the initial tokens (Grönwall) and in the
+weights' path (the Gamma-convergence setting).
 
 Massucco et al., arXiv 2605.18870, Sec. 3-5. Along the flow dx/dt = -v(x, D(t)):
 
-* energy-dissipation: E(T) - E(0) = int dE/dt|_x dt - int G^2 dt (+ Ito and martingale terms
-  with noise) holds exactly in continuous time for one head (H = 1); the Euler scheme's
-  residual is O(dt). For H > 1 the multi-head velocity is not the gradient of E in the metric
-  that defines G^2, so the residual tends to a nonzero limit (:func:`dt_convergence` reports
-  both the residual's order and the order of its successive differences);
+* (the energy-dissipation identity, term by term and as dt -> 0, is :mod:`tokengeo.flows.edi`);
 * Grönwall: |x(t) - x'(t)| <= |x(0) - x'(0)| e^{L t}, so the largest distance over [0, T]
   between runs from tokens eps apart is linear in eps with a constant C <= e^{L T}
   (:func:`gronwall_stability`);
@@ -28,7 +24,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tokengeo.errors import ConfigError
 from tokengeo.flows.fits import Estimate, loglog_ols
 from tokengeo.flows.simulate import FlowConfig, simulate
 from tokengeo.flows.weights import resolve_drift, symmetric_increment
@@ -83,45 +78,6 @@ def _max_distance(x: Tensor, ref: Tensor) -> Tensor:
 
 
 @dataclass
-class DtConvergence:
-    """Energy-balance residual at T of one deterministic run per dt."""
-
-    n_heads: int
-    dts: list[float]
-    residual: list[float]  # signed residual at T
-    relative: list[float]  # |residual| / int G^2 dt at T
-    order: Estimate  # slope of log |residual| against log dt (0 when it has a limit)
-    difference_order: Estimate  # slope of log |r(dt) - r(dt/2)| against log dt
-    limit: float  # Richardson limit 2 r(dt_min) - r(2 dt_min) (first order), relative
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def dt_convergence(x0: Tensor, D0: Tensor, *, drift: str, dts: list[float], T: float
-                   ) -> DtConvergence:
-    """Deterministic runs (sigma = 0) from tokens x0 (n, d) and weights D0 (H, d, d) for each dt
-    (halving, largest first); the residual relative to the dissipated energy int G^2."""
-    dts = sorted(dts, reverse=True)
-    if len(dts) < 3:
-        raise ConfigError("dt_convergence needs at least 3 values of dt")
-    res, rel = [], []
-    for dt in dts:
-        r = simulate(x0, D0, FlowConfig(drift=drift, noise_var=0.0, T=T, dt=dt,
-                                        record_every=10**7))
-        res.append(float(r.residual[0, -1]))
-        rel.append(abs(res[-1]) / float(r.G2_int[0, -1]))
-    diffs = [abs(a - b) for a, b in zip(res, res[1:], strict=False)]
-    scale = rel[-1] / abs(res[-1]) if res[-1] != 0 else 0.0
-    return DtConvergence(
-        n_heads=D0.shape[0], dts=dts, residual=res, relative=rel,
-        order=loglog_ols(dts, [abs(v) for v in res])[0],
-        difference_order=loglog_ols(dts[:-1], diffs)[0],
-        limit=abs(2 * res[-1] - res[-2]) * scale,
-    )
-
-
-@dataclass
 class Stability:
     """Largest distance over [0, T] between a reference run and perturbed runs."""
 
@@ -130,6 +86,7 @@ class Stability:
     max_distance: list[list[float]]  # per size, per direction
     constant: list[list[float]]  # max_distance / size
     slope: Estimate  # per-direction log-log slope of max distance against size, over directions
+    slopes: list[float]  # the per-direction slopes the interval is made of
     energy_gap: list[list[float]]  # |E_pert(T) - E(T)| per size and direction
 
     def to_dict(self) -> dict:
@@ -156,7 +113,8 @@ def _stability(x_starts: Tensor, D_starts: Tensor, path: Tensor, *, what: str,
     else:
         slope = Estimate(float(arr[0]), float(arr[0]), float(arr[0]), 1)
     const = dist / torch.tensor(sizes, dtype=dist.dtype, device=dist.device)[:, None]
-    return Stability(what, list(sizes), dist.tolist(), const.tolist(), slope, gap.tolist())
+    return Stability(what, list(sizes), dist.tolist(), const.tolist(), slope, slopes,
+                     gap.tolist())
 
 
 def gronwall_stability(x0: Tensor, D0: Tensor, *, drift: str, noise_var: float, T: float,
