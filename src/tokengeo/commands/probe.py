@@ -27,6 +27,10 @@ printed (and in probe.json), over the final-layer tokens of the probed examples:
                           interpolated); decay_alpha: power-law decay of the spectrum
   cdnv_mean, next_token_nm_accuracy  language runs: class-distance normalised variance of
                           next-token classes, nearest-mean next-token accuracy
+  object_share            images: the share of a ViT's patch-token variance explained by
+                          the foreground/background split (η², higher: object tokens
+                          apart from background); object_images: images with both kinds
+                          of patch (none: object_share is null); foreground_fraction
   n_examples, n_sequences how many examples (sequences) were probed
   layers                  the same per block (in probe.json only)
   a DINO run: its teacher's k-NN / linear-probe accuracy, patch spectrum, PCA IoU"""

@@ -54,13 +54,14 @@ def object_shares(tokens: torch.Tensor, foreground: torch.Tensor) -> torch.Tenso
 
 def object_separation(tokens: torch.Tensor, foreground: torch.Tensor, prefix: int = 0
                       ) -> dict:
-    """``{"object_share": mean η², "object_images": images with both kinds of patch,
+    """``{"object_share": mean η² (None when no image has both kinds of patch: JSON has no
+    NaN), "object_images": images with both kinds of patch,
     "foreground_fraction": mean share of foreground patches}`` of ``tokens`` (N, prefix + P,
     d) (the first ``prefix`` tokens, a cls token, left out) and ``foreground`` (N, P)."""
     patches = tokens[:, prefix:]
     if patches.shape[1] != foreground.shape[1]:
         raise ValueError(f"{patches.shape[1]} patch tokens, {foreground.shape[1]} patches")
     shares = object_shares(patches, foreground)
-    return {"object_share": float(shares.mean()) if len(shares) else float("nan"),
+    return {"object_share": float(shares.mean()) if len(shares) else None,
             "object_images": int(len(shares)),
             "foreground_fraction": float(foreground.to(F64).mean())}

@@ -23,7 +23,9 @@ from tokengeo.experiments.claims import Claim, family
 from tokengeo.experiments.settings import Setting, train_table
 from tokengeo.experiments.stats import Region, mean_interval
 from tokengeo.experiments.suite import SuiteContext
+from tokengeo.experiments.suites import plateau
 from tokengeo.experiments.suites import smoothing_sign as smoothing
+from tokengeo.experiments.suites.plateau import curve_value
 from tokengeo.experiments.sweep import (
     Sweep,
     SweepResults,
@@ -170,7 +172,6 @@ def check(where: str, settings: dict) -> None:
     ks its claims compare (:func:`~tokengeo.experiments.validation.check_ks`); no learning
     curve or smoothing sign asked of DDP cells (``gpus`` > 1), which record neither."""
     from tokengeo.errors import ConfigError
-    from tokengeo.experiments.suites import plateau
     from tokengeo.experiments.validation import check_ks
 
     check_ks(where, settings, headline=True)
@@ -339,17 +340,6 @@ def layer_figure(path: Path, settings: dict, res: SweepResults, key: str, ylabel
 
 
 # ---- learning curves (cells with ``curve_every``: metrics and geometry along training)
-
-
-def curve_value(step: int, where: str, key: str) -> Callable[[Any], float]:
-    """Getter of ``where`` ("metrics" or "geometry") number ``key`` at ``step`` of a cell's
-    learning curve."""
-    def get(result) -> float:
-        point = next((p for p in result.curve or () if p["step"] == step), None)
-        if point is None or point.get(where) is None:
-            raise ValueError(f"the learning curve has no {where} at step {step}")
-        return point[where][key]
-    return get
 
 
 def curve_steps(res: SweepResults) -> list[int]:

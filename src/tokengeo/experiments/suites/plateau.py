@@ -21,7 +21,9 @@ of training, not architectures.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tokengeo.errors import ConfigError
 from tokengeo.experiments.stats import Interval, mean_interval, paired_difference
@@ -77,7 +79,6 @@ def plateau(res: SweepResults, settings: dict, heads: int, where: str = "metrics
     pair = budgets(settings)
     if pair is None or res.not_run():
         return None
-    from tokengeo.experiments.suites.laplacian_sweep import curve_value
 
     first, last = (curve_value(b, where, key) for b in pair)
     at, change, state = {}, {}, {}
@@ -106,3 +107,14 @@ def plateau_table(p: Plateau, name: str = "test acc", tolerance: float = TOLERAN
             f"a tail at the final rate); at plateau when the 95 % interval of the change lies "
             f"within ±{tolerance:g}", ["setting", f"step {b1}", f"step {b2}", "change",
                                        "plateau"], rows)
+
+
+def curve_value(step: int, where: str, key: str) -> Callable[[Any], float]:
+    """Getter of ``where`` ("metrics" or "geometry") number ``key`` at ``step`` of a cell's
+    learning curve."""
+    def get(result) -> float:
+        point = next((p for p in result.curve or () if p["step"] == step), None)
+        if point is None or point.get(where) is None:
+            raise ValueError(f"the learning curve has no {where} at step {step}")
+        return point[where][key]
+    return get
