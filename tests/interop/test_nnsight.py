@@ -49,10 +49,6 @@ def test_trace_save_and_patch_a_laplacianized_llama(llama_folder, name):
     assert (patched - logits).abs().max() > 1e-4  # the patch did something
 
 
-@pytest.mark.xfail(strict=True, reason="hook_z is read and replaced through nnsight now (see "
-                   "tests/probes/test_nnsight_sites.py), but this in-place edit under autograd "
-                   "hits torch's refusal to modify the fused kernel's output view in place "
-                   "('Output 0 of Select is a view ... created inside a custom Function')")
 def test_trace_save_and_patch_gpt_tiny_hook_points(llama_folder):
     case = {c.name: c for c in all_cases(llama_folder)}["gpt-tiny-laplacian"]
     tokens = case.tokens(seed=9)

@@ -52,3 +52,44 @@ def test_an_nnsight_value_edit_reaches_the_laplacian_heads():
         attn.v_proj.output = attn.v_proj.output * 0
         z = attn.o_proj.input.save()  # (B, T, H*Dh): V - P V on the Laplacian heads
     assert z.abs().max() == 0
+
+
+def _ablate_head_0(z, hook):
+    z[:, :, 0] = 0.0  # in place, returning None: what an nnsight assignment does
+
+
+def test_an_nnsight_in_place_edit_of_z_under_autograd_gives_the_hooked_gradients():
+    """A hook point nnsight wraps counts as watched: the kernel that saves z for its backward
+    is not planned, so the edit and a backward through it are those of a tokengeo hook."""
+    model = tiny_gpt()
+    wrapped = nnsight.NNsight(model)
+    with wrapped.trace(IDS):
+        wrapped.blocks[1].attn.hook_z.output[:, :, 0] = 0.0
+        out = wrapped.output.save()
+    out.square().sum().backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    want = run_with_hooks(model, IDS, fwd_hooks=[("blocks.1.attn.hook_z", _ablate_head_0)])
+    want.square().sum().backward()
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(got[name], p.grad, rtol=0, atol=0, msg=name)
+
+
+def test_nnsight_reads_the_gradient_of_a_hook_point_with_nothing_attached():
+    """V's gradient reaches ``hook_v``'s tensor (not only the packed qkv projection)."""
+    model = tiny_gpt()
+    wrapped = nnsight.NNsight(model)
+    with wrapped.trace(IDS):
+        v = wrapped.blocks[1].attn.hook_v.output
+        with wrapped.output.square().sum().backward():
+            grad = v.grad.save()
+    seen = {}
+
+    def keep_grad(x, hook):
+        x.register_hook(lambda g: seen.update(grad=g))
+
+    run_with_hooks(model, IDS, fwd_hooks=[("blocks.1.attn.hook_v", keep_grad)]
+                   ).square().sum().backward()
+    torch.testing.assert_close(grad, seen["grad"], rtol=0, atol=0)
+    assert grad.abs().sum() > 0

@@ -195,6 +195,14 @@ def active(point: HookPoint) -> bool:
     return bool(point._forward_hooks or point._forward_pre_hooks)
 
 
+def watched(point: HookPoint) -> bool:
+    """Whether something sees the point's tensor: a hook attached (:func:`active`), or a tool
+    that wraps the point's calls with a ``forward`` of its own on the instance (nnsight
+    does), which may edit the tensor in place or read its gradient. The kernels then treat
+    the tensor as hooked: no fused kernel saves it, no packed gradient bypasses it."""
+    return active(point) or "forward" in point.__dict__
+
+
 class MultiHeadAttention(HeadAttention):
     """Self-attention with per-head kinds (``attention`` / ``laplacian`` / ``mixed``).
 
@@ -240,7 +248,7 @@ class MultiHeadAttention(HeadAttention):
         B, T, D = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
         q, k, v = qkv.unbind(dim=2)  # each (B, T, H, Dh)
-        hooked = active(self.hook_q) or active(self.hook_k) or active(self.hook_v)
+        hooked = watched(self.hook_q) or watched(self.hook_k) or watched(self.hook_v)
         seen = self.hook_q(q), self.hook_k(k), self.hook_v(v)  # identity calls when unhooked
         if hooked or any(a is not b for a, b in zip(seen, (q, k, v), strict=True)):
             q, k, v = seen
@@ -250,7 +258,7 @@ class MultiHeadAttention(HeadAttention):
             q, k, v, (B, T, D), qkv=qkv, attn_mask=attn_mask,
             is_causal=is_causal, dropout_p=self.attn_dropout if self.training else 0.0,
             edit_pattern=self._pattern_hook(q, k, attn_mask, is_causal),
-            hook_z=self.hook_z, z_hooked=active(self.hook_z)))
+            hook_z=self.hook_z, z_hooked=watched(self.hook_z)))
 
     def _pattern_hook(self, q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None,
                       is_causal: bool) -> Callable[[torch.Tensor], torch.Tensor] | None:

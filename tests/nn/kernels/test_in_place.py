@@ -488,3 +488,17 @@ def test_scaled_kernel_gradients_equal_the_chain_rule():
     for got, want in zip(outs, (bb * grads[0], bb * grads[1], bb * grads[2] + aa * g),
                          strict=True):
         assert torch.allclose(got, want, atol=1e-14)
+
+
+def test_the_output_takes_an_in_place_edit_and_a_backward_through_it_is_refused():
+    """z is no view made inside the autograd Function (autograd forbids editing those in
+    place): an ablation edits it, and a backward through the edit (z is saved) raises."""
+    qkv, coef = make(LAYERS["half"])
+    z = run(lean, qkv, coef, kernel="in_place")
+    assert is_in_place(z) and not z._is_view()
+    want = run(plain, qkv, coef).detach().clone()
+    z[:, :, 1] = 0.0  # a head ablated in place, under autograd
+    want[:, :, 1] = 0.0
+    assert torch.equal(z, want)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()

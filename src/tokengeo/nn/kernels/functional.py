@@ -57,8 +57,10 @@ def laplacian_attention(
 
     Double backward (``create_graph=True``) recomputes the composition with the math SDPA
     kernel inside the backward, so it is exact too. ``z`` is saved for the backward by the
-    ``in_place`` kernel: modify it in place (e.g. an ablation hook) only in no-grad code, or
-    clone it first; autograd raises otherwise.
+    ``in_place`` kernel: an in-place edit of it (e.g. an ablation hook) is taken, but a
+    backward through the edit raises autograd's "modified by an inplace operation"; clone it
+    first where a backward follows (tokengeo's modules plan another kernel when ``hook_z`` is
+    hooked or wrapped).
     """
     _check_shapes(q, k, v, coef_a, coef_b)
     q, k, v, attn_mask = autocast_inputs(q, k, v, attn_mask)

@@ -236,6 +236,8 @@ class LaplacianSDPA(torch.autograd.Function):
             pv_mixed = torch.cat([z[:, :, h0:h1] for h0, h1 in runs.mixed], dim=2)
         device = device_path or z.is_cuda
         _combine_in_place(z, vt, a, b, runs, device)
+        if z._is_view():  # a view of ``out`` made here: an in-place edit of it would be
+            z = z.detach()  # refused by autograd; the same memory, no copy, no view
         ctx.save_for_backward(q, k, v, z, a, b, attn_mask, pv_mixed, qkv, *saved)
         ctx.is_causal, ctx.scale, ctx.runs, ctx.backend = is_causal, scale, runs, backend
         ctx.device = device
