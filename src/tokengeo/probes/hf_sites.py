@@ -16,6 +16,8 @@ GPT-NeoX, OPT, OLMo, ...).
                                 and values have ``Hkv`` heads under grouped-query attention
                                 (``ungroup_kv=True``: repeated to ``H``, query head ``h`` reading
                                 KV head ``h // (H/Hkv)``, read-only); before rotary / q-k norms
+``blocks.{l}.attn.hook_attn_scores`` the input of eager attention's softmax, ``(B, H, T, T)``
+                                (:mod:`tokengeo.probes.hf_scores`; eager attention only)
 ``blocks.{l}.attn.hook_pattern`` softmax attention weights, ``(B, H, T, T)`` (read-only)
 ``blocks.{l}.attn.hook_z``      per-head outputs = input of the attention output
                                 projection (BERT/ViT ``o_proj``/``attention.output.dense``,
@@ -36,12 +38,16 @@ GPT-NeoX, OPT, OLMo, ...).
                                 before their post-MLP norm), ``(B, T, D)``
 ``blocks.{l}.hook_resid_post``  output of block ``l``, ``(B, T, D)``
 ``hook_final``                  final norm output (decoders, ViT; BERT has none)
+``blocks.{l}.ln1|ln2.hook_scale``  the scale ``s`` (B, T, 1) and normalized input (B, T, D)
+``...hook_normalized``, ``ln_final.*`` of the norm before attention / MLP (post-LN
+                                encoders: after each) and the final norm
+                                (:mod:`tokengeo.probes.hf_norms`)
 ==============================  =====================================================
 
 Attention patterns: Hugging Face returns attention weights only from the ``"eager"``
 attention implementation (``sdpa`` and flash kernels never form them). Naming
-``hook_pattern`` on a model loaded otherwise raises :class:`ConfigError` asking for eager
-attention; a wildcard (``"*"``, ``blocks.*``) or a predicate leaves the patterns out there
+``hook_pattern`` (or ``hook_attn_scores``) on a model loaded otherwise raises
+:class:`ConfigError` asking for eager attention; a wildcard (``"*"``, ``blocks.*``) or a predicate leaves the patterns out there
 (``unavailable()`` says why); every other site works with any implementation. Eager
 attention always forms the pattern, so capturing it adds no computation.
 
@@ -66,10 +72,13 @@ from tokengeo.models.hf.families import (
     family_of,
     head_shape,
     is_parallel,
+    norm_paths,
     qkv_slicer,
     qkv_writer,
     ungroup,
 )
+from tokengeo.probes.hf_norms import norm_sites
+from tokengeo.probes.hf_scores import Handles, ScoresSite
 
 Get = Callable[[object], torch.Tensor]
 Put = Callable[[object, torch.Tensor], object]
@@ -151,19 +160,8 @@ class _PatternSite(_OutputSite):
         def ask_weights(_mod, args, kwargs):
             return args, {**kwargs, flag: True}
 
-        return _Handles(handle, self.module.register_forward_pre_hook(ask_weights,
+        return Handles(handle, self.module.register_forward_pre_hook(ask_weights,
                                                                       with_kwargs=True))
-
-
-class _Handles:
-    """Several hook handles removed as one."""
-
-    def __init__(self, *handles):
-        self.handles = handles
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
 
 
 def _pattern_get(output) -> torch.Tensor:
@@ -260,7 +258,9 @@ def hf_hook_sites(model: nn.Module, *, ungroup_kv: bool = False) -> dict[str, Ho
     for l, block in enumerate(blocks):
         sites.update(_block_sites(model, block, l, family, shape, ungroup_kv))
     if family.final is not None and _has_module(base, family.final):
-        sites["hook_final"] = _OutputSite(base.get_submodule(family.final))
+        final = base.get_submodule(family.final)
+        sites["hook_final"] = _OutputSite(final)
+        sites.update(norm_sites(final, "ln_final.", "the final norm"))
     return sites
 
 
@@ -274,6 +274,8 @@ def _block_sites(model, block, l: int, fam: Family, shape: HeadShape, ungroup_kv
         path = fam.qkv if fam.qkv is not None else getattr(fam, name)
         sites[p + f"attn.hook_{name}"] = _OutputSite(m(path),
                                                      *_part_view(fam, i, shape, ungroup_kv))
+    sites[p + "attn.hook_attn_scores"] = ScoresSite(m(fam.attn), model, shape.n_heads,
+                                                    f"of block {l}")
     sites[p + "attn.hook_pattern"] = _PatternSite(m(fam.attn), model, fam.weights_flag)
     sites[p + "attn.hook_z"] = _InputSite(m(fam.out_proj), *_heads_view(shape.n_heads))
     sites[p + "attn.hook_result"] = _ResultSite(m(fam.out_proj), shape.n_heads)
@@ -287,6 +289,9 @@ def _block_sites(model, block, l: int, fam: Family, shape: HeadShape, ungroup_kv
     if fam.mlp_post is not None:
         sites[p + "mlp.hook_post"] = _InputSite(m(fam.mlp_post))
     sites[p + "hook_mlp_out"] = _OutputSite(m(fam.mlp))
+    for name, path in zip(("ln1", "ln2"), norm_paths(fam), strict=True):
+        if path is not None:
+            sites.update(norm_sites(m(path), f"{p}{name}.", f"{name} of block {l}"))
     sites[p + "hook_resid_post"] = _OutputSite(block)
     return sites
 

@@ -66,6 +66,10 @@ class Family:
     mlp_pre: str | None = None
     mlp_post: str | None = None
     pos_embed: str | None = None  # backbone -> module whose output is the position embeddings
+    # TransformerLens' ln1 / ln2 where they are not ``attn_norm`` / the norm ``resid_mid``
+    # enters (post-LN encoders: the norms after the attention and after the MLP)
+    ln1: str | None = None
+    ln2: str | None = None
 
     @property
     def value(self) -> str:
@@ -79,7 +83,8 @@ def _bert_like() -> Family:
         mlp="output.dense", resid_mid=("output", "attention"), q="attention.self.query",
         k="attention.self.key", v="attention.self.value", embed="embeddings", causal=False,
         mlp_pre="intermediate.dense", mlp_post="output.dense",
-        pos_embed="embeddings.position_embeddings",
+        pos_embed="embeddings.position_embeddings", ln1="attention.output.LayerNorm",
+        ln2="output.LayerNorm",
     )
 
 
@@ -108,13 +113,15 @@ FAMILIES: dict[str, Family] = {
         mlp="output.dense", resid_mid=("output", "attention"), q="attention.attn.q",
         k="attention.attn.k", v="attention.attn.v", embed="embeddings", causal=False,
         weights_flag="output_attentions", mlp_pre="intermediate.dense", mlp_post="output.dense",
-        pos_embed="embeddings.position_embeddings",
+        pos_embed="embeddings.position_embeddings", ln1="attention.LayerNorm",
+        ln2="output.LayerNorm",
     ),
     "distilbert": Family(
         blocks="transformer.layer", attn="attention", out_proj="attention.out_lin", mlp="ffn",
         resid_mid=("output", "sa_layer_norm"), q="attention.q_lin", k="attention.k_lin",
         v="attention.v_lin", embed="embeddings", causal=False, mlp_pre="ffn.lin1",
-        mlp_post="ffn.lin2", pos_embed="embeddings.position_embeddings",
+        mlp_post="ffn.lin2", pos_embed="embeddings.position_embeddings", ln1="sa_layer_norm",
+        ln2="output_layer_norm",
     ),
     "modernbert": Family(
         blocks="layers", attn="attn", out_proj="attn.Wo", mlp="mlp",
@@ -287,6 +294,16 @@ def ungroup(x: torch.Tensor, groups: int) -> torch.Tensor:
     This is ``transformers``' ``repeat_kv`` on the head axis of a (B, T, Hkv, Dh) tensor.
     """
     return x if groups == 1 else x.repeat_interleave(groups, dim=-2)
+
+
+def norm_paths(family: Family) -> tuple[str | None, str | None]:
+    """Block -> TransformerLens' ``ln1`` and ``ln2``: the norms before the attention and
+    before the MLP (post-LN encoders: after each); None where the block has none (the
+    module a path names may still be no norm: OLMo 2's ``resid_mid`` is its MLP)."""
+    ln1 = family.ln1 or family.attn_norm
+    mid = family.resid_mid
+    ln2 = family.ln2 or (mid[1] if mid is not None and mid[0] == "input" else None)
+    return ln1, ln2
 
 
 def is_parallel(family: Family, config: Any) -> bool:
