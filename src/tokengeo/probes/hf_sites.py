@@ -47,9 +47,10 @@ GPT-NeoX, OPT, OLMo, ...).
 Attention patterns: Hugging Face returns attention weights only from the ``"eager"``
 attention implementation (``sdpa`` and flash kernels never form them). Naming
 ``hook_pattern`` (or ``hook_attn_scores``) on a model loaded otherwise raises
-:class:`ConfigError` asking for eager attention; a wildcard (``"*"``, ``blocks.*``) or a predicate leaves the patterns out there
-(``unavailable()`` says why); every other site works with any implementation. Eager
-attention always forms the pattern, so capturing it adds no computation.
+:class:`ConfigError` asking for eager attention; a wildcard (``"*"``, ``blocks.*``) or a
+predicate leaves them out there (``unavailable()`` says why); every other site works with
+any implementation. Eager attention always forms the pattern, so capturing it adds no
+computation.
 
 Every site may also *replace* its activation (``fn`` returns a tensor of the same shape), or
 edit it in place (honoured, also where the site hands out a copy), except ``hook_pattern``
