@@ -52,9 +52,8 @@ def test_every_hook_point_can_be_edited(name):
         plain = model(x, mask)
     points = hook_points(model)
     # embed, positions, final, the final norm's 2; per block 5 residual, 7 attention (q, k, v,
-    # scores, pattern, z, result), 2 MLP, 2 per norm. The L-Transformer: embed, final, per
-    # block 5 residual and 5 attention
-    expected = 2 + 2 * 10 if name.startswith("ltransformer") else 5 + 2 * (5 + 7 + 2 + 4)
+    # scores, pattern, z, result), 2 MLP, 2 per norm (the L-Transformer's too)
+    expected = 5 + 2 * (5 + 7 + 2 + 4)
     assert len(points) == expected
     for hook_name, point in points.items():
         same = run_with_hook(model, x, mask, point, lambda t: t.clone())

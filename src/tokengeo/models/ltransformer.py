@@ -31,12 +31,13 @@ from torch import nn
 
 from tokengeo.checks import check_positive
 from tokengeo.errors import ConfigError
+from tokengeo.hooks import HookPoint
 from tokengeo.models.config import EncoderConfig
 from tokengeo.models.transformer import TokengeoModel, check_length, mask_with_prefix
 from tokengeo.nn.heads import MIXED
 from tokengeo.nn.lblock import LBlock
 from tokengeo.nn.lposition import SlicePositionalEncoding, check_alpha
-from tokengeo.nn.lproduct import SliceLayerNorm, slices_to_tokens, tokens_to_slices
+from tokengeo.nn.lproduct import SliceLayerNorm, hook_slices, slices_to_tokens, tokens_to_slices
 from tokengeo.nn.transforms import check_transform, make_transform
 
 
@@ -107,10 +108,15 @@ class LTransformer(TokengeoModel):
     """Bidirectional L-Transformer classifier: ``model(ids, attention_mask) -> (B, C)``.
 
     Same inputs and API as the ``encoder`` family. Hook points (all editable: what a hook
-    returns flows on): ``hook_embed`` and the blocks' residual hooks see the
-    transform-domain stream (B, T, p·d_s), slice k = features [k·d_s, (k+1)·d_s);
-    ``blocks.{l}.attn.hook_z|q|k|v`` are (B, T, p·H, D_h) with head index k·H + h;
-    ``hook_pattern`` (B, p·H, T, T); ``hook_final`` is in the original domain (B, T, d).
+    returns flows on), in the transform domain, where every slice is an ordinary pre-LN
+    transformer of width d_s: ``hook_embed`` and the blocks' residual hooks see the stream
+    (B, T, p·d_s), slice k = features [k·d_s, (k+1)·d_s); ``hook_pos_embed`` the slice
+    positional code PE_k(t) added to it (B, T, p·d_s; after a cls token, the T text tokens
+    only); ``blocks.{l}.attn.hook_z|q|k|v`` are (B, T, p·H, D_h) with head index k·H + h;
+    ``hook_attn_scores`` and ``hook_pattern`` (B, p·H, T, T); ``hook_result``
+    (B, T, p·H, d_s); ``mlp.hook_pre|hook_post`` (B, T, p·h); ``ln1``, ``ln2``, ``ln_final``
+    ``.hook_scale`` (B, T, p, one scale per slice) and ``.hook_normalized`` (B, T, p·d_s);
+    ``hook_final`` is in the original domain (B, T, d), after the inverse transform.
     """
 
     family = "ltransformer"
@@ -122,6 +128,7 @@ class LTransformer(TokengeoModel):
         self.emb_scale = math.sqrt(d)  # Vaswani et al. (2017), Sec. 3.4
         self.transform = make_transform(cfg.transform, p)
         self.pos_enc = SlicePositionalEncoding(p, d_s, cfg.alpha)
+        self.hook_pos_embed = HookPoint()  # PE_k(t), (B, T, p·d_s); called only when hooked
         self.cls_token = nn.Parameter(torch.zeros(p, 1, 1, d_s)) if cfg.pool == "cls" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(d, cfg.num_classes)
@@ -141,7 +148,10 @@ class LTransformer(TokengeoModel):
         B, T = ids.shape
         check_length(T, self.config.max_len, "max_len")
         x = tokens_to_slices(self.tok_emb(ids) * self.emb_scale, self.config.p)  # (p, B, T, d_s)
-        x = self.transform(x) + self.pos_enc(T)  # (p, B, T, d_s)
+        positions = self.pos_enc(T)  # (p, 1, T, d_s)
+        if self.hook_pos_embed.is_active():
+            positions = hook_slices(self.hook_pos_embed, positions.expand(-1, B, -1, -1))
+        x = self.transform(x) + positions  # (p, B, T, d_s)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(-1, B, -1, -1), x], dim=2)  # (p, B, 1 + T, d_s)
             attention_mask = mask_with_prefix(attention_mask)

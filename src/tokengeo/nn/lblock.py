@@ -31,21 +31,16 @@ from tokengeo.nn.lproduct import (
     Affine,
     SliceLayerNorm,
     SliceLinear,
-    slices_to_tokens,
-    tokens_to_slices,
+    hook_slices,
 )
 
 
-def hook_slices(point: HookPoint, x: torch.Tensor) -> torch.Tensor:
-    """Show ``x`` (p, B, T, d_s) to ``point`` as (B, T, p·d_s) and return what it returns
-    (as (p, B, T, d_s)); a no-op when unhooked."""
-    if not point.is_active():
-        return x
-    return tokens_to_slices(point(slices_to_tokens(x)), x.shape[0])
-
-
 class LFeedForward(nn.Module):
-    """L-FFN: Ŷ_k = GELU(X̂_k Ŵ¹_k + b¹_k) Ŵ²_k + b²_k in every slice (arXiv 2603.05727, L-FFN)."""
+    """L-FFN: Ŷ_k = GELU(X̂_k Ŵ¹_k + b¹_k) Ŵ²_k + b²_k in every slice (arXiv 2603.05727, L-FFN).
+
+    Hook points (TransformerLens' names), each editable, called only when hooked: ``hook_pre``,
+    every slice's hidden layer before the GELU, and ``hook_post``, after it, both
+    (B, T, p·h) slice-major (h = ⌊r·d_s⌋ per slice)."""
 
     def __init__(self, cfg: SliceBlockConfig) -> None:
         super().__init__()
@@ -55,10 +50,13 @@ class LFeedForward(nn.Module):
         self.act = nn.GELU()
         self.fc2 = SliceLinear(p, hidden, d_slice, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
+        self.hook_pre = HookPoint()
+        self.hook_post = HookPoint()
 
     def forward(self, x: torch.Tensor, in_affine: Affine | None = None) -> torch.Tensor:
         """(p, B, T, d_s) -> (p, B, T, d_s); ``in_affine`` is folded into ``fc1``."""
-        return self.drop(self.fc2(self.act(self.fc1(x, in_affine))))
+        hidden = hook_slices(self.hook_pre, self.fc1(x, in_affine))  # (p, B, T, h)
+        return self.drop(self.fc2(hook_slices(self.hook_post, self.act(hidden))))
 
 
 class LBlock(nn.Module):

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tokengeo.hooks import HookPoint
+
 Affine = tuple[torch.Tensor, torch.Tensor | None]  # (gain, shift), each (p, d)
 
 
@@ -35,6 +37,14 @@ def slices_to_tokens(x: torch.Tensor) -> torch.Tensor:
     """(p, B, T, d_s) -> (B, T, p·d_s), the inverse of :func:`tokens_to_slices`."""
     p, B, T, d_s = x.shape
     return x.permute(1, 2, 0, 3).reshape(B, T, p * d_s)
+
+
+def hook_slices(point: HookPoint, x: torch.Tensor) -> torch.Tensor:
+    """Show ``x`` (p, B, T, d) to ``point`` as (B, T, p·d) and return what it returns
+    (as (p, B, T, d)); a no-op when unhooked (the reshape costs a copy)."""
+    if not point.is_active():
+        return x
+    return tokens_to_slices(point(slices_to_tokens(x)), x.shape[0])
 
 
 def mode3_product(x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -109,6 +119,11 @@ class SliceLayerNorm(nn.Module):
     normalisation of arXiv 2603.05727; γ, β are (p, d_s). ``forward`` applies all
     of it; ``normalize`` and ``affine`` split it so that a following :class:`SliceLinear`
     can absorb (γ, β) (its ``in_affine``).
+
+    Hook points (TransformerLens' names), each editable, formed only when hooked:
+    ``hook_scale`` sees every slice's ``s = √(var(x̂_k) + ε)`` as (B, T, p) (slice k in
+    column k) and ``hook_normalized`` sees ``(x̂_k − mean(x̂_k)) / s`` as (B, T, p·d_s)
+    (slice-major, as the residual hooks), before (γ, β).
     """
 
     def __init__(self, p: int, d_slice: int, *, eps: float = 1e-5, bias: bool = True) -> None:
@@ -116,10 +131,17 @@ class SliceLayerNorm(nn.Module):
         self.p, self.d_slice, self.eps = p, d_slice, eps
         self.weight = nn.Parameter(torch.ones(p, d_slice))
         self.bias = nn.Parameter(torch.zeros(p, d_slice)) if bias else None
+        self.hook_scale = HookPoint()
+        self.hook_normalized = HookPoint()
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        """(x − mean) / √(var + ε) over the last axis, no affine: (p, ..., d_s)."""
-        return F.layer_norm(x, (self.d_slice,), eps=self.eps)
+        """(x − mean) / √(var + ε) over the last axis, no affine: (p, B, T, d_s)."""
+        if not (self.hook_scale.is_active() or self.hook_normalized.is_active()):
+            return F.layer_norm(x, (self.d_slice,), eps=self.eps)
+        centred = x - x.mean(-1, keepdim=True)
+        scale = hook_slices(self.hook_scale,
+                            (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        return hook_slices(self.hook_normalized, centred / scale)  # (p, B, T, d_s)
 
     def affine(self) -> Affine:
         """(γ, β), each (p, d_s); β is None without bias."""
