@@ -58,18 +58,24 @@ def private_cache(tmp_path_factory):
 
 @pytest.fixture
 def fake_suite(tmp_path, monkeypatch):
-    """``fake_suite(cells, summarise, toml) -> conf folder``: a fabricated suite named
-    ``fake`` that ``reproduce`` runs as its only suite (a module holding ``cells`` and
-    ``summarise``, named in ``reproduce.SUITES``), with its settings ``toml`` written to
-    ``conf/fake.toml``; pass the folder as ``ReproduceConfig(config_dir=...)``."""
+    """``fake_suite(cells, summarise, toml, **kinds) -> conf folder``: a fabricated
+    :class:`~tokengeo.experiments.suite.Suite` named ``fake`` that ``reproduce`` runs as its
+    only suite (``cells(settings, ctx)``, ``summarise(settings, results, ctx)``; its settings
+    schema ``kinds``, each setting's :class:`~tokengeo.experiments.settings.Setting` kind),
+    with its settings ``toml`` written to ``conf/fake.toml``; pass the folder
+    as ``ReproduceConfig(config_dir=...)``. The suite is the module ``tokengeo_fake_suite``'s
+    ``SUITE``, in ``reproduce.SUITES``."""
     import sys
     import types
 
     from tokengeo.experiments import reproduce as rp
+    from tokengeo.experiments.settings import Setting
+    from tokengeo.experiments.suite import Suite
 
-    def install(cells, summarise, toml: str):
+    def install(cells, summarise, toml: str, **kinds: str):
         module = types.ModuleType("tokengeo_fake_suite")
-        module.cells, module.summarise = cells, summarise
+        module.SUITE = Suite("fake", "Fake suite", "Fake et al.",
+                             {k: Setting(kind) for k, kind in kinds.items()}, cells, summarise)
         monkeypatch.setitem(sys.modules, module.__name__, module)
         monkeypatch.setattr(rp, "SUITES", {"fake": module.__name__})
         conf = tmp_path / "conf"

@@ -660,7 +660,7 @@ def _cell_fn(seed: int) -> dict:
             "wall_time_s": 1.5, "warnings": [], "figures": []}
 
 
-def _schema_cells(settings):
+def _schema_cells(settings, ctx):
     from tokengeo.experiments.cells import Cell
 
     return [Cell("fake", f"s{seed}", _cell_fn, {"seed": seed},
@@ -668,7 +668,7 @@ def _schema_cells(settings):
             for seed in range(2)]
 
 
-def _schema_summary(settings, results, fig_dir):
+def _schema_summary(settings, results, ctx):
     from tokengeo.experiments.report import SuiteOutput
 
     for r in results.values():  # what a suite does with the numbers

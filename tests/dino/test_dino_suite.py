@@ -165,5 +165,5 @@ def test_the_built_in_settings_plan_every_cell(tmp_path):
     plan = _plan(tmp_path, [], "quick")
     ks, seeds = plan.settings["ks"], plan.settings["seeds"]
     assert len(plan.cells) == 2 * len(ks) * len(seeds)  # pre-trainings + random ones
-    full = _plan(tmp_path, [], "full")  # issue 42: --full gave DINO's budget to the images
+    full = _plan(tmp_path, [], "full")  # --full gave DINO's budget to the images
     assert full.cells == [] and "laplacian-images" in full.settings["skip"]

@@ -37,13 +37,13 @@ def _measure(seed: int, figure_dir: str) -> dict:
     return {"stats": {"acc": 0.5 + 0.01 * seed}, "figures": [str(fig)]}
 
 
-def _cells(settings):
-    return [Cell("fake", f"s{seed}", _measure, {"seed": seed, "figure_dir": settings["_figure_dir"]},
-                 fields=("stats.acc",)) for seed in range(settings["seeds"])]
+def _cells(settings, ctx):
+    return [Cell("fake", f"s{seed}", _measure, {"seed": seed, "figure_dir": str(ctx.figure_dir)},
+                 fields=("stats.acc",)) for seed in settings["seeds"]]
 
 
-def _summarise(settings, results, fig_dir):
-    accs = [results[f"s{i}"].value["stats"]["acc"] for i in range(settings["seeds"])]
+def _summarise(settings, results, ctx):
+    accs = [results[f"s{i}"].value["stats"]["acc"] for i in settings["seeds"]]
     claim = Claim("fake", "acc is positive", "Fake, §1", "> 0", "acc", Region.above(0),
                   measured=mean_interval(accs))
     figures = [Path(f) for r in results.values() for f in r.value["figures"]]
@@ -53,7 +53,7 @@ def _summarise(settings, results, fig_dir):
 @pytest.fixture
 def conf(fake_suite):
     CALLS.clear()
-    return fake_suite(_cells, _summarise, "[quick]\nseeds = 2\n")
+    return fake_suite(_cells, _summarise, "[quick]\nseeds = [0, 1]\n", seeds="int_list")
 
 
 def _reproduce(out: Path, conf: Path) -> tuple[list[int], list[str], str]:

@@ -1,5 +1,6 @@
 """The reproduce machinery on a fabricated suite: resume, not-run cells, the report."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,14 +26,14 @@ def _measure(seed: int, setting: str) -> dict:
     return {"acc": 0.8 + (0.1 if treated else 0.0) + 0.001 * seed * (2 if treated else 1)}
 
 
-def _cells(settings):
+def _cells(settings, ctx):
     return [Cell("fake", f"{s}-{seed}", _measure, {"seed": seed, "setting": s})
-            for s in settings["settings"] for seed in range(settings["seeds"])]
+            for s in settings["settings"] for seed in settings["seeds"]]
 
 
-def _summarise(settings, results, fig_dir):
+def _summarise(settings, results, ctx):
     def accs(s):
-        return [results[f"{s}-{i}"].value["acc"] for i in range(settings["seeds"])]
+        return [results[f"{s}-{i}"].value["acc"] for i in settings["seeds"]]
 
     claims = [Claim("fake", "treated beats baseline", "Fake et al., §1", "0.1", "acc diff",
                     Region.above(0), measured=paired_difference(accs("treated"), accs("base")))]
@@ -48,8 +49,9 @@ def conf(fake_suite):
     CALLS.clear()
     STOP_AT.clear()
     return fake_suite(_cells, _summarise,
-                      "[quick]\nseeds = 3\nsettings = ['base', 'treated', 'missing']\n"
-                      "[full]\nseeds = 5\nsettings = ['base', 'treated']\n")
+                      "[quick]\nseeds = [0, 1, 2]\nsettings = ['base', 'treated', 'missing']\n"
+                      "[full]\nseeds = [0, 1, 2, 3, 4]\nsettings = ['base', 'treated']\n",
+                      seeds="int_list", settings="str_list")
 
 
 def test_report_verdicts_and_not_run(conf, tmp_path):
@@ -83,12 +85,23 @@ def test_bad_suite_names_and_configs(conf, tmp_path):
         rp.reproduce(rp.ReproduceConfig(out=tmp_path, config_dir=Path(tmp_path / "empty")))
 
 
+def test_a_suite_module_without_SUITE_is_refused_naming_what_it_must_define(
+        conf, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.delattr(sys.modules["tokengeo_fake_suite"], "SUITE")
+    with pytest.raises(TypeError, match=r"tokengeo_fake_suite defines no SUITE; define SUITE = "
+                       r"tokengeo\.experiments\.suite\.Suite\(.*cells\(settings, ctx\)"):
+        rp.plan_suite("fake", rp.ReproduceConfig(out=tmp_path / "out", config_dir=conf))
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
 def test_changed_settings_recompute_only_the_changed_cells(conf, tmp_path):
     cfg = rp.ReproduceConfig(out=tmp_path / "out", config_dir=conf)
     rp.reproduce(cfg, log=lambda m: None)
     CALLS.clear()
     (conf / "fake.toml").write_text(
-        "[quick]\nseeds = 4\nsettings = ['base', 'treated']\n")
+        "[quick]\nseeds = [0, 1, 2, 3]\nsettings = ['base', 'treated']\n")
     rp.reproduce(cfg, log=lambda m: None)
     assert CALLS == ["base-3", "treated-3"]  # seeds 0-2 unchanged: read from disk
 
@@ -119,14 +132,15 @@ def test_rejudge_applies_a_changed_definition_to_stored_cells_without_computing(
     shutil.copytree(first / "cells", copy / "cells")
     CALLS.clear()
 
-    def stricter(settings, results, fig_dir):  # a corrected definition: gain above 0.5
-        out = _summarise(settings, results, fig_dir)
+    def stricter(settings, results, ctx):  # a corrected definition: gain above 0.5
+        out = _summarise(settings, results, ctx)
         out.claims[0].region = Region.above(0.5)
         return out
 
     import sys
 
-    monkeypatch.setattr(sys.modules["tokengeo_fake_suite"], "summarise", stricter)
+    module = sys.modules["tokengeo_fake_suite"]
+    monkeypatch.setattr(module, "SUITE", replace(module.SUITE, summarise=stricter))
     _, outputs = rp.reproduce(rp.ReproduceConfig(out=copy, config_dir=conf, rejudge=True),
                               log=lambda m: None)
     assert CALLS == []  # nothing recomputed

@@ -24,13 +24,13 @@ def _measure(data: str, seed: int) -> dict:
     return {"acc": 0.5 + 0.01 * seed, "data": data}
 
 
-def _cells(settings):
+def _cells(settings, ctx):
     return [Cell("fake", f"s{seed}", _measure, {"data": settings["data"], "seed": seed},
-                 cost=settings["cost"]) for seed in range(settings["seeds"])]
+                 cost=settings["cost"]) for seed in settings["seeds"]]
 
 
-def _summarise(settings, results, fig_dir):
-    accs = [results[f"s{i}"].value["acc"] for i in range(settings["seeds"])]
+def _summarise(settings, results, ctx):
+    accs = [results[f"s{i}"].value["acc"] for i in settings["seeds"]]
     claim = Claim("fake", "acc above its own mean - 1", "Fake, §1", "1", "acc", Region.above(0),
                   measured=paired_difference(accs, [a - 1 for a in accs]))
     return SuiteOutput("fake", "Fake suite", "Fake et al.", [claim])
@@ -39,10 +39,10 @@ def _summarise(settings, results, fig_dir):
 TOML = """[common]
 cost = 1800.0
 [quick]
-seeds = 2
+seeds = [0, 1]
 data = "offline"
 [paper]
-seeds = 3
+seeds = [0, 1, 2]
 data = "cifar100:${FAKE_DATA}"
 """
 
@@ -51,7 +51,8 @@ data = "cifar100:${FAKE_DATA}"
 def conf(fake_suite, monkeypatch):
     monkeypatch.delenv("FAKE_DATA", raising=False)
     CALLS.clear()
-    return fake_suite(_cells, _summarise, TOML)
+    return fake_suite(_cells, _summarise, TOML, cost="number", seeds="int_list",
+                      data="str")
 
 
 def _cfg(conf, tmp_path, mode="paper", **paths):

@@ -30,15 +30,15 @@ def _threads() -> dict:
     return {"threads": torch.get_num_threads()}
 
 
-def _cells(settings):
+def _cells(settings, ctx):
     return [Cell("fake", f"{s}-{seed}", _measure,
                  {"seed": seed, "setting": s, "calls": settings["calls"]})
-            for s in ("base", "treated") for seed in range(settings["seeds"])]
+            for s in ("base", "treated") for seed in settings["seeds"]]
 
 
-def _summarise(settings, results, fig_dir):
+def _summarise(settings, results, ctx):
     def accs(s):
-        return [results[f"{s}-{i}"].value["acc"] for i in range(settings["seeds"])]
+        return [results[f"{s}-{i}"].value["acc"] for i in settings["seeds"]]
 
     claim = Claim("fake", "treated beats baseline", "Fake et al., §1", "0.1", "acc diff",
                   Region.above(0), measured=paired_difference(accs("treated"), accs("base")))
@@ -49,7 +49,8 @@ def _summarise(settings, results, fig_dir):
 def conf_and_calls(fake_suite, tmp_path):
     calls = tmp_path / "calls"
     calls.mkdir()
-    return fake_suite(_cells, _summarise, f"[quick]\nseeds = 4\ncalls = '{calls}'\n"), calls
+    return fake_suite(_cells, _summarise, f"[quick]\nseeds = [0, 1, 2, 3]\ncalls = '{calls}'\n",
+                      seeds="int_list", calls="str"), calls
 
 
 def _report(out: Path, conf: Path, executor: ExecutorConfig) -> str:

@@ -78,12 +78,12 @@ def test_sweep_cells_and_results_share_one_key_scheme():
     assert sweep.results(results, skipped="later").not_run() == "later"
 
 
-# The full run's 2.5 h budget (issue 29) sets the seeds: >= 3 per comparison, except the
+# The full run's 2.5 h budget sets the seeds: >= 3 per comparison, except the
 # retrofit (tokengeo's own question; 2 seeds, see retrofit.toml's [full] note).
 FEWEST_FULL_UNITS = {"retrofit": 2}
-# Issue 42 gave DINO's --full budget to laplacian-images: its [full] is skipped, with a reason;
+# DINO's --full budget went to laplacian-images: its [full] is skipped, with a reason;
 # the retrofit is opt-in (5 fine-tuning steps cannot answer its question), with its cost.
-SKIPPED_IN_FULL = {"dino": "issue 42", "retrofit": "opt-in"}
+SKIPPED_IN_FULL = {"dino": "went to laplacian-images", "retrofit": "opt-in"}
 
 
 @pytest.mark.parametrize("name", TRAINED)

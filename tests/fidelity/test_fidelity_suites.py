@@ -133,8 +133,8 @@ def test_dino_quick_and_full_keep_none_and_all_but_one_head(tmp_path):
         {}, skipped="not yet"))).values()  # the k readings are members of one finding
     assert any(f"k={H - 1} of {H} Laplacian heads raise linear-probe accuracy" in c.text
                for c in claims)
-    assert not any("segmentation" in c.text for c in claims)  # dropped (issue 42)
-    assert "issue 42" in full["skip"]  # --full gave DINO's budget to laplacian-images
+    assert not any("segmentation" in c.text for c in claims)  # dropped: its sanity check failed
+    assert "went to laplacian-images" in full["skip"]  # --full gave DINO's budget to the images
 
 
 def test_long_quick_cells_carry_their_cost_hint(tmp_path):

@@ -17,7 +17,6 @@ import importlib
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
 
 from tokengeo.checks import check_output_folder, is_whole
 from tokengeo.errors import ConfigError
@@ -56,7 +55,7 @@ SUITES: dict[str, str] = {
 BUILTIN_CONFIG_DIR = Path(__file__).parent / "suites"
 
 
-# paper: the papers' sizes, on data the user supplies; gpu: sized for one GPU (issue 41)
+# paper: the papers' sizes, on data the user supplies; gpu: sized for one GPU
 MODES = ("quick", "full", "paper", "gpu")
 
 
@@ -131,20 +130,16 @@ class SuitePlan:
         return self.suite.summarise(self.settings, results, self.ctx)
 
 
-def _module_suite(name: str, module: ModuleType) -> Suite:
-    """A module without ``SUITE`` (every built-in suite has one; this keeps suites written
-    to the older protocol working: ``cells(settings)``,
-    ``summarise(settings, results, fig_dir)``, paths passed as ``_out_dir`` / ``_figure_dir``
-    settings) as a :class:`Suite`."""
-    def cells(settings: dict, ctx: SuiteContext) -> list[Cell]:
-        return module.cells({**settings, "_figure_dir": str(ctx.figure_dir),
-                             "_out_dir": str(ctx.out_dir)})
-
-    def summarise(settings: dict, results: dict, ctx: SuiteContext) -> SuiteOutput:
-        return module.summarise(settings, results, ctx.figure_dir)
-
-    return Suite(name, getattr(module, "TITLE", name), getattr(module, "PAPER", ""),
-                 getattr(module, "SETTINGS", None) or {}, cells, summarise)
+def suite_of(name: str) -> Suite:
+    """The :class:`Suite` that suite ``name``'s module (``SUITES[name]``) defines as ``SUITE``."""
+    module = importlib.import_module(SUITES[name])
+    suite = getattr(module, "SUITE", None)
+    if not isinstance(suite, Suite):
+        raise TypeError(f"suite module {module.__name__} defines no SUITE; define SUITE = "
+                        "tokengeo.experiments.suite.Suite(name, title, paper, settings, "
+                        "cells, summarise) with cells(settings, ctx) and "
+                        "summarise(settings, results, ctx)")
+    return suite
 
 
 def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True,
@@ -152,15 +147,13 @@ def plan_suite(name: str, cfg: ReproduceConfig, paths_required: bool = True,
     """``name``'s settings, checked, and its cells placed on device ``kind``
     (:func:`~tokengeo.experiments.placement.place`); ``${NAME}`` placeholders are filled
     from ``cfg.data_paths`` (an unresolved one is refused unless not ``paths_required``)."""
-    module = importlib.import_module(SUITES[name])
-    suite = getattr(module, "SUITE", None) or _module_suite(name, module)
+    suite = suite_of(name)
     where = Path(cfg.config_dir) / f"{name}.toml"
     settings = shift_seeds(load_settings(cfg.config_dir, name, cfg.mode), cfg.seed)
     settings, unresolved = fill_paths(name, where, settings, cfg.data_paths, paths_required)
-    if suite.settings or hasattr(module, "SUITE"):  # every built-in suite declares a schema
-        check_settings(name, where, settings, suite.schema)
-        check_suite(suite, where, settings)  # as a whole
-        check_decidable(suite, str(where), settings)  # every claim's test can decide
+    check_settings(name, where, settings, suite.schema)
+    check_suite(suite, where, settings)  # as a whole
+    check_decidable(suite, str(where), settings)  # every claim's test can decide
     ctx = SuiteContext.under(cfg.out, name, settings)
     cells = place_all(suite.plan(settings, ctx), kind, _share(where, settings))
     return SuitePlan(name, suite, settings, ctx, cells, unresolved)

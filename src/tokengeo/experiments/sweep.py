@@ -28,7 +28,7 @@ class TrainResult:
     geometry: dict[str, float] | None = None
     smoothing: list[dict] | None = None  # rows of tokengeo.probes.smoothing.head_smoothing
     curve: list[dict] | None = None  # {"step", "metrics", "geometry"} along training
-    step_s: float | None = None  # median seconds of a training step (cells since issue 41)
+    step_s: float | None = None  # median seconds of a training step (None: an older cell)
     peak_memory_bytes: int | None = None  # peak CUDA memory allocated (CUDA cells only)
     sublayers: list[dict] | None = None  # per attention sublayer: share_before, share_after
 

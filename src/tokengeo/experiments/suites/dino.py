@@ -12,7 +12,7 @@ linear-probe accuracy", one tallied row whose readings (an "any" family,
 :func:`~tokengeo.experiments.suites.laplacian_sweep.finding`) are k = H − 1 (the paper's 5
 of 6 heads) and k = H/2 against k = 0 and the trend over every k swept; fewer patch-token
 components at H − 1. The segmentation mIoU is measured and shown
-(table, figure) but no longer claimed (issue 42): its sanity check failed in the published
+(table, figure) but not claimed: its sanity check failed in the published
 run (trained 0.886 vs random 0.888), and no data set with real object boundaries is
 available offline to replace the foreground-share probe of Fashion-MNIST.
 H is the model's heads per layer, read from its registry config. A claim whose k is not in

@@ -15,7 +15,7 @@ paired by seed, ask where that control comes from:
 * **path**: fixed (a, b) = (t, 1 − 2t) for ``path_points`` values of t from 0 (attention)
   to 1 (the Laplacian): the within-sequence variance share of each layer's tokens and the
   test accuracy against t (trend claims: slope over t and Page's L). The path is linear in
-  (a, b) as the issue asks; in ψ it runs 90° → 63° (t = 1/4) → 0° (t = 1/2) → 146°
+  (a, b); in ψ it runs 90° → 63° (t = 1/4) → 0° (t = 1/2) → 146°
   (t = 3/4) → 135°. At t = 1/2 the head is 0.5 V and mixes no tokens: that model is no
   transformer, so the path skips the point (``path_points`` ≥ 4 keeps three t besides it;
   said in the report's notes).

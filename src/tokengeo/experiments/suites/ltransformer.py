@@ -539,7 +539,8 @@ def memory_claim(eff: CellResult | None, settings: dict | None = None) -> Claim:
                   Region.ratio_below(1.0), paper_effect=effect,
                   catalogue="ltransformer.memory-d768", **kind)
         c.not_run = (eff.not_run if eff is not None and eff.not_run else
-                     "the efficiency cell has no training peaks (cached before issue 42)")
+                     "the efficiency cell has no training peaks (a cell cached by an older "
+                     "tokengeo, before cells recorded training peaks)")
         return c
     d = members[0].text.rsplit("(d = ", 1)[-1].rstrip(")")
     note = "" if effect is not None else (

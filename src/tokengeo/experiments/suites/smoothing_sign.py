@@ -1,4 +1,4 @@
-"""The smoothing sign of trained heads, as claims, a table and figures (issue 42).
+"""The smoothing sign of trained heads, as claims, a table and figures.
 
 Zhang & Papyan (arXiv 2602.09297) read a Laplacian head, ``X + (I − P) X W_V W_O``, as heat
 diffusion on the attention graph: it smooths the residual stream only if the learned
