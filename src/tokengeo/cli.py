@@ -45,6 +45,11 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, err
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Called in-process (``argv`` given) it restores the caller's SIGINT
+    handler; run as the program (``argv`` None) it leaves SIGINT ignored once a Ctrl-C was
+    handled, so that nothing after the "interrupted" line can turn exit status 130 into a
+    death by signal."""
+    in_process = argv is not None
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and argv[0] in COMMANDS else None
     previous = _on_sigterm()
@@ -59,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             return 143 if terminated else 130
     finally:
         _restore_sigterm(previous)
-        _restore_sigint(sigint)
+        if in_process or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            _restore_sigint(sigint)
 
 
 def _main(argv: list[str], command: str | None) -> int:
