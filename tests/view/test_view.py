@@ -196,9 +196,14 @@ def test_minilm_corpus_window_laplacianized(tmp_path):
     head = data["heads"][0]
     raw = zlib.decompress(base64.b64decode(
         out.read_text(encoding="utf-8").split('id="tg-chunk-0-0">')[1].split("<")[0]))
-    P = torch.frombuffer(bytearray(raw[: 20 * 20]), dtype=torch.uint8).double().view(20, 20)
-    rows = (P / 255 * head["p_scale"]).sum(1)
-    assert torch.allclose(rows, torch.ones(20, dtype=torch.float64), atol=20 * head["p_scale"] / 510)
+    from tokengeo.view.encode import dequantise_log
+
+    codes = torch.frombuffer(bytearray(raw[: 20 * 20]), dtype=torch.uint8).view(20, 20)
+    P = dequantise_log(codes, head["p_scale"], decades=head["p_log"])  # the page's log codes
+    rows = P.sum(1)
+    # a code's half step on the log scale is a relative error of 10^(D / 508) - 1
+    step = 10 ** (head["p_log"] / 508) - 1
+    assert torch.allclose(rows, torch.ones(20, dtype=torch.float64), atol=2 * step)
 
 
 @pytest.fixture(scope="module")
