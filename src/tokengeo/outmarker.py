@@ -44,7 +44,7 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
              "balance.png", "scaling.png", "sphere.gif"),
     "similarity": ("similarity.json", "mean_similarity.npy", "config.json",
                    "mean_similarity.png", "distance_profiles.png", "within_sentence.png"),
-    "reproduce": ("report.md", "report.html", "report.json", "cells/*", "figures/*"),
+    "reproduce": ("report.md", "report.html", "report.json", "run.json", "cells/*", "figures/*"),
     "train": ("config.json", "metrics.jsonl", "metrics.csv", "summary.json", "curves.png",
               "checkpoints/*", "tensorboard/*", "wandb/*"),
 }

@@ -60,14 +60,14 @@ def published_run(mode: str, path: Path = PUBLISHED) -> tuple[dict | None, str |
 
 def report_dict(suites: list[SuiteOutput], title: str, preamble: list[str], out: Path,
                 mode: str = "quick", cells: dict | None = None,
-                published: dict | None = None) -> dict:
+                published: dict | None = None, run: dict | None = None) -> dict:
     """report.json of ``suites``, checked against the schema (a bug here is caught before
     anything is written)."""
     from tokengeo import __version__
     from tokengeo.reporting.reader import check_report
 
     data = report_json(suites, mode, __version__, source_commit(), cells=cells, title=title,
-                       preamble=preamble, out=Path(out), published=published)
+                       preamble=preamble, out=Path(out), published=published, run=run)
     return check_report(data, "the report.json being written")
 
 
@@ -87,10 +87,12 @@ def render_html(suites: list[SuiteOutput], title: str, preamble: list[str], out:
 
 
 def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: list[str],
-                 mode: str = "quick", cells: dict | None = None) -> Path:
+                 mode: str = "quick", cells: dict | None = None, run: dict | None = None
+                 ) -> Path:
     """Write ``report.json`` under ``out``, then ``report.md`` and ``report.html`` rendered
     from it; return the HTML path. ``cells``: the run's cell times per suite
-    (:func:`tokengeo.experiments.cell_times.cell_times`), kept in report.json."""
+    (:func:`tokengeo.experiments.cell_times.cell_times`), kept in report.json; ``run``: its
+    wall time and peak memory (:func:`tokengeo.experiments.run_record.run_object`)."""
     from tokengeo.reporting.document import document
     from tokengeo.reporting.reader import read_report
     from tokengeo.reporting.render import html, markdown
@@ -98,7 +100,7 @@ def write_report(out: Path, suites: list[SuiteOutput], title: str, preamble: lis
     out = Path(out)
     published, problem = published_run(mode)
     data = report_dict(suites, title, [*preamble, *([problem] if problem else [])], out, mode,
-                       cells, published)
+                       cells, published, run)
     write_json(out / "report.json", data, indent=1)
     data = read_report(out / "report.json")  # what is rendered is what was written
     blocks = document(data)

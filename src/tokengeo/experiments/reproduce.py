@@ -34,8 +34,10 @@ from tokengeo.experiments.placement import (
 )
 from tokengeo.experiments.progress import CellProgress
 from tokengeo.experiments.report import SuiteOutput, text_table, write_report
+from tokengeo.experiments.run_record import RunMeter, read_segments, run_object
 from tokengeo.experiments.settings import check_settings
 from tokengeo.experiments.suite import SKIP, Suite, SuiteContext
+from tokengeo.experiments.summary import source_commit
 from tokengeo.experiments.user_data import FLAG, Unresolved, fill_paths, placeholder_names
 from tokengeo.experiments.validation import cell_value_problem, check_only, check_suite
 from tokengeo.io import read_toml, write_bytes
@@ -227,13 +229,14 @@ NOT_STORED = ("not among the stored cells (--rejudge computes none: run without 
 
 
 def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
-                  log, progress: bool | None = None,
-                  compute: bool = True) -> dict[tuple[str, str], CellResult]:
+                  log, progress: bool | None = None, compute: bool = True,
+                  meter: RunMeter | None = None) -> dict[tuple[str, str], CellResult]:
     """Every cell's result: cached ones read from disk, the rest run by ``executor`` (with
     ``compute`` false, reported as not run: :data:`NOT_STORED`).
 
     The driver saves each result as it arrives, so an interrupted run (Ctrl-C, a failing
-    cell, a lost worker) resumes with only the missing cells.
+    cell, a lost worker) resumes with only the missing cells. ``meter`` counts the cells to
+    compute and those computed.
     """
     results: dict[tuple[str, str], CellResult] = {}
     todo = []
@@ -256,11 +259,16 @@ def compute_cells(cells: list[Cell], store: CellStore, executor: ExecutorConfig,
         todo = []
     if todo:
         log(f"{len(todo)} of {len(cells)} cells to compute")
+    if meter is not None:
+        meter.cells_to_compute = len(todo)
     with CellProgress(len(todo), enabled=progress) as bar:
         for cell, outcome in run_cells(todo, executor):
             write_files(outcome.files, write_bytes)
             if outcome.not_run is None:
                 store.save(cell, outcome.value, outcome.seconds)
+                if meter is not None:
+                    meter.cells_computed += 1
+                    meter.checkpoint()
             results[cell.suite, cell.key] = CellResult(cell.key, outcome.value, outcome.not_run)
             how = f"not run: {outcome.not_run}" if outcome.not_run else f"{outcome.seconds:.1f} s"
             bar.done(f"[{cell.suite}] {cell.label or cell.key}: {how}", log)
@@ -276,29 +284,45 @@ def reproduce(cfg: ReproduceConfig, log=None, executor: ExecutorConfig | None = 
     terminal outside CI).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    executor = executor or ExecutorConfig("serial")
-    executor.validate()
-    cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
-    names = cfg.suites()
-    check_output_folder("--out", cfg.out)  # writable; the --out rule once settings pass
-    kind, executor = place_executor(cfg.devices, executor, cfg.mode)
-    plans = plan_all(cfg, kind=kind)  # every setting and supplied path checked before any write
-    check_devices(cfg.devices, kind, [c for p in plans for c in p.cells], executor,
-                  len(executor.gpus) if kind == "cuda" else 0)
-    # new, empty, or a previous reproduce (resumed in place): locked and marked
-    with output_folder(cfg.out, "reproduce", resume=True):
-        return _run(cfg, plans, names, executor, log, progress)
+    with RunMeter(cfg.mode, cfg.seed, source_commit()) as meter:  # the whole call
+        executor = executor or ExecutorConfig("serial")
+        executor.validate()
+        cfg = replace(cfg, out=Path(cfg.out).resolve())  # cells hash paths relative to it
+        names = cfg.suites()
+        check_output_folder("--out", cfg.out)  # writable; the --out rule once settings pass
+        kind, executor = place_executor(cfg.devices, executor, cfg.mode)
+        plans = plan_all(cfg, kind=kind)  # every setting and supplied path checked first
+        check_devices(cfg.devices, kind, [c for p in plans for c in p.cells], executor,
+                      len(executor.gpus) if kind == "cuda" else 0)
+        # new, empty, or a previous reproduce (resumed in place): locked and marked
+        with output_folder(cfg.out, "reproduce", resume=True):
+            if not cfg.rejudge:
+                meter.attach(cfg.out)
+            try:
+                return _run(cfg, plans, names, executor, log, progress, meter)
+            finally:
+                _record(cfg, meter)
+
+
+def _record(cfg: ReproduceConfig, meter: RunMeter) -> None:
+    """Append this call's segment to OUT/run.json (once; interrupted calls too) when it
+    had cells to compute."""
+    if meter.recorded:
+        return
+    meter.__exit__(None, None, None)
+    meter.recorded = True
+    meter.checkpoint()  # the segment as it ended
 
 
 def _run(cfg: ReproduceConfig, plans: list[SuitePlan], names: list[str],
-         executor: ExecutorConfig, log, progress: bool | None
+         executor: ExecutorConfig, log, progress: bool | None, meter: RunMeter
          ) -> tuple[Path, list[SuiteOutput]]:
     """Every cell computed (or read), the suites summarised, the report written."""
     for plan in plans:
         plan.fig_dir.mkdir(parents=True, exist_ok=True)
     store = CellStore(cfg.out)
     results = compute_cells([c for p in plans for c in p.cells], store, executor, log,
-                            progress, compute=not cfg.rejudge)
+                            progress, compute=not cfg.rejudge, meter=meter)
     outputs = [p.summarise({c.key: results[p.name, c.key] for c in p.cells}) for p in plans]
     for plan, output in zip(plans, outputs, strict=True):
         line = where_ran(plan.cells, [results[plan.name, c.key].value for c in plan.cells])
@@ -319,8 +343,11 @@ def _run(cfg: ReproduceConfig, plans: list[SuitePlan], names: list[str],
     from tokengeo.experiments.cell_times import cell_times
 
     times = cell_times({p.name: p.cells for p in plans}, store)
+    meter.finished = True
+    _record(cfg, meter)  # this call's time ends here: the report holds it
+    run = run_object(read_segments(cfg.out), cfg.mode, cfg.seed)
     path = write_report(cfg.out, outputs, "tokengeo reproduction report", preamble,
-                        mode=cfg.mode, cells=times)
+                        mode=cfg.mode, cells=times, run=run)
     return path, outputs
 
 

@@ -101,9 +101,11 @@ def _suite_json(s: SuiteOutput, out: Path | None) -> dict:
 def report_json(suites: list[SuiteOutput], mode: str, version: str,
                 commit: str | None, cells: dict | None = None, *, title: str = "",
                 preamble: list[str] | None = None, out: Path | None = None,
-                published: dict | None = None) -> dict:
-    """report.json (``report.schema.json``); ``cells``: the cell times per suite, when the
-    run knows them (:mod:`tokengeo.experiments.cell_times`); ``out``: the report's folder
+                published: dict | None = None, run: dict | None = None) -> dict:
+    """report.json (``report.schema.json``); ``run``: the run's wall time and peak
+    memory over its segments (:mod:`tokengeo.experiments.run_record`); ``cells``: the cell
+    times per suite, when the run knows them (:mod:`tokengeo.experiments.cell_times`);
+    ``out``: the report's folder
     (figure paths are kept relative to it); ``published``: the published full run's
     verdicts (:func:`tokengeo.reporting.document.published_verdicts`)."""
     from tokengeo.reporting.text import POWER_HEADER
@@ -122,6 +124,8 @@ def report_json(suites: list[SuiteOutput], mode: str, version: str,
         out_json["cells"] = cells
     if published is not None:
         out_json["published"] = published
+    if run is not None:
+        out_json["run"] = run
     return _finite(out_json)
 
 

@@ -1,7 +1,8 @@
 """The doc blocks: a name -> renderer registry, each ``(report, arg) -> Markdown``.
 
 A block in README.md or docs/ (:mod:`tokengeo.reporting.docfiles`) is re-rendered from a
-run's report.json. Names (:data:`RENDERERS`): ``run`` (mode, commit, claim count), ``tally``
+run's report.json. Names (:data:`RENDERERS`): ``run`` (mode, commit, claim count; the
+run's wall time, peak memory, machine and segments when report.json has them), ``tally``
 (claims each paper makes, per verdict), ``kinds`` (all claims per kind), ``claims:SUITE``
 (the suite's claims: paper's value, measurement, verdict, against the paper's effect),
 ``findings:SUITE`` (its paper and stand-in claims that reached a verdict, one line each),
@@ -32,10 +33,42 @@ def _verdict(c: dict) -> str:
     return tx.bucket(c["verdict"]).split(":")[0]
 
 
+def _duration(seconds: float) -> str:
+    h, rest = divmod(round(seconds), 3600)
+    return f"{h} h {rest // 60:02d} min {rest % 60:02d} s" if h else \
+        f"{rest // 60} min {rest % 60:02d} s"
+
+
+def _segment_row(i: int, s: dict) -> list[str]:
+    load = "—" if s["load_1min_at_start"] is None else f"{s['load_1min_at_start']:.2f}"
+    return [str(i), s["started"].replace("T", " ").rstrip("Z"), _duration(s["wall_seconds"]),
+            f"{s['peak_memory_bytes'] / 1e9:.2f}", f"{s['cells_computed']} of "
+            f"{s['cells_to_compute']}", "yes" if s["finished"] else "interrupted",
+            f"`{(s['commit'] or 'unknown')[:7]}`", load]
+
+
 def render_run(data: dict, _arg: str) -> str:
+    """Mode, commit, claim count; with report.json's ``run`` (written by ``reproduce``
+    itself): wall time, peak memory, the machine and every segment of the run."""
     commit = (data.get("commit") or "unknown")[:7]
-    return (f"Mode `{data['mode']}`, report written by tokengeo {data['tokengeo']} at commit "
+    head = (f"Mode `{data['mode']}`, report written by tokengeo {data['tokengeo']} at commit "
             f"`{commit}`: {len(data['claims'])} claims.")
+    run = data.get("run")
+    if not run:
+        return head + " (This report.json holds no `run` object: no wall time or peak "\
+                      "memory measured by the run.)"
+    segs = run["segments"]
+    machines = sorted({tx.md_cell(f"{s['cpu']}, {s['cores']} cores") for s in segs})
+    methods = sorted({tx.md_cell(s["memory_method"]) for s in segs})
+    return "\n".join([
+        head, "",
+        f"Wall time **{_duration(run['wall_seconds'])}** ({run['wall_seconds']:.0f} s, the sum "
+        f"of {len(segs)} segment{'s' if len(segs) > 1 else ''}: calls of the same command that "
+        f"had cells to compute); peak memory **{run['peak_memory_bytes'] / 1e9:.2f} GB** (the "
+        f"largest segment's: {'; '.join(methods)}). Machine: {'; '.join(machines)}.", "",
+        tx.md_table(["segment", "started (UTC)", "wall time", "peak GB", "cells computed",
+                     "finished", "commit", "1-min load at start"],
+                    [_segment_row(i + 1, s) for i, s in enumerate(segs)])])
 
 
 def render_tally(data: dict, _arg: str) -> str:
