@@ -63,7 +63,9 @@ MUTATIONS = {
         ["import tokengeo.models.hf.lm as m", f"m.require_tokenizer = {NOOP}"], RUNS,
         "no-tokenizer"),
     "hf: config sizes typed": (
-        ["import tokengeo.models.hf.lm as m", "m._check_sizes = lambda cfg, saved: None"], RUNS,
+        ["import tokengeo.models.hf.names as m",
+         "m.sizes_of = lambda cfg, where='': {size: next((cfg[k] for k in keys if k in (cfg or "
+         "{})), None) for size, keys in m.SIZE_KEYS.items()}"], RUNS,
         "train_hf_folder and (heads-str or vocab or positions)"),
     "cli: disk full and permissions": (
         ["import tokengeo.cli as m", "m.ENVIRONMENT_ERRNOS = set()"], RUNS, "disk_full"),

@@ -27,18 +27,22 @@ SUITE = '''
 import os, time
 from pathlib import Path
 from tokengeo.experiments.cells import Cell
+from tokengeo.experiments.settings import Setting
+from tokengeo.experiments.suite import Suite
 
 def _sleep(i, flags):
     Path(flags, f"started-{i}-{os.getpid()}").touch()
     time.sleep(300)  # far longer than the test: only a signal ends it
     return {"i": i}
 
-def cells(settings):
+def cells(settings, ctx):
     return [Cell("sleepy", f"c{i}", _sleep, {"i": i, "flags": settings["flags"]})
             for i in range(4)]
 
-def summarise(settings, results, fig_dir):
+def summarise(settings, results, ctx):
     raise AssertionError("never reached")
+
+SUITE = Suite("sleepy", "Sleepy suite", "none", {"flags": Setting("str")}, cells, summarise)
 '''
 
 DRIVER = '''
@@ -102,6 +106,12 @@ def test_workers_and_tracker_die_with_the_driver(tmp_path, sig):
             assert ours == ["tokengeo reproduce: " +
                             ("interrupted" if sig == signal.SIGINT else "terminated")], err
             assert "Traceback" not in err and "InvalidStateError" not in err, err
+            # the stopped call's time still counts toward the run's wall time
+            from tokengeo.experiments.run_record import read_segments
+
+            (seg,) = read_segments(tmp_path / "out")
+            assert not seg.finished and seg.cells_to_compute == 4 and seg.cells_computed == 0
+            assert seg.wall_seconds > 0
     finally:
         for pid in session_members(driver.pid):
             os.kill(pid, signal.SIGKILL)

@@ -186,6 +186,27 @@ def test_the_table_block_renders_a_suite_table_by_its_caption():
         render(data, "table:laplacian-images")
 
 
+def test_the_figures_block_links_a_suites_figures_through_the_prefix_and_nothing_else():
+    from tokengeo.errors import ConfigError
+    from tokengeo.reporting.blocks import render
+    from tokengeo.reporting.reader import check_report
+
+    from helpers.report_dicts import report
+
+    figures = ["figures/laplacian-images/acc.png", "figures/../../etc/passwd.png",
+               "https://evil.example/x.png", "figures/laplacian-images/x.png)![y](z"]
+    data = check_report(report(suites=[{"name": "laplacian-images", "title": "t", "paper": "p",
+                                        "figures": figures}]), "test")
+    body = render(data, "figures:laplacian-images:../results")
+    assert body == "![acc](../results/figures/laplacian-images/acc.png)"  # the others dropped
+    for bad in ("figures:laplacian-images:/abs", "figures:laplacian-images:http://x",
+                "figures:laplacian-images:", "figures:laplacian-images:a b"):
+        with pytest.raises(ConfigError, match="PREFIX"):
+            render(data, bad)
+    with pytest.raises(ConfigError, match="names suite 'nope'"):
+        render(data, "figures:nope:../results")
+
+
 # ------------------------------------------------------------------ hostile inputs
 # Each table below is one class of hostile input to `tokengeo report`; every case failed on
 # the regex-and-dict code this replaced (a traceback, a silent pass, lost or outside text).
@@ -340,7 +361,8 @@ def test_text_outside_blocks_is_kept_byte_for_byte(tmp_path, text):
     _write_twice(tmp_path, root)
     got = (root / "README.md").read_bytes().decode()
     eol = "\r\n" if "\r\n" in text else "\n"
-    run = "Mode `quick`, report written by tokengeo 0.0 at commit `abc1234`: 1 claims."
+    run = ("Mode `quick`, report written by tokengeo 0.0 at commit `abc1234`: 1 claims. (This "
+           "report.json holds no `run` object: no wall time or peak memory measured by the run.)")
     begin = "<!-- tokengeo:begin run -->"
     assert text.count(f"{begin}{eol}old{eol}") == 1
     assert got == text.replace(f"{begin}{eol}old{eol}", f"{begin}{eol}{run}{eol}")

@@ -13,12 +13,14 @@ the start of their caption, hyphens for spaces), ``smoothing:SUITE`` (the smooth
 table of a Laplacian suite, and per column the blocks where the mean over seeds is
 negative, the head kind smoothing there, or positive), ``catalogue`` (every claim of the
 four papers from the claims catalogue: its test, its verdict in this run, the coverage per
-paper; docs/claims.md). Another block is one more entry of
+paper; docs/claims.md), ``figures:SUITE:PREFIX`` (the suite's figures, linked through
+PREFIX, the report's folder relative to the page). Another block is one more entry of
 :data:`RENDERERS` (a function of the report dict and the text after the first ``:``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -261,11 +263,33 @@ def render_compare(data: dict, path: str, root: Path = Path(".")) -> str:
         if changed else "(none)"])
 
 
+FIGURE_PATH = re.compile(r"figures/[\w-]+/[\w.-]+\.png")
+PREFIX = re.compile(r"(\.\./|[\w-]+/)*[\w-]+")
+
+
+def render_figures(data: dict, arg: str) -> str:
+    """``figures:SUITE:PREFIX``: the suite's figures as Markdown images, linked through
+    PREFIX, the report's folder relative to the page (``../results`` from docs/papers/).
+    Paths come from report.json (untrusted): only ``figures/<suite>/<name>.png`` is shown."""
+    suite, _, prefix = arg.partition(":")
+    if not PREFIX.fullmatch(prefix):
+        raise ConfigError(f"block figures:{arg} needs figures:SUITE:PREFIX, PREFIX the "
+                          "report's folder relative to the page (e.g. ../results)")
+    entry = next((s for s in data.get("suites") or [] if s["name"] == suite), None)
+    if entry is None:
+        raise ConfigError(f"block figures:{arg} names suite {suite!r}, which report.json "
+                          f"does not hold; suites: {[s['name'] for s in data.get('suites') or []]}")
+    shown = [f for f in entry.get("figures") or [] if FIGURE_PATH.fullmatch(f)]
+    if not shown:
+        return f"(this run of {suite} has no figures)"
+    return "\n\n".join(f"![{Path(f).stem}]({prefix}/{f})" for f in shown)
+
+
 RENDERERS: dict[str, Callable[..., str]] = {
     "run": render_run, "tally": render_tally, "kinds": render_kinds,
     "claims": render_claims, "findings": render_findings, "smoothing": render_smoothing,
     "compare": render_compare, "cells": render_cells, "table": render_table,
-    "catalogue": render_catalogue,
+    "catalogue": render_catalogue, "figures": render_figures,
 }
 NEEDS_ROOT = {"compare"}
 
@@ -277,7 +301,7 @@ def render(data: dict, name: str, root: Path = Path(".")) -> str:
     if kind not in RENDERERS:
         raise ConfigError(f"unknown block {name!r}; blocks are {sorted(RENDERERS)} "
                           "(claims, findings and smoothing take :SUITE, table "
-                          ":SUITE:CAPTION-START, compare :PATH)")
+                          ":SUITE:CAPTION-START, figures :SUITE:PREFIX, compare :PATH)")
     if kind in NEEDS_ROOT:
         return RENDERERS[kind](data, arg, root)
     return RENDERERS[kind](data, arg)

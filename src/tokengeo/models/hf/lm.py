@@ -70,14 +70,9 @@ class HFLMConfig:
 
 
 def _check_sizes(cfg: HFLMConfig, saved: dict[str, Any]) -> None:
-    """Refuse what the saved model cannot do, before its weights are loaded."""
-    for key in ("num_attention_heads", "vocab_size", "max_position_embeddings",
-                "num_hidden_layers"):
-        value = saved.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ConfigError(f"{cfg.source}/config.json: {key} = {value!r} must be a whole "
-                              "number >= 1")
+    """Refuse what the saved model cannot do, before its weights are loaded (``saved``'s
+    sizes are whole numbers >= 1 or None: :func:`tokengeo.models.hf.names.sizes_of` refused
+    any other when the source was resolved)."""
     heads = saved.get("num_attention_heads")
     if heads is not None and cfg.n_laplacian > heads:
         raise ConfigError(f"n_laplacian={cfg.n_laplacian} but {cfg.source} has {heads} heads "
