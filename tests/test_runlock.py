@@ -146,6 +146,44 @@ def test_lock_holds_across_an_atomic_folder_replacement(tmp_path):
     assert [p.name for p in out.iterdir()] == ["new.txt"]
 
 
+KILLED_BUILDER = """
+import os, sys
+from pathlib import Path
+from tokengeo.io import atomic_dir
+from tokengeo.runlock import RunLock
+
+out = Path(sys.argv[1])
+lock = RunLock(out, "tokengeo similarity").acquire()
+with atomic_dir(out) as tmp:  # building the output beside --out, as similarity does
+    lock.carry_into(tmp)
+    (tmp / "half.json").write_text("{")
+    os.kill(os.getpid(), 9)  # killed outright: no cleanup runs
+"""
+
+
+def test_a_killed_builds_leftover_is_removed_and_a_users_hard_link_still_refused(
+        tmp_path, capsys):
+    out = tmp_path / "sim"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    done = subprocess.run([sys.executable, "-c", KILLED_BUILDER, str(out)], env=env,
+                          timeout=120, check=False)
+    assert done.returncode == -signal.SIGKILL
+    (left,) = [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-sim-")]
+    assert os.stat(out / LOCK_NAME).st_nlink == 2  # the dead build's link to the lock
+    keep = tmp_path / ".tmp-old-sim-0123abcd"  # an output being swapped out: never touched
+    keep.mkdir()
+    os.link(out / LOCK_NAME, keep / LOCK_NAME)
+    lock = RunLock(out, "tokengeo similarity")
+    with pytest.raises(ConfigError, match="hard link to another file"):
+        lock.acquire()  # the other link is not a dead build's: refused as before
+    assert not left.exists()  # the dead build was removed all the same
+    assert "removed .tmp-sim-" in capsys.readouterr().err
+    (keep / LOCK_NAME).unlink()
+    RunLock(out, "tokengeo similarity").acquire().release()  # now the lock is free
+    assert keep.exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        ".tmp-old-sim-0123abcd", "sim"]
+
+
 @pytest.mark.parametrize("command, args", [
     ("flow", FLOW), ("reproduce", ["--only", "flows"]), ("train", [*TINY, "--steps", "1"]),
 ])

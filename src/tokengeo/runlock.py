@@ -99,6 +99,8 @@ class RunLock:
                 os.close(fd)
                 raise ConfigError(f"--out {str(self.folder)!r} is in use by {self._holder()}; "
                                   "wait for that run to end or choose another --out") from None
+            if os.fstat(fd).st_nlink > 1:
+                self._remove_dead_builds(fd)
             if os.fstat(fd).st_nlink > 1:  # a hard link to a user's file: never truncate it
                 os.close(fd)
                 raise ConfigError(f"{str(self.path)!r} is a hard link to another file (link "
@@ -106,6 +108,31 @@ class RunLock:
             if _same_file(fd, self.path):  # else the holder removed it meanwhile: retry
                 return fd
             os.close(fd)
+
+    def _remove_dead_builds(self, fd: int) -> None:
+        """Delete the outputs a killed run was building beside the folder: temporary siblings
+        ``.tmp-<name>-<hex>`` (tokengeo's own names, :func:`tokengeo.io.atomic_dir`) whose
+        lock file is a hard link to ours (:meth:`carry_into`). This process holds the flock
+        on that file, so no live run is building them; unfinished, they were never an
+        output. Another link (a user's) is left alone, and the lock is then refused."""
+        import glob
+        import shutil
+
+        from tokengeo.io import TMP_PREFIX, is_temporary
+
+        ours = os.fstat(fd)
+        pattern = f"{TMP_PREFIX}{glob.escape(self.folder.name)}-*"
+        for tmp in sorted(self.folder.parent.glob(pattern)):
+            if not is_temporary(tmp.name) or tmp.is_symlink() or not tmp.is_dir():
+                continue
+            try:
+                link = os.lstat(tmp / LOCK_NAME)
+            except OSError:
+                continue
+            if (link.st_dev, link.st_ino) == (ours.st_dev, ours.st_ino):
+                shutil.rmtree(tmp, ignore_errors=True)
+                print(f"tokengeo: removed {tmp.name}, the unfinished output of a run of "
+                      f"{str(self.folder)!r} that was killed", file=sys.stderr)
 
     def _holder(self) -> str:
         try:
