@@ -187,11 +187,11 @@ def test_the_table_block_renders_a_suite_table_by_its_caption():
 
 
 def test_the_figures_block_links_a_suites_figures_through_the_prefix_and_nothing_else():
+    from helpers.report_dicts import report
+
     from tokengeo.errors import ConfigError
     from tokengeo.reporting.blocks import render
     from tokengeo.reporting.reader import check_report
-
-    from helpers.report_dicts import report
 
     figures = ["figures/laplacian-images/acc.png", "figures/../../etc/passwd.png",
                "https://evil.example/x.png", "figures/laplacian-images/x.png)![y](z"]
