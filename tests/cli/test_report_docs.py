@@ -182,6 +182,10 @@ def test_the_table_block_renders_a_suite_table_by_its_caption():
     body = render(data, "table:laplacian-images:along-training")
     assert body.startswith("*along training, by k (x)*") and "| k=0 | 750 |" in body
     assert "no table whose caption starts" in render(data, "table:laplacian-images:nothing")
+    data["tables"].append({"suite": "laplacian-images", "caption": "within-sequence share (y)",
+                           "header": ["block"], "rows": [["block 1"]]})
+    body = render(data, "table:laplacian-images:within-sequence-share")
+    assert body.startswith("*within-sequence share (y)*")  # a caption's hyphen matches too
     with pytest.raises(ConfigError, match="names no caption"):
         render(data, "table:laplacian-images")
 

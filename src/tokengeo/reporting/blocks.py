@@ -164,7 +164,8 @@ def render_smoothing(data: dict, suite: str) -> str:
 
 def render_table(data: dict, arg: str) -> str:
     """``table:SUITE:CAPTION-START``: the suite's tables whose caption starts with
-    CAPTION-START, its hyphens read as spaces (``table:laplacian-images:along-training``)."""
+    CAPTION-START, its hyphens read as spaces and the caption's too
+    (``table:laplacian-images:along-training``, ``…:within-sequence-share``)."""
     suite, _, start = arg.partition(":")
     suite_claims(data, suite)  # the suite must be in the run
     if not start:
@@ -172,7 +173,7 @@ def render_table(data: dict, arg: str) -> str:
                           "table:SUITE:CAPTION-START (hyphens for spaces)")
     words = start.replace("-", " ")
     tables = [t for t in data.get("tables", []) if t["suite"] == suite
-              and t["caption"].startswith(words)]
+              and t["caption"].replace("-", " ").startswith(words)]
     if not tables:
         return f"(this run of {suite} has no table whose caption starts with \"{words}\")"
     return "\n\n".join(f"*{t['caption']}*\n\n{tx.md_table(t['header'], t['rows'])}"
