@@ -13,8 +13,8 @@ the start of their caption, hyphens for spaces), ``smoothing:SUITE`` (the smooth
 table of a Laplacian suite, and per column the blocks where the mean over seeds is
 negative, the head kind smoothing there, or positive), ``catalogue`` (every claim of the
 four papers from the claims catalogue: its test, its verdict in this run, the coverage per
-paper; docs/claims.md), ``figures:SUITE:PREFIX`` (the suite's figures, linked through
-PREFIX, the report's folder relative to the page). Another block is one more entry of
+paper; docs/claims.md), ``figures:SUITE:PREFIX[:NAMES]`` (the suite's figures, or
+those named, linked through PREFIX, the report's folder relative to the page). Another block is one more entry of
 :data:`RENDERERS` (a function of the report dict and the text after the first ``:``).
 """
 
@@ -269,10 +269,12 @@ PREFIX = re.compile(r"(\.\./|[\w-]+/)*[\w-]+")
 
 
 def render_figures(data: dict, arg: str) -> str:
-    """``figures:SUITE:PREFIX``: the suite's figures as Markdown images, linked through
-    PREFIX, the report's folder relative to the page (``../results`` from docs/papers/).
-    Paths come from report.json (untrusted): only ``figures/<suite>/<name>.png`` is shown."""
-    suite, _, prefix = arg.partition(":")
+    """``figures:SUITE:PREFIX[:NAME,NAME…]``: the suite's figures (those named, by file
+    stem, in that order; default all) as Markdown images, linked through PREFIX, the report's
+    folder relative to the page (``../results`` from docs/papers/). Paths come from
+    report.json (untrusted): only ``figures/<suite>/<name>.png`` is shown."""
+    suite, _, rest = arg.partition(":")
+    prefix, _, names = rest.partition(":")
     if not PREFIX.fullmatch(prefix):
         raise ConfigError(f"block figures:{arg} needs figures:SUITE:PREFIX, PREFIX the "
                           "report's folder relative to the page (e.g. ../results)")
@@ -281,8 +283,11 @@ def render_figures(data: dict, arg: str) -> str:
         raise ConfigError(f"block figures:{arg} names suite {suite!r}, which report.json "
                           f"does not hold; suites: {[s['name'] for s in data.get('suites') or []]}")
     shown = [f for f in entry.get("figures") or [] if FIGURE_PATH.fullmatch(f)]
+    if names:
+        by_stem = {Path(f).stem: f for f in shown}
+        shown = [by_stem[n] for n in names.split(",") if n in by_stem]
     if not shown:
-        return f"(this run of {suite} has no figures)"
+        return f"(this run of {suite} has no figures{' of those names' if names else ''})"
     return "\n\n".join(f"![{Path(f).stem}]({prefix}/{f})" for f in shown)
 
 
