@@ -14,8 +14,8 @@ table of a Laplacian suite, and per column the blocks where the mean over seeds 
 negative, the head kind smoothing there, or positive), ``catalogue`` (every claim of the
 four papers from the claims catalogue: its test, its verdict in this run, the coverage per
 paper; docs/claims.md), ``figures:SUITE:PREFIX[:NAMES]`` (the suite's figures, or
-those named, linked through PREFIX, the report's folder relative to the page). Another block is one more entry of
-:data:`RENDERERS` (a function of the report dict and the text after the first ``:``).
+those named, linked through PREFIX, the report's folder relative to the page). Another
+block is one more entry of :data:`RENDERERS` (a function of the report dict and the text after the first ``:``).
 """
 
 from __future__ import annotations
@@ -275,9 +275,9 @@ def render_figures(data: dict, arg: str) -> str:
     report.json (untrusted): only ``figures/<suite>/<name>.png`` is shown."""
     suite, _, rest = arg.partition(":")
     prefix, _, names = rest.partition(":")
-    if not PREFIX.fullmatch(prefix):
-        raise ConfigError(f"block figures:{arg} needs figures:SUITE:PREFIX, PREFIX the "
-                          "report's folder relative to the page (e.g. ../results)")
+    if not PREFIX.fullmatch(prefix) or not re.fullmatch(r"[\w,-]*", names):
+        raise ConfigError(f"block figures:{arg} needs figures:SUITE:PREFIX[:NAME,…], PREFIX "
+                          "the report's folder relative to the page (e.g. ../results)")
     entry = next((s for s in data.get("suites") or [] if s["name"] == suite), None)
     if entry is None:
         raise ConfigError(f"block figures:{arg} names suite {suite!r}, which report.json "
