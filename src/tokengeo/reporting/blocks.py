@@ -15,7 +15,8 @@ negative, the head kind smoothing there, or positive), ``catalogue`` (every clai
 four papers from the claims catalogue: its test, its verdict in this run, the coverage per
 paper; docs/claims.md), ``figures:SUITE:PREFIX[:NAMES]`` (the suite's figures, or
 those named, linked through PREFIX, the report's folder relative to the page). Another
-block is one more entry of :data:`RENDERERS` (a function of the report dict and the text after the first ``:``).
+block is one more entry of :data:`RENDERERS` (a function of the report dict and the text
+after the first ``:``).
 """
 
 from __future__ import annotations
