@@ -17,7 +17,7 @@ def _docs_copy(tmp_path) -> Path:
     root = tmp_path / "repo"
     (root / "docs").mkdir(parents=True)
     shutil.copy(ROOT / "README.md", root / "README.md")
-    for sub in ("papers", "results", "results-2026-12-05"):
+    for sub in ("papers", "results", "results-2026-12-05", "results-2026-12-06"):
         shutil.copytree(ROOT / "docs" / sub, root / "docs" / sub,
                         ignore=shutil.ignore_patterns("*.png", "*.html"))
     for page in (ROOT / "docs").glob("*.md"):
@@ -45,8 +45,11 @@ def test_one_changed_number_fails_the_check_naming_its_block(tmp_path, capsys):
     report, block = _changed_report(tmp_path)
     assert main(["report", str(report), "--check-docs", "--root", str(ROOT)]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and f"block {block} differs" in lines[0]
-    assert "docs/published-run.md" in lines[0]
+    # the claim's table and the one-line findings of its paper's page: one line per block
+    blocks = sorted(line.split()[1] for line in lines)
+    assert blocks == sorted({block, block.replace("claims:", "findings:")})
+    assert all(" differs from report.json in " in line for line in lines)
+    assert "docs/published-run.md" in next(line for line in lines if f"block {block} " in line)
 
 
 def test_write_docs_renders_the_change_and_the_check_then_passes(tmp_path, capsys):
@@ -182,10 +185,10 @@ def test_the_table_block_renders_a_suite_table_by_its_caption():
     body = render(data, "table:laplacian-images:along-training")
     assert body.startswith("*along training, by k (x)*") and "| k=0 | 750 |" in body
     assert "no table whose caption starts" in render(data, "table:laplacian-images:nothing")
-    data["tables"].append({"suite": "laplacian-images", "caption": "within-sequence share (y)",
+    data["tables"].append({"suite": "laplacian-images", "caption": "out-of-sample share (y)",
                            "header": ["block"], "rows": [["block 1"]]})
-    body = render(data, "table:laplacian-images:within-sequence-share")
-    assert body.startswith("*within-sequence share (y)*")  # a caption's hyphen matches too
+    body = render(data, "table:laplacian-images:out-of-sample-share")
+    assert body.startswith("*out-of-sample share (y)*")  # a caption's hyphen matches too
     with pytest.raises(ConfigError, match="names no caption"):
         render(data, "table:laplacian-images")
 
