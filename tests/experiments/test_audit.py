@@ -32,8 +32,19 @@ def test_the_audit_recomputes_the_published_report():
     validate_report(data)
     a = audit(data)
     assert a.problems == []
-    # the 2026-12-06 run: every interval carries its values, so none is taken as stored
-    assert a.intervals >= 170 and a.verdicts >= 195 and a.families >= 50 and a.taken == 0
+    # every interval carries its values; only a "not testable here" verdict is taken as
+    # stored (the audit does not recompute the precondition that made it untestable)
+    untestable = sum(str(c["verdict"]).startswith("not testable here")
+                     for c in _all_claims(data["claims"]))
+    assert untestable >= 1  # the 2026-12-07 run: clustering's static control spreads
+    assert a.intervals >= 170 and a.verdicts >= 195 and a.families >= 50
+    assert a.taken == untestable
+
+
+def _all_claims(claims: list[dict]):
+    for c in claims:
+        yield c
+        yield from _all_claims(c.get("members") or [])
 
 
 def test_the_audit_catches_a_changed_value_a_verdict_and_the_tally(tmp_path):

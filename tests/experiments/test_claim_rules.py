@@ -119,6 +119,13 @@ def test_the_monotone_reading_is_not_the_k_equals_h_contrast():
     short = monotone_claim("s", sweep, "t", "src", "+", {0: "k=0", 4: "k=4"}, "acc",
                            lambda v: v, True)
     assert short.verdict.startswith("not run: a monotone trend needs 3")
+    from tokengeo.experiments.suites.laplacian_sweep import more_k_hint
+
+    how = more_k_hint("dino", {"seeds": [0, 1, 2], "cell_cost": 280})
+    hinted = monotone_claim("s", sweep, "t", "src", "+", {0: "k=0", 4: "k=4"}, "acc",
+                            lambda v: v, True, how=how)
+    assert hinted.verdict.endswith("(have 2); " + how)
+    assert "3 cells, ~840 core-s" in how and "--only dino --config-dir DIR" in how
 
 
 def test_log2_p_is_labelled_as_such():

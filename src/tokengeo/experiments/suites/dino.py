@@ -215,7 +215,8 @@ def _claims(settings: dict, sweep: SweepResults) -> list[Claim]:
     readings.append(lap.monotone_claim(
         NAME, _over_k(sweep, ks), "Linear-probe accuracy rises at every step of the number k "
         "of Laplacian heads (monotone)", SRC, "more Laplacian heads, better features", by_k,
-        "linear-probe accuracy", _get("linear_accuracy"), higher=True, **stand_in))
+        "linear-probe accuracy", _get("linear_accuracy"), higher=True,
+        how=lap.more_k_hint(NAME, settings), **stand_in))
     claims.append(lap.finding(NAME, "Laplacian heads raise linear-probe accuracy", readings,
                               primary=readings[0].label,  # H − 1: the paper's setting
                               catalogue="laplacian.dino-linear-probe"))

@@ -216,26 +216,36 @@ AT_H, BELOW_H, TREND, EVERY_BLOCK = "k=H", "some k<H", "monotone over k", "every
 def monotone_claim(suite: str, res: SweepResults, text: str, source: str, paper: str,
                    labels_by_k: dict[float, str], metric: str, get: Callable, higher: bool,
                    discrete: bool = False, ratio: bool = False, label: str = TREND,
-                   **fields) -> Claim:
+                   how: str = "", **fields) -> Claim:
     """"``metric`` moves monotonically with k": an "all" family over the steps between
     consecutive ks (each step paired by seed, in the paper's direction): it holds when
     every step does (an intersection–union test, Berger 1982), and fails when some step is
     significantly the other way after Holm. With 3 or more ks this is not the k = H
     contrast (a per-seed least-squares slope over k ∈ {0, H/2, H} is exactly that contrast
-    / H: it tests no shape); with fewer it is not run."""
+    / H: it tests no shape); with fewer it is not run, its reason ending with ``how`` (the
+    cost and command of one more k, :func:`more_k_hint`)."""
     ks = sorted(labels_by_k)
     if len(ks) < 3:
-        out = Claim(suite, text, source, paper, f"{metric}, every step between consecutive k",
-                    Region.above(0.0), label=label,
-                    not_run=f"a monotone trend needs 3 or more k (have {len(ks)})",
-                    **fields)
-        return out
+        reason = f"a monotone trend needs 3 or more k (have {len(ks)})"
+        return Claim(suite, text, source, paper, f"{metric}, every step between consecutive k",
+                     Region.above(0.0), label=label,
+                     not_run=f"{reason}; {how}" if how else reason, **fields)
     steps = [difference_claim(suite, res, f"{metric}: {labels_by_k[a]} → {labels_by_k[b]}",
                               source, paper, labels_by_k[b], labels_by_k[a], metric, get,
                               higher, discrete=discrete, ratio=ratio,
                               label=f"{labels_by_k[a]}→{labels_by_k[b]}", **fields)
              for a, b in itertools.pairwise(ks)]
     return family(suite, text, steps, rule="all", label=label)
+
+
+def more_k_hint(suite: str, settings: dict) -> str:
+    """The cost and the command of one more k in ``suite``'s settings (a not-run reason's
+    end): one cell per seed at the suite's ``cell_cost`` hint."""
+    seeds = len(settings.get("seeds", ()))
+    cost = seeds * float(settings.get("cell_cost", 0.0))
+    return (f"one more k costs {seeds} cells, ~{cost:,.0f} core-s: add it to `ks` in a copy "
+            f"of {suite}.toml in a folder DIR and run `tokengeo reproduce` with this run's "
+            f"mode and `--only {suite} --config-dir DIR`")
 
 
 def finding(suite: str, text: str, readings: list[Claim], **fields) -> Claim:
@@ -288,7 +298,8 @@ def k_finding(suite: str, res: SweepResults, settings: dict, m: KMetric, blocks:
     readings.append(monotone_claim(suite, res, f"{m.text} at every step of k = "
                                    f"{', '.join(map(str, ks))} (monotone)", m.source, m.paper,
                                    {k: k_label(k) for k in ks}, m.name, m.get, m.higher,
-                                   discrete=m.discrete, ratio=m.ratio, **fields))
+                                   discrete=m.discrete, ratio=m.ratio,
+                                   how=more_k_hint(suite, settings), **fields))
     if blocks:
         readings.append(layer_claim(suite, res, settings, m, label=EVERY_BLOCK, **fields))
     return finding(suite, m.text, readings, paper_effect=m.paper_effect, primary=AT_H,
