@@ -24,6 +24,14 @@ def test_every_tallied_row_is_one_catalogue_entry_and_the_report_keeps_the_contr
     assert sum("never settles" in c.text for c in tallied) == 1
     assert sum("identity" in c.text for c in tallied) == 1
     assert sum("stationary" in c.text for c in tallied) == 1
+    # every row that names an entry, tallied or not, is its only row: the published verdicts
+    # a quick report shows are keyed by entry, so a second row would overwrite the first
+    named = [c.catalogue for c in out.claims if c.catalogue]
+    assert len(named) == len(set(named))
+    for entry in ("pde.input-stability", "pde.weight-perturbation"):
+        row = next(c for c in out.claims if c.catalogue == entry)
+        assert row.rule_of_family == "all" and len(row.members) == 3  # one per weight path
+        assert all(not m.catalogue for m in row.members)
 
 
 def test_every_catalogue_test_names_a_row_the_suite_writes(tmp_path):
