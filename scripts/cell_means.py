@@ -29,17 +29,16 @@ def group_of(stem: str) -> str:
 
 def cell_seconds(path: Path) -> float | None:
     from tokengeo.errors import ConfigError
+    from tokengeo.experiments.cells import CELL_LIMIT, recorded_seconds
     from tokengeo.io import parse_json, read_small
 
     try:
-        data = parse_json(read_small(path, 2**26), repr(str(path)), dict, limit=2**26,
-                          allow_nan=True)
+        data = parse_json(read_small(path, CELL_LIMIT), repr(str(path)), dict,
+                          limit=CELL_LIMIT, allow_nan=True)
     except ConfigError as e:
         print(f"skipped: {e}", file=sys.stderr)
         return None
-    seconds = data.get("seconds")
-    ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0
-    return float(seconds) if ok else None
+    return recorded_seconds(data)
 
 
 def means(cells: Path) -> dict[str, dict[str, dict[str, float]]]:

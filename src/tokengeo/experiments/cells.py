@@ -150,6 +150,14 @@ def check_envelope(data: Any, cell: Cell) -> str | None:
     return None
 
 
+def recorded_seconds(envelope: dict) -> float | None:
+    """The wall seconds a stored cell file records (``seconds``), or None when absent or not a
+    finite number >= 0."""
+    seconds = envelope.get("seconds")
+    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    return float(seconds) if ok and 0 <= seconds < float("inf") else None
+
+
 class CellStore:
     def __init__(self, out: Path) -> None:
         self.out = Path(out).resolve()
@@ -223,9 +231,7 @@ class CellStore:
         """The wall seconds recorded with the cell's cached result, or None (no usable cached
         result, or none recorded)."""
         data = self._envelope(cell)
-        seconds = data.get("seconds") if data is not None else None
-        ok = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-        return float(seconds) if ok and 0 <= seconds < float("inf") else None
+        return recorded_seconds(data) if data is not None else None
 
     def timing(self, cell: Cell) -> tuple[float, float] | None:
         """(wall seconds, finish time as a POSIX timestamp) of a cached cell: the seconds

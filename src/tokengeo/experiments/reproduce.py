@@ -309,7 +309,7 @@ def _record(cfg: ReproduceConfig, meter: RunMeter) -> None:
     had cells to compute."""
     if meter.recorded:
         return
-    meter.__exit__(None, None, None)
+    meter.end()
     meter.recorded = True
     meter.checkpoint()  # the segment as it ended
 

@@ -166,9 +166,13 @@ class RunMeter:
         return self
 
     def __exit__(self, *exc) -> None:
-        """End the segment (the first call only: it may end before the block does)."""
+        self.end()
+
+    def end(self) -> None:
+        """Stop the clock and the sampler (the first call only: the segment may end before
+        the ``with`` block does)."""
         if getattr(self, "_wall", None) is None:
-            self._memory.__exit__(*exc)
+            self._memory.__exit__(None, None, None)
             self._wall = time.perf_counter() - self._t0
 
     def attach(self, out: Path) -> None:

@@ -284,12 +284,15 @@ def render_figures(data: dict, arg: str) -> str:
         raise ConfigError(f"block figures:{arg} names suite {suite!r}, which report.json "
                           f"does not hold; suites: {[s['name'] for s in data.get('suites') or []]}")
     shown = [f for f in entry.get("figures") or [] if FIGURE_PATH.fullmatch(f)]
+    missing = []
     if names:
         by_stem = {Path(f).stem: f for f in shown}
+        missing = [n for n in names.split(",") if n not in by_stem]
         shown = [by_stem[n] for n in names.split(",") if n in by_stem]
     if not shown:
         return f"(this run of {suite} has no figures{' of those names' if names else ''})"
-    return "\n\n".join(f"![{Path(f).stem}]({prefix}/{f})" for f in shown)
+    note = [f"(this run of {suite} has no figure {', '.join(missing)})"] if missing else []
+    return "\n\n".join([*(f"![{Path(f).stem}]({prefix}/{f})" for f in shown), *note])
 
 
 RENDERERS: dict[str, Callable[..., str]] = {
